@@ -1,0 +1,154 @@
+package algo
+
+import (
+	"slices"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Acquire takes a lease of hits units of a concurrency policy: admitted if
+// the units held by live leases plus hits stay within p.Limit. The lease
+// lives p.EffectiveLeaseTTL() unless renewed (Renew) and returns its units
+// when released (Release) or when it expires, so a holder that dies never
+// leaks capacity. The allowed Decision carries the lease's ID and expiry.
+//
+// Lease IDs are unique per key and increase: an ID is the acquisition time
+// in nanoseconds, or one more than the last ID issued if that is later. A
+// key's state is discarded only after its last lease expired, so an ID is
+// never issued twice for a key even then.
+//
+// Remaining is the units free now, ResetAt the time the last live lease
+// expires, and RetryAfter, for a denial, the wait until enough leases expire
+// if none is released.
+func Acquire(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
+	var es []Entry
+	if s.Algorithm == sluice.Concurrency {
+		es = s.Entries
+	}
+	used, expired := leasesLive(es, now)
+	if hits > p.Limit {
+		return s, decision(p, p.Limit, false, used, now, leasesResetAt(es, now), now)
+	}
+	if used+hits > p.Limit {
+		return s, decision(p, p.Limit, false, used, now, leasesResetAt(es, now), leasesFreeAt(es, now, used, p.Limit-hits))
+	}
+	if hits == 0 {
+		return s, decision(p, p.Limit, true, used, now, leasesResetAt(es, now), now)
+	}
+	id := uint64(now)
+	if s.Algorithm == sluice.Concurrency && uint64(s.TAT) >= id {
+		id = uint64(s.TAT) + 1
+	}
+	expires := now + int64(p.EffectiveLeaseTTL())
+	if expired {
+		es = pruneLeases(es, now, len(es)+1)
+	}
+	es = append(es, Entry{At: expires, N: hits, ID: id})
+	ns := State{Algorithm: sluice.Concurrency, TAT: int64(id), Entries: es, Expires: leasesResetAt(es, now)}
+	d := decision(p, p.Limit, true, used+hits, now, ns.Expires, now)
+	d.Lease = sluice.Lease{ID: id, ExpiresAt: unix(expires)}
+	return ns, d
+}
+
+// Release ends lease id, returning its units at once. It reports false, and
+// returns s unchanged, if the lease is not live.
+func Release(p *sluice.Policy, s State, now int64, id uint64) (State, sluice.Decision, bool) {
+	return leaseUpdate(p, s, now, id, 0)
+}
+
+// Renew extends lease id to now + p.EffectiveLeaseTTL(). It reports false,
+// and returns s unchanged, if the lease is not live: an expired lease cannot
+// be revived, since its units may already be held by another.
+func Renew(p *sluice.Policy, s State, now int64, id uint64) (State, sluice.Decision, bool) {
+	return leaseUpdate(p, s, now, id, now+int64(p.EffectiveLeaseTTL()))
+}
+
+// leaseUpdate sets the expiry of live lease id to expires, dropping it when
+// expires is zero. The Decision carries the lease as it is afterwards.
+func leaseUpdate(p *sluice.Policy, s State, now int64, id uint64, expires int64) (State, sluice.Decision, bool) {
+	if s.Algorithm != sluice.Concurrency {
+		return s, sluice.Decision{}, false
+	}
+	i, found := slices.BinarySearchFunc(s.Entries, id, func(e Entry, id uint64) int {
+		switch {
+		case e.ID < id:
+			return -1
+		case e.ID > id:
+			return 1
+		}
+		return 0
+	})
+	if !found || s.Entries[i].At <= now {
+		return s, sluice.Decision{}, false
+	}
+	// Copy: the old state's entries must stay as they were.
+	es := pruneLeases(s.Entries, now, len(s.Entries))
+	i = slices.IndexFunc(es, func(e Entry) bool { return e.ID == id })
+	var lease sluice.Lease
+	if expires == 0 {
+		es = slices.Delete(es, i, i+1)
+	} else {
+		es[i].At = expires
+		lease = sluice.Lease{ID: id, ExpiresAt: unix(expires)}
+	}
+	used, _ := leasesLive(es, now)
+	ns := State{Algorithm: sluice.Concurrency, TAT: s.TAT, Entries: es, Expires: leasesResetAt(es, now)}
+	if len(es) == 0 {
+		// Keep the last ID so that IDs keep increasing; the state can go
+		// once the clock has passed it.
+		ns.Expires = max(now, s.TAT+1)
+	}
+	d := decision(p, p.Limit, true, used, now, leasesResetAt(es, now), now)
+	d.Lease = lease
+	return ns, d, true
+}
+
+// leasesLive returns the units of the leases live at now, and whether any
+// lease has expired.
+func leasesLive(es []Entry, now int64) (used int64, expired bool) {
+	for _, e := range es {
+		if e.At > now {
+			used += e.N
+		} else {
+			expired = true
+		}
+	}
+	return used, expired
+}
+
+// pruneLeases returns a new slice with the live leases of es, with room for
+// n entries.
+func pruneLeases(es []Entry, now int64, n int) []Entry {
+	out := make([]Entry, 0, n)
+	for _, e := range es {
+		if e.At > now {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// leasesResetAt returns when the last live lease expires, or now.
+func leasesResetAt(es []Entry, now int64) int64 {
+	at := now
+	for _, e := range es {
+		at = max(at, e.At)
+	}
+	return at
+}
+
+// leasesFreeAt returns the earliest time at which the live leases hold at
+// most k units, if none is released or renewed.
+func leasesFreeAt(es []Entry, now, used, k int64) int64 {
+	if used <= k {
+		return now
+	}
+	live := make([]Entry, 0, len(es))
+	for _, e := range es {
+		if e.At > now {
+			live = append(live, e)
+		}
+	}
+	slices.SortFunc(live, func(a, b Entry) int { return int(min(max(a.At-b.At, -1), 1)) })
+	return readyAt(now, used, k, live, 0, 0, 0)
+}

@@ -1,0 +1,263 @@
+package sluice
+
+import (
+	"fmt"
+	"time"
+)
+
+// Algorithm selects how a policy counts.
+type Algorithm uint8
+
+// The algorithms. The zero Algorithm is invalid so that a forgotten field is
+// caught by Validate.
+const (
+	// FixedWindow counts hits in windows aligned to multiples of Window
+	// since the Unix epoch; the count resets at each window's end. Cheap and
+	// exact within a window, but up to twice Limit can pass across a
+	// boundary.
+	FixedWindow Algorithm = iota + 1
+	// SlidingWindow weighs the previous aligned window's count by how much
+	// of it still overlaps the trailing Window. It never admits more than
+	// Limit within one aligned window nor more than twice Limit in any
+	// interval of length Window; see algo.SlidingWindow for the bound.
+	SlidingWindow
+	// SlidingLog keeps the time of every admitted hit and is exact over any
+	// trailing Window. Its state grows with Limit, so Limit is at most
+	// MaxLogLimit.
+	SlidingLog
+	// TokenBucket is a token bucket refilled at Limit tokens per Window up
+	// to Burst tokens, computed as GCRA with one number per key.
+	TokenBucket
+	// Concurrency holds up to Limit units in leases. A lease returns its
+	// units when released or when LeaseTTL passes without a renewal.
+	Concurrency
+	// Quota counts long periods (hours to months) in Buckets buckets of
+	// Window/Buckets each, or in calendar months (Calendar), with storage
+	// bounded by the number of buckets whatever the traffic.
+	Quota
+)
+
+var algorithmNames = [...]string{
+	FixedWindow:   "fixed_window",
+	SlidingWindow: "sliding_window",
+	SlidingLog:    "sliding_log",
+	TokenBucket:   "token_bucket",
+	Concurrency:   "concurrency",
+	Quota:         "quota",
+}
+
+// Algorithms lists every valid algorithm.
+var Algorithms = []Algorithm{FixedWindow, SlidingWindow, SlidingLog, TokenBucket, Concurrency, Quota}
+
+func (a Algorithm) String() string {
+	if a.valid() {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+func (a Algorithm) valid() bool { return a >= FixedWindow && a <= Quota }
+
+// MarshalText encodes the algorithm by name.
+func (a Algorithm) MarshalText() ([]byte, error) {
+	if !a.valid() {
+		return nil, fmt.Errorf("sluice: invalid algorithm %d", uint8(a))
+	}
+	return []byte(algorithmNames[a]), nil
+}
+
+// UnmarshalText accepts an algorithm's name, and "gcra" for TokenBucket.
+func (a *Algorithm) UnmarshalText(b []byte) error {
+	v, err := ParseAlgorithm(string(b))
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}
+
+// ParseAlgorithm returns the algorithm of the given name.
+func ParseAlgorithm(name string) (Algorithm, error) {
+	if name == "gcra" {
+		return TokenBucket, nil
+	}
+	for _, a := range Algorithms {
+		if algorithmNames[a] == name {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown algorithm %q (want one of fixed_window, sliding_window, sliding_log, token_bucket, concurrency, quota)", name)
+}
+
+// Calendar aligns a Quota policy to calendar periods instead of a rolling
+// Window.
+type Calendar uint8
+
+const (
+	// Rolling counts the trailing Window in Buckets buckets.
+	Rolling Calendar = iota
+	// Month counts calendar months in UTC: the quota resets at 00:00 UTC on
+	// the first day of each month. Window and Buckets are ignored.
+	Month
+)
+
+func (c Calendar) String() string {
+	switch c {
+	case Rolling:
+		return ""
+	case Month:
+		return "month"
+	}
+	return fmt.Sprintf("Calendar(%d)", uint8(c))
+}
+
+// MarshalText encodes the calendar by name ("" or "month").
+func (c Calendar) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText accepts "" (rolling) and "month".
+func (c *Calendar) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "", "rolling":
+		*c = Rolling
+	case "month":
+		*c = Month
+	default:
+		return fmt.Errorf("unknown calendar %q (want \"month\" or empty)", b)
+	}
+	return nil
+}
+
+// Bounds on policy parameters. They keep every computation on int64
+// nanoseconds free of overflow and every key's state bounded.
+const (
+	MaxLimit        = 1_000_000_000
+	MaxLogLimit     = 1_000
+	MinWindow       = time.Millisecond
+	MaxWindow       = 366 * 24 * time.Hour
+	MaxBuckets      = 100
+	DefaultLeaseTTL = time.Minute
+)
+
+// Policy says how much may be spent. The zero values of the optional fields
+// are useful: Burst defaults to Limit, LeaseTTL to DefaultLeaseTTL, Buckets to
+// DefaultBuckets(Window).
+type Policy struct {
+	// Name identifies the policy in decisions and headers, and scopes its
+	// counters: two policies with different names never share a counter.
+	Name      string
+	Algorithm Algorithm
+	// Limit is the number of hits per Window; for TokenBucket, the refill
+	// rate is Limit per Window; for Concurrency, the number of units held at
+	// once.
+	Limit int64
+	// Window is the period of the window algorithms and of Quota, and the
+	// refill period of TokenBucket. Concurrency ignores it.
+	Window time.Duration
+	// Burst is TokenBucket's capacity: how many hits a full bucket admits at
+	// once. Zero means Limit.
+	Burst int64
+	// LeaseTTL is how long a Concurrency lease lives without a renewal.
+	LeaseTTL time.Duration
+	// Buckets is the number of buckets a rolling Quota keeps; Window must
+	// divide evenly into them.
+	Buckets int
+	// Calendar aligns a Quota to calendar months.
+	Calendar Calendar
+}
+
+// EffectiveBurst returns Burst, or Limit if Burst is zero.
+func (p *Policy) EffectiveBurst() int64 {
+	if p.Burst == 0 {
+		return p.Limit
+	}
+	return p.Burst
+}
+
+// EffectiveLeaseTTL returns LeaseTTL, or DefaultLeaseTTL if it is zero.
+func (p *Policy) EffectiveLeaseTTL() time.Duration {
+	if p.LeaseTTL == 0 {
+		return DefaultLeaseTTL
+	}
+	return p.LeaseTTL
+}
+
+// EffectiveBuckets returns Buckets, or DefaultBuckets(Window) if it is zero.
+func (p *Policy) EffectiveBuckets() int {
+	if p.Buckets == 0 {
+		return DefaultBuckets(p.Window)
+	}
+	return p.Buckets
+}
+
+// DefaultBuckets picks a bucket count for a rolling quota: 10-minute buckets
+// for an hour (6), hourly for a day (24), daily for longer windows, and 10
+// otherwise, each only if it divides the window evenly.
+func DefaultBuckets(window time.Duration) int {
+	for _, size := range []time.Duration{24 * time.Hour, time.Hour, 10 * time.Minute} {
+		if window > size && window%size == 0 && window/size <= MaxBuckets {
+			return int(window / size)
+		}
+	}
+	if window%10 == 0 {
+		return 10
+	}
+	return 1
+}
+
+// Validate reports the first parameter out of bounds as a KindInvalid
+// *Error naming the field.
+func (p *Policy) Validate() error {
+	if len(p.Name) == 0 || len(p.Name) > MaxKeyLen {
+		return Invalid("name", "must be 1 to %d bytes", MaxKeyLen)
+	}
+	if !p.Algorithm.valid() {
+		return Invalid("algorithm", "is missing or unknown")
+	}
+	limitMax := int64(MaxLimit)
+	if p.Algorithm == SlidingLog {
+		limitMax = MaxLogLimit
+	}
+	if p.Limit <= 0 || p.Limit > limitMax {
+		return Invalid("limit", "must be between 1 and %d for %s, got %d", limitMax, p.Algorithm, p.Limit)
+	}
+	calendar := p.Algorithm == Quota && p.Calendar == Month
+	if p.Algorithm != Concurrency && !calendar {
+		if p.Window < MinWindow || p.Window > MaxWindow {
+			return Invalid("window", "must be between %v and %v, got %v", MinWindow, MaxWindow, p.Window)
+		}
+	}
+	switch p.Algorithm {
+	case TokenBucket:
+		if p.Burst < 0 || p.Burst > MaxLimit {
+			return Invalid("burst", "must be between 0 (meaning limit) and %d, got %d", MaxLimit, p.Burst)
+		}
+		// The bucket's depth in time, Burst emission intervals, must stay
+		// far from overflowing int64 nanoseconds.
+		interval := (p.Window + time.Duration(p.Limit) - 1) / time.Duration(p.Limit)
+		if interval*time.Duration(p.EffectiveBurst()) > 4*MaxWindow || interval*time.Duration(p.EffectiveBurst()) < 0 {
+			return Invalid("burst", "%d refills of %v each exceed %v", p.EffectiveBurst(), interval, 4*MaxWindow)
+		}
+	case Concurrency:
+		if p.LeaseTTL < 0 || p.LeaseTTL > MaxWindow || (p.LeaseTTL > 0 && p.LeaseTTL < MinWindow) {
+			return Invalid("leaseTTL", "must be between %v and %v (or 0 for %v), got %v", MinWindow, MaxWindow, DefaultLeaseTTL, p.LeaseTTL)
+		}
+		if p.Limit > MaxLogLimit {
+			return Invalid("limit", "must be between 1 and %d for concurrency, got %d", MaxLogLimit, p.Limit)
+		}
+	case Quota:
+		if p.Calendar > Month {
+			return Invalid("calendar", "is unknown")
+		}
+		if calendar {
+			break
+		}
+		b := p.EffectiveBuckets()
+		if b < 1 || b > MaxBuckets {
+			return Invalid("buckets", "must be between 1 and %d, got %d", MaxBuckets, b)
+		}
+		if p.Window%time.Duration(b) != 0 || p.Window/time.Duration(b) < MinWindow {
+			return Invalid("buckets", "window %v does not divide into %d buckets of at least %v", p.Window, b, MinWindow)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+// Package sluice holds the domain of the Sluice rate limiter: policies,
+// requests, decisions and the interfaces that limiters and stores implement.
+// It does no I/O; the algorithms live in package algo, the stores under
+// store/, and the wiring in cmd/sluice.
+//
+// Being over a limit is a Decision with Allowed false, never an error. Errors
+// are for broken things: bad input (KindInvalid), a store that is closed or
+// unreachable (KindUnavailable), and bugs (KindInternal).
+package sluice
+
+import (
+	"context"
+	"time"
+)
+
+// Decision is the answer for one policy.
+type Decision struct {
+	// Policy is the name of the policy decided.
+	Policy string
+	// Allowed reports whether the hits were admitted (and consumed).
+	Allowed bool
+	// Limit is the policy's capacity: the limit of a window, the burst of a
+	// token bucket, the number of concurrent leases.
+	Limit int64
+	// Remaining is how many more hits would be admitted now, after this
+	// decision.
+	Remaining int64
+	// ResetAt is the earliest time at which Remaining is back to Limit if no
+	// more hits arrive. It is never before now.
+	ResetAt time.Time
+	// RetryAfter is, for a denial, the shortest wait after which the same
+	// request would be admitted if nothing else consumed in between. It is
+	// zero when Allowed is true.
+	RetryAfter time.Duration
+	// Lease is the lease acquired by an allowed decision of a concurrency
+	// policy; its ID is zero otherwise.
+	Lease Lease
+}
+
+// Lease is a claim on a concurrency policy's capacity. It returns its
+// capacity when released or, unless renewed, when it expires.
+type Lease struct {
+	ID        uint64
+	ExpiresAt time.Time
+}
+
+// Check asks for hits against one policy under one key.
+type Check struct {
+	Policy Policy
+	// Key names the counter within the tenant and the policy: a user id, an
+	// IP address, a descriptor. It may be empty (one counter per tenant and
+	// policy) and is at most MaxKeyLen bytes.
+	Key string
+}
+
+// Request asks whether a tenant may spend Hits against every check at once.
+// Either all checks admit the hits and all consume them, or none consumes.
+type Request struct {
+	Tenant string
+	Checks []Check
+	// Hits is the cost of the request. Zero reads the current state without
+	// consuming anything.
+	Hits int64
+}
+
+// Result is the answer to a Request.
+type Result struct {
+	// Allowed is true when every check admitted the hits.
+	Allowed bool
+	// Decision is the decision to report: when denied, the denying policy
+	// with the longest RetryAfter; when allowed, the policy with the fewest
+	// hits remaining.
+	Decision Decision
+	// Decisions holds one decision per check, in the order of the checks.
+	// When the request is denied, no check consumed; the decisions of the
+	// checks that would have admitted show their state unchanged.
+	Decisions []Decision
+}
+
+// Limiter decides requests. It is implemented in-process by engine.Engine.
+type Limiter interface {
+	Check(ctx context.Context, req Request) (Result, error)
+}
+
+// Limits on the size of a request's parts.
+const (
+	MaxTenantLen = 128
+	MaxKeyLen    = 1024
+	MaxChecks    = 16
+	MaxHits      = MaxLimit
+)
+
+// Key identifies one counter in a store. The tenant leads so that no two
+// tenants can ever share state, whatever their policy names and keys.
+type Key struct {
+	Tenant string
+	Policy string
+	Value  string
+}
+
+// Reporting picks the decision to report among decisions of one request:
+// the denial with the longest RetryAfter if any check denied, otherwise the
+// decision with the fewest hits remaining. It reports whether all allowed.
+func Reporting(ds []Decision) (Decision, bool) {
+	var pick Decision
+	allowed := true
+	for i, d := range ds {
+		switch {
+		case i == 0:
+			pick, allowed = d, d.Allowed
+		case !d.Allowed && allowed:
+			pick, allowed = d, false
+		case !d.Allowed && d.RetryAfter > pick.RetryAfter:
+			pick = d
+		case d.Allowed && allowed && d.Remaining < pick.Remaining:
+			pick = d
+		}
+	}
+	return pick, allowed
+}

@@ -1,0 +1,38 @@
+package sluice
+
+import (
+	"context"
+	"time"
+)
+
+// Op is one policy's part of a request, as a store sees it.
+type Op struct {
+	Key    Key
+	Policy *Policy
+	Hits   int64
+}
+
+// Store keeps the state of counters and applies decisions to it atomically.
+// Implementations: memstore (in process); later the embedded durable store
+// and DynamoDB. Every implementation passes storetest.Run.
+//
+// A store trusts its input: the engine validates policies, keys and hits
+// before calling it. Over the limit is a Decision, not an error; errors are
+// for a store that is closed (ErrStoreClosed), full (ErrStoreFull) or broken.
+type Store interface {
+	// Apply decides every op at time now and writes dst[i] for ops[i]
+	// (len(dst) >= len(ops)). It is all-or-nothing: if any op is denied,
+	// no op consumes and the state of every key is left as it was. Ops on
+	// the same key see each other's effect, in order. Concurrent Apply calls
+	// are linearizable: an exact policy never admits more than its limit.
+	Apply(ctx context.Context, now time.Time, ops []Op, dst []Decision) error
+	// Release returns a Concurrency lease's units at once. It returns
+	// ErrLeaseNotFound if the lease is not held.
+	Release(ctx context.Context, now time.Time, key Key, p *Policy, lease uint64) (Decision, error)
+	// Renew extends a Concurrency lease to now + the policy's lease TTL. It
+	// returns ErrLeaseNotFound if the lease is not held.
+	Renew(ctx context.Context, now time.Time, key Key, p *Policy, lease uint64) (Decision, error)
+	// Close releases the store's resources; later calls return
+	// ErrStoreClosed.
+	Close() error
+}
