@@ -77,7 +77,7 @@ type logModel struct {
 	events []event
 }
 
-func (m *logModel) admit(t, n int64)      { m.events = append(m.events, event{t, n}) }
+func (m *logModel) admit(t, n int64)       { m.events = append(m.events, event{t, n}) }
 func (m *logModel) used(t int64) (u int64) { return exact(m.events, t, m.w) }
 
 // bucketModel: hits whose bucket is among the last b buckets at t.
