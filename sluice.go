@@ -69,7 +69,7 @@ type Result struct {
 	Allowed bool
 	// Decision is the decision to report: when denied, the denying policy
 	// with the longest RetryAfter; when allowed, the policy with the fewest
-	// hits remaining.
+	// hits remaining. Ties go to the earlier check.
 	Decision Decision
 	// Decisions holds one decision per check, in the order of the checks.
 	// When the request is denied, no check consumed; the decisions of the

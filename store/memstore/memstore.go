@@ -130,7 +130,9 @@ func (s *Store) applyOne(now int64, op *sluice.Op, dst *sluice.Decision) error {
 		if len(sh.m) >= s.perShard {
 			return sluice.ErrStoreFull
 		}
-		sh.m[cloneKey(op.Key)] = &next
+		st = new(algo.State) // not &next: that would put next on the heap on every call
+		*st = next
+		sh.m[cloneKey(op.Key)] = st
 	} else {
 		*st = next
 	}

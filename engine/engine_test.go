@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memstore"
+)
+
+// clock is a fake clock for the engine.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func newEngine(t *testing.T) (*Engine, *clock) {
+	t.Helper()
+	s := memstore.New(memstore.Options{})
+	t.Cleanup(func() { s.Close() })
+	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	return New(s, Options{Now: c.now}), c
+}
+
+var (
+	perMinute = sluice.Policy{Name: "tenant-per-minute", Algorithm: sluice.FixedWindow, Limit: 5, Window: time.Minute}
+	perSecond = sluice.Policy{Name: "session-per-second", Algorithm: sluice.TokenBucket, Limit: 2, Window: time.Second}
+	conc      = sluice.Policy{Name: "tenant-concurrent", Algorithm: sluice.Concurrency, Limit: 3, LeaseTTL: time.Minute}
+)
+
+// TestCheckAllOrNothing: a request checked against a tenant per-minute, a
+// session per-second and a tenant concurrency policy; when the session's
+// bucket is empty, the other two consume nothing.
+func TestCheckAllOrNothing(t *testing.T) {
+	e, c := newEngine(t)
+	ctx := context.Background()
+	req := sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{
+		{Policy: perMinute},
+		{Policy: perSecond, Key: "session-1"},
+		{Policy: conc},
+	}}
+	for i := range 2 {
+		res, err := e.Check(ctx, req)
+		if err != nil || !res.Allowed {
+			t.Fatalf("request %d: %+v, %v", i, res, err)
+		}
+	}
+	res, err := e.Check(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Allowed || res.Decision.Policy != "session-per-second" || res.Decision.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("third request: %+v", res.Decision)
+	}
+	if got := res.Decisions[0].Remaining; got != 3 {
+		t.Fatalf("per-minute remaining %d after a denied request, want 3", got)
+	}
+	if got := res.Decisions[2].Remaining; got != 1 {
+		t.Fatalf("concurrency remaining %d after a denied request, want 1", got)
+	}
+	c.advance(500 * time.Millisecond)
+	res, err = e.Check(ctx, req)
+	if err != nil || !res.Allowed || res.Decisions[0].Remaining != 2 || res.Decisions[2].Lease.ID == 0 {
+		t.Fatalf("after the refill: %+v, %v", res, err)
+	}
+	// Allowed: the reported decision is the one with the fewest remaining,
+	// the earlier check on a tie.
+	if res.Decision.Policy != "session-per-second" || res.Decision.Remaining != 0 {
+		t.Fatalf("reported %+v", res.Decision)
+	}
+}
+
+// TestLongestRetryAfterReported: of several denying policies, the one that
+// frees up last is reported.
+func TestLongestRetryAfterReported(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	short := sluice.Policy{Name: "short", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Second}
+	long := sluice.Policy{Name: "long", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Hour}
+	req := sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: short}, {Policy: long}}}
+	if res, err := e.Check(ctx, req); err != nil || !res.Allowed {
+		t.Fatalf("%+v %v", res, err)
+	}
+	res, err := e.Check(ctx, req)
+	if err != nil || res.Allowed || res.Decision.Policy != "long" {
+		t.Fatalf("%+v %v", res.Decision, err)
+	}
+}
+
+func TestTenantsAreScoped(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	p := sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute}
+	for _, tenant := range []string{"a", "b"} {
+		if d, err := e.Allow(ctx, tenant, &p, "same-key", 1); err != nil || !d.Allowed {
+			t.Fatalf("tenant %s: %+v %v", tenant, d, err)
+		}
+	}
+}
+
+func TestInvalidInputNamesTheFieldAndCountsNothing(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	ok := sluice.Check{Policy: perMinute, Key: "k"}
+	with := func(f func(p *sluice.Policy)) sluice.Check {
+		c := ok
+		f(&c.Policy)
+		return c
+	}
+	cases := []struct {
+		field string
+		req   sluice.Request
+	}{
+		{"tenant", sluice.Request{Hits: 1, Checks: []sluice.Check{ok}}},
+		{"tenant", sluice.Request{Tenant: strings.Repeat("t", sluice.MaxTenantLen+1), Hits: 1, Checks: []sluice.Check{ok}}},
+		{"checks", sluice.Request{Tenant: "a", Hits: 1}},
+		{"checks", sluice.Request{Tenant: "a", Hits: 1, Checks: make([]sluice.Check, sluice.MaxChecks+1)}},
+		{"hits", sluice.Request{Tenant: "a", Hits: -1, Checks: []sluice.Check{ok}}},
+		{"checks[1].hits", sluice.Request{Tenant: "a", Hits: 4, Checks: []sluice.Check{ok, {Policy: conc}}}},
+		{"checks[1].key", sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{ok, {Policy: perMinute, Key: strings.Repeat("k", sluice.MaxKeyLen+1)}}}},
+		{"checks[0].policy.algorithm", sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{with(func(p *sluice.Policy) { p.Algorithm = 0 })}}},
+		{"checks[0].policy.limit", sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{with(func(p *sluice.Policy) { p.Limit = 0 })}}},
+		{"checks[0].policy.window", sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{with(func(p *sluice.Policy) { p.Window = -time.Second })}}},
+		{"checks[0].policy.name", sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{with(func(p *sluice.Policy) { p.Name = "" })}}},
+	}
+	for _, tc := range cases {
+		_, err := e.Check(ctx, tc.req)
+		if sluice.KindOf(err) != sluice.KindInvalid || sluice.FieldOf(err) != tc.field {
+			t.Errorf("want invalid %s, got kind %v field %q: %v", tc.field, sluice.KindOf(err), sluice.FieldOf(err), err)
+		}
+	}
+	// The valid check in those requests counted nothing.
+	d, err := e.Allow(ctx, "a", &perMinute, "k", 0)
+	if err != nil || d.Remaining != perMinute.Limit {
+		t.Fatalf("after invalid requests: %+v %v", d, err)
+	}
+}
+
+func TestLeases(t *testing.T) {
+	e, c := newEngine(t)
+	ctx := context.Background()
+	chk := sluice.Check{Policy: conc, Key: "job"}
+	res, err := e.Check(ctx, sluice.Request{Tenant: "acme", Hits: 3, Checks: []sluice.Check{chk}})
+	if err != nil || !res.Allowed {
+		t.Fatal(res, err)
+	}
+	id := res.Decision.Lease.ID
+	c.advance(30 * time.Second)
+	if _, err := e.Renew(ctx, "acme", chk, id); err != nil {
+		t.Fatal(err)
+	}
+	// Another tenant cannot touch it.
+	if _, err := e.Release(ctx, "other", chk, id); !errors.Is(err, sluice.ErrLeaseNotFound) {
+		t.Fatalf("release by another tenant: %v", err)
+	}
+	c.advance(45 * time.Second) // past the first expiry, within the renewed one
+	if d, _ := e.Allow(ctx, "acme", &conc, "job", 0); d.Remaining != 0 {
+		t.Fatalf("renewed lease not held: %+v", d)
+	}
+	d, err := e.Release(ctx, "acme", chk, id)
+	if err != nil || d.Remaining != 3 {
+		t.Fatalf("release: %+v %v", d, err)
+	}
+	if _, err := e.Release(ctx, "acme", chk, id); sluice.KindOf(err) != sluice.KindNotFound {
+		t.Fatalf("second release: %v", err)
+	}
+	if _, err := e.Release(ctx, "acme", sluice.Check{Policy: perMinute}, id); sluice.FieldOf(err) != "policy.algorithm" {
+		t.Fatalf("release on a window policy: %v", err)
+	}
+}
+
+func TestStoreErrorsKeepTheirKind(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	e := New(s, Options{})
+	s.Close()
+	_, err := e.Allow(context.Background(), "a", &perMinute, "k", 1)
+	if !errors.Is(err, sluice.ErrStoreClosed) || sluice.KindOf(err) != sluice.KindUnavailable {
+		t.Fatalf("closed store: %v (kind %v)", err, sluice.KindOf(err))
+	}
+}
+
+// TestAllowAllocatesNothing holds the hot path to zero allocations on a key
+// already held.
+func TestAllowAllocatesNothing(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	p := sluice.Policy{Name: "p", Algorithm: sluice.TokenBucket, Limit: 1_000_000_000, Window: time.Second}
+	if _, err := e.Allow(ctx, "acme", &p, "user-1", 1); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := e.Allow(ctx, "acme", &p, "user-1", 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Allow allocates %v per call, want 0", allocs)
+	}
+}
