@@ -86,7 +86,7 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown algorithm %q (want one of fixed_window, sliding_window, sliding_log, token_bucket, concurrency, quota)", name)
+	return 0, fmt.Errorf("%q is not an algorithm (want one of fixed_window, sliding_window, sliding_log, token_bucket, concurrency, quota)", name)
 }
 
 // Calendar aligns a Quota policy to calendar periods instead of a rolling
@@ -122,7 +122,7 @@ func (c *Calendar) UnmarshalText(b []byte) error {
 	case "month":
 		*c = Month
 	default:
-		return fmt.Errorf("unknown calendar %q (want \"month\" or empty)", b)
+		return fmt.Errorf("%q is not a calendar (want \"month\" or empty)", b)
 	}
 	return nil
 }

@@ -1,0 +1,56 @@
+// Command sluice is the Sluice rate limiter: `sluice serve` runs the HTTP
+// API. Run `sluice help` for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `Sluice decides rate limits for multi-tenant services.
+
+Usage:
+  sluice serve [flags]    serve the HTTP API (sluice serve -h for flags)
+  sluice version          print the version
+  sluice help             print this help
+`
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "sluice:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// run executes one command; ctx is cancelled on SIGINT or SIGTERM.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr)
+	case "version":
+		fmt.Fprintln(stdout, "sluice", version)
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
