@@ -60,24 +60,43 @@ type Entry struct {
 	ID uint64
 }
 
-// Decide applies hits at now under policy p to state s. Hits of zero read
-// the state without changing it. The policy must be valid (p.Validate).
+// Decide applies hits at now under policy p to state s and returns the new
+// state and the decision. Hits of zero read the state without changing it.
+// The policy must be valid (p.Validate).
 func Decide(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
+	var d sluice.Decision
+	Update(p, &s, now, hits, &d)
+	return s, d
+}
+
+// Update is Decide in place, for stores that hold the state: it writes the
+// decision to *d and, if the hits are admitted, the new state to *s. A
+// denial leaves *s as it was. It saves the copies of Decide's values on the
+// hot path of a store.
+func Update(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	switch p.Algorithm {
 	case sluice.FixedWindow:
-		return FixedWindow(p, s, now, hits)
+		fixedWindow(p, s, now, hits, d)
 	case sluice.SlidingWindow:
-		return SlidingWindow(p, s, now, hits)
+		slidingWindow(p, s, now, hits, d)
 	case sluice.SlidingLog:
-		return SlidingLog(p, s, now, hits)
+		slidingLog(p, s, now, hits, d)
 	case sluice.TokenBucket:
-		return TokenBucket(p, s, now, hits)
+		tokenBucket(p, s, now, hits, d)
 	case sluice.Concurrency:
-		return Acquire(p, s, now, hits)
+		acquire(p, s, now, hits, d)
 	case sluice.Quota:
-		return Quota(p, s, now, hits)
+		quota(p, s, now, hits, d)
+	default:
+		panic("algo: invalid algorithm " + p.Algorithm.String())
 	}
-	panic("algo: invalid algorithm " + p.Algorithm.String())
+}
+
+// pure turns an in-place algorithm into a pure function.
+func pure(f func(*sluice.Policy, *State, int64, int64, *sluice.Decision), p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
+	var d sluice.Decision
+	f(p, &s, now, hits, &d)
+	return s, d
 }
 
 // Capacity returns the most hits one request can be admitted under p.
@@ -88,10 +107,10 @@ func Capacity(p *sluice.Policy) int64 {
 	return p.Limit
 }
 
-// decision assembles a Decision. used is what is used of capacity after the
+// decide writes a Decision. used is what is used of capacity after the
 // decision; resetAt and retryAt are absolute times, clamped to now.
-func decision(p *sluice.Policy, capacity int64, allowed bool, used, now, resetAt, retryAt int64) sluice.Decision {
-	d := sluice.Decision{
+func decide(d *sluice.Decision, p *sluice.Policy, capacity int64, allowed bool, used, now, resetAt, retryAt int64) {
+	*d = sluice.Decision{
 		Policy:    p.Name,
 		Allowed:   allowed,
 		Limit:     capacity,
@@ -101,7 +120,6 @@ func decision(p *sluice.Policy, capacity int64, allowed bool, used, now, resetAt
 	if !allowed && retryAt > now {
 		d.RetryAfter = time.Duration(retryAt - now)
 	}
-	return d
 }
 
 func unix(ns int64) time.Time { return time.Unix(0, ns).UTC() }

@@ -16,20 +16,21 @@ import "github.com/sluicehq/sluice"
 func DecideAll(ops []sluice.Op, stored, next []State, now int64, dst []sluice.Decision) bool {
 	allowed := true
 	for i := range ops {
-		s := stored[i]
+		next[i] = stored[i]
 		for j := i - 1; j >= 0; j-- {
 			if ops[j].Key == ops[i].Key {
-				s = next[j]
+				next[i] = next[j]
 				break
 			}
 		}
-		next[i], dst[i] = Decide(ops[i].Policy, s, now, ops[i].Hits)
+		Update(ops[i].Policy, &next[i], now, ops[i].Hits, &dst[i])
 		allowed = allowed && dst[i].Allowed
 	}
 	if !allowed {
 		for i := range ops {
 			if dst[i].Allowed {
-				_, dst[i] = Decide(ops[i].Policy, stored[i], now, 0)
+				st := stored[i]
+				Update(ops[i].Policy, &st, now, 0, &dst[i])
 			}
 		}
 	}

@@ -20,6 +20,10 @@ import "github.com/sluicehq/sluice"
 // Remaining is the number of whole tokens left, ResetAt the time the bucket
 // is full again (TAT), and RetryAfter the wait until n tokens are back.
 func TokenBucket(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
+	return pure(tokenBucket, p, s, now, hits)
+}
+
+func tokenBucket(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	burst := p.EffectiveBurst()
 	t := EmissionInterval(p)
 	tau := burst * t
@@ -29,17 +33,20 @@ func TokenBucket(p *sluice.Policy, s State, now, hits int64) (State, sluice.Deci
 	}
 	used := (tat - now + t - 1) / t // whole tokens missing from a full bucket
 	if hits > burst {
-		return s, decision(p, burst, false, used, now, tat, now)
+		decide(d, p, burst, false, used, now, tat, now)
+		return
 	}
 	next := tat + hits*t
 	if next-now > tau {
-		return s, decision(p, burst, false, used, now, tat, next-tau)
+		decide(d, p, burst, false, used, now, tat, next-tau)
+		return
 	}
 	if hits == 0 {
-		return s, decision(p, burst, true, used, now, tat, now)
+		decide(d, p, burst, true, used, now, tat, now)
+		return
 	}
-	ns := State{Algorithm: sluice.TokenBucket, TAT: next, Expires: next}
-	return ns, decision(p, burst, true, (next-now+t-1)/t, now, next, now)
+	*s = State{Algorithm: sluice.TokenBucket, TAT: next, Expires: next}
+	decide(d, p, burst, true, (next-now+t-1)/t, now, next, now)
 }
 
 // EmissionInterval returns the token bucket's time per token in nanoseconds:

@@ -21,19 +21,25 @@ import (
 // expires, and RetryAfter, for a denial, the wait until enough leases expire
 // if none is released.
 func Acquire(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
+	return pure(acquire, p, s, now, hits)
+}
+
+func acquire(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	var es []Entry
 	if s.Algorithm == sluice.Concurrency {
 		es = s.Entries
 	}
 	used, expired := leasesLive(es, now)
-	if hits > p.Limit {
-		return s, decision(p, p.Limit, false, used, now, leasesResetAt(es, now), now)
-	}
-	if used+hits > p.Limit {
-		return s, decision(p, p.Limit, false, used, now, leasesResetAt(es, now), leasesFreeAt(es, now, used, p.Limit-hits))
-	}
-	if hits == 0 {
-		return s, decision(p, p.Limit, true, used, now, leasesResetAt(es, now), now)
+	switch {
+	case hits > p.Limit:
+		decide(d, p, p.Limit, false, used, now, leasesResetAt(es, now), now)
+		return
+	case used+hits > p.Limit:
+		decide(d, p, p.Limit, false, used, now, leasesResetAt(es, now), leasesFreeAt(es, now, used, p.Limit-hits))
+		return
+	case hits == 0:
+		decide(d, p, p.Limit, true, used, now, leasesResetAt(es, now), now)
+		return
 	}
 	id := uint64(now)
 	if s.Algorithm == sluice.Concurrency && uint64(s.TAT) >= id {
@@ -44,10 +50,9 @@ func Acquire(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision
 		es = pruneLeases(es, now, len(es)+1)
 	}
 	es = append(es, Entry{At: expires, N: hits, ID: id})
-	ns := State{Algorithm: sluice.Concurrency, TAT: int64(id), Entries: es, Expires: leasesResetAt(es, now)}
-	d := decision(p, p.Limit, true, used+hits, now, ns.Expires, now)
+	*s = State{Algorithm: sluice.Concurrency, TAT: int64(id), Entries: es, Expires: leasesResetAt(es, now)}
+	decide(d, p, p.Limit, true, used+hits, now, s.Expires, now)
 	d.Lease = sluice.Lease{ID: id, ExpiresAt: unix(expires)}
-	return ns, d
 }
 
 // Release ends lease id, returning its units at once. It reports false, and
@@ -98,7 +103,8 @@ func leaseUpdate(p *sluice.Policy, s State, now int64, id uint64, expires int64)
 		// once the clock has passed it.
 		ns.Expires = max(now, s.TAT+1)
 	}
-	d := decision(p, p.Limit, true, used, now, leasesResetAt(es, now), now)
+	var d sluice.Decision
+	decide(&d, p, p.Limit, true, used, now, leasesResetAt(es, now), now)
 	d.Lease = lease
 	return ns, d, true
 }

@@ -11,6 +11,10 @@ import (
 // exact, and its state grows with Limit: one Entry per admitting request, at
 // most Limit live entries (Limit is at most sluice.MaxLogLimit).
 func SlidingLog(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
+	return pure(slidingLog, p, s, now, hits)
+}
+
+func slidingLog(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	w := int64(p.Window)
 	var es []Entry
 	if s.Algorithm == sluice.SlidingLog {
@@ -19,13 +23,16 @@ func SlidingLog(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decis
 	used, first := sumLive(es, now, w)
 	live := es[first:]
 	if hits > p.Limit {
-		return s, decision(p, p.Limit, false, used, now, lastExpiry(live, w, now), now)
+		decide(d, p, p.Limit, false, used, now, lastExpiry(live, w, now), now)
+		return
 	}
 	if used+hits > p.Limit {
-		return s, decision(p, p.Limit, false, used, now, lastExpiry(live, w, now), readyAt(now, used, p.Limit-hits, live, w, 0, 0))
+		decide(d, p, p.Limit, false, used, now, lastExpiry(live, w, now), readyAt(now, used, p.Limit-hits, live, w, 0, 0))
+		return
 	}
 	if hits == 0 {
-		return s, decision(p, p.Limit, true, used, now, lastExpiry(live, w, now), now)
+		decide(d, p, p.Limit, true, used, now, lastExpiry(live, w, now), now)
+		return
 	}
 	// Keep entries sorted even if this node's clock is behind the last
 	// writer's: recording a hit late only makes it expire later.
@@ -34,8 +41,8 @@ func SlidingLog(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decis
 		at = live[n-1].At
 	}
 	live = append(live, Entry{At: at, N: hits})
-	ns := State{Algorithm: sluice.SlidingLog, Entries: live, Expires: at + w}
-	return ns, decision(p, p.Limit, true, used+hits, now, at+w, now)
+	*s = State{Algorithm: sluice.SlidingLog, Entries: live, Expires: at + w}
+	decide(d, p, p.Limit, true, used+hits, now, at+w, now)
 }
 
 // lastExpiry returns when the newest of live entries expires, or now.
@@ -58,8 +65,13 @@ func lastExpiry(live []Entry, ttl, now int64) int64 {
 // With p.Calendar set to sluice.Month the quota counts calendar months in
 // UTC and resets at 00:00 UTC on the first of each month.
 func Quota(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
+	return pure(quota, p, s, now, hits)
+}
+
+func quota(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	if p.Calendar == sluice.Month {
-		return calendarMonth(p, s, now, hits)
+		calendarMonth(p, s, now, hits, d)
+		return
 	}
 	w := int64(p.Window)
 	size := w / int64(p.EffectiveBuckets())
@@ -86,13 +98,16 @@ func Quota(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) 
 		reset = cur + w
 	}
 	if hits > p.Limit {
-		return s, decision(p, p.Limit, false, used, now, reset, now)
+		decide(d, p, p.Limit, false, used, now, reset, now)
+		return
 	}
 	if used+hits > p.Limit {
-		return s, decision(p, p.Limit, false, used, now, reset, readyAt(now, used, p.Limit-hits, live, w, cur, count))
+		decide(d, p, p.Limit, false, used, now, reset, readyAt(now, used, p.Limit-hits, live, w, cur, count))
+		return
 	}
 	if hits == 0 {
-		return s, decision(p, p.Limit, true, used, now, reset, now)
+		decide(d, p, p.Limit, true, used, now, reset, now)
+		return
 	}
 	if cur != bucket {
 		if count > 0 && cur+w > now {
@@ -101,12 +116,12 @@ func Quota(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) 
 		cur, count = bucket, 0
 	}
 	count += hits
-	ns := State{Algorithm: sluice.Quota, Start: cur, Count: count, Entries: live, Expires: cur + w}
-	return ns, decision(p, p.Limit, true, used+hits, now, cur+w, now)
+	*s = State{Algorithm: sluice.Quota, Start: cur, Count: count, Entries: live, Expires: cur + w}
+	decide(d, p, p.Limit, true, used+hits, now, cur+w, now)
 }
 
 // calendarMonth is a fixed window whose windows are UTC calendar months.
-func calendarMonth(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
+func calendarMonth(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	t := unix(now)
 	y, m, _ := t.Date()
 	start := unixMonth(y, m, 0)
@@ -116,14 +131,16 @@ func calendarMonth(p *sluice.Policy, s State, now, hits int64) (State, sluice.De
 		start, end, count = s.Start, s.Expires, s.Count
 	}
 	if hits > p.Limit {
-		return s, decision(p, p.Limit, false, count, now, resetIf(count > 0, end, now), now)
+		decide(d, p, p.Limit, false, count, now, resetIf(count > 0, end, now), now)
+		return
 	}
 	if count+hits > p.Limit {
-		return s, decision(p, p.Limit, false, count, now, resetIf(count > 0, end, now), end)
+		decide(d, p, p.Limit, false, count, now, resetIf(count > 0, end, now), end)
+		return
 	}
 	count += hits
-	ns := State{Algorithm: sluice.Quota, Start: start, Count: count, Expires: end}
-	return ns, decision(p, p.Limit, true, count, now, resetIf(count > 0, end, now), now)
+	*s = State{Algorithm: sluice.Quota, Start: start, Count: count, Expires: end}
+	decide(d, p, p.Limit, true, count, now, resetIf(count > 0, end, now), now)
 }
 
 // unixMonth returns the start of the UTC month add months after year y,

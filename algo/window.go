@@ -11,6 +11,10 @@ import (
 // one window; up to twice that can pass in an interval that straddles a
 // boundary. The state is one counter and the window's start.
 func FixedWindow(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
+	return pure(fixedWindow, p, s, now, hits)
+}
+
+func fixedWindow(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	w := int64(p.Window)
 	start := align(now, w)
 	var count int64
@@ -21,14 +25,16 @@ func FixedWindow(p *sluice.Policy, s State, now, hits int64) (State, sluice.Deci
 	}
 	end := start + w
 	if hits > p.Limit {
-		return s, decision(p, p.Limit, false, count, now, resetIf(count > 0, end, now), now)
+		decide(d, p, p.Limit, false, count, now, resetIf(count > 0, end, now), now)
+		return
 	}
 	if count+hits > p.Limit {
-		return s, decision(p, p.Limit, false, count, now, resetIf(count > 0, end, now), end)
+		decide(d, p, p.Limit, false, count, now, resetIf(count > 0, end, now), end)
+		return
 	}
 	count += hits
-	ns := State{Algorithm: sluice.FixedWindow, Start: start, Count: count, Expires: end}
-	return ns, decision(p, p.Limit, true, count, now, resetIf(count > 0, end, now), now)
+	*s = State{Algorithm: sluice.FixedWindow, Start: start, Count: count, Expires: end}
+	decide(d, p, p.Limit, true, count, now, resetIf(count > 0, end, now), now)
 }
 
 func resetIf(used bool, at, now int64) int64 {
@@ -53,6 +59,10 @@ func resetIf(used bool, at, now int64) int64 {
 // traffic the error is a small fraction of Limit. The state is two counters
 // and a window start.
 func SlidingWindow(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
+	return pure(slidingWindow, p, s, now, hits)
+}
+
+func slidingWindow(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	w := int64(p.Window)
 	start := align(now, w)
 	var curr, prev int64
@@ -67,15 +77,17 @@ func SlidingWindow(p *sluice.Policy, s State, now, hits int64) (State, sluice.De
 	}
 	used := curr + weigh(prev, start+w-now, w)
 	if hits > p.Limit {
-		return s, decision(p, p.Limit, false, used, now, slidingReadyAt(now, start, w, curr, prev, 0), now)
+		decide(d, p, p.Limit, false, used, now, slidingReadyAt(now, start, w, curr, prev, 0), now)
+		return
 	}
 	if used+hits > p.Limit {
-		return s, decision(p, p.Limit, false, used, now, slidingReadyAt(now, start, w, curr, prev, 0), slidingReadyAt(now, start, w, curr, prev, p.Limit-hits))
+		decide(d, p, p.Limit, false, used, now, slidingReadyAt(now, start, w, curr, prev, 0), slidingReadyAt(now, start, w, curr, prev, p.Limit-hits))
+		return
 	}
 	curr += hits
 	used += hits
-	ns := State{Algorithm: sluice.SlidingWindow, Start: start, Count: curr, Prev: prev, Expires: start + 2*w}
-	return ns, decision(p, p.Limit, true, used, now, slidingReadyAt(now, start, w, curr, prev, 0), now)
+	*s = State{Algorithm: sluice.SlidingWindow, Start: start, Count: curr, Prev: prev, Expires: start + 2*w}
+	decide(d, p, p.Limit, true, used, now, slidingReadyAt(now, start, w, curr, prev, 0), now)
 }
 
 // weigh returns floor(n * overlap / w), the part of a window's count n that

@@ -23,8 +23,16 @@ type Options struct {
 // Engine is the in-process sluice.Limiter. It is safe for concurrent use.
 type Engine struct {
 	store sluice.Store
+	one   oneApplier // store's single-op path, if it has one
 	now   func() time.Time
 	pool  sync.Pool // *batch
+}
+
+// oneApplier is the optional single-op path of a store: Apply for one op,
+// without slices, so that a decision on a key already held allocates
+// nothing.
+type oneApplier interface {
+	ApplyOne(ctx context.Context, now time.Time, op sluice.Op) (sluice.Decision, error)
 }
 
 // batch is the scratch space of one decision, pooled so that a decision on
@@ -40,9 +48,10 @@ var _ sluice.Limiter = (*Engine)(nil)
 // and closes it.
 func New(store sluice.Store, opts Options) *Engine {
 	if opts.Now == nil {
-		opts.Now = time.Now
+		opts.Now = newWallClock().now
 	}
 	e := &Engine{store: store, now: opts.Now}
+	e.one, _ = store.(oneApplier)
 	e.pool.New = func() any { return new(batch) }
 	return e
 }
@@ -78,15 +87,22 @@ func (e *Engine) Allow(ctx context.Context, tenant string, p *sluice.Policy, key
 	if err := validateOne(tenant, p, key, hits); err != nil {
 		return sluice.Decision{}, sluice.WithOp("engine.allow", err)
 	}
-	b := e.pool.Get().(*batch)
-	defer e.pool.Put(b)
-	b.ops[0] = sluice.Op{Key: sluice.Key{Tenant: tenant, Policy: p.Name, Value: key}, Policy: p, Hits: hits}
-	err := e.store.Apply(ctx, e.now(), b.ops[:1], b.dst[:1])
-	b.ops[0] = sluice.Op{}
+	op := sluice.Op{Key: sluice.Key{Tenant: tenant, Policy: p.Name, Value: key}, Policy: p, Hits: hits}
+	var d sluice.Decision
+	var err error
+	if e.one != nil {
+		d, err = e.one.ApplyOne(ctx, e.now(), op)
+	} else {
+		b := e.pool.Get().(*batch)
+		b.ops[0] = op
+		err = e.store.Apply(ctx, e.now(), b.ops[:1], b.dst[:1])
+		d, b.ops[0] = b.dst[0], sluice.Op{}
+		e.pool.Put(b)
+	}
 	if err != nil {
 		return sluice.Decision{}, sluice.WithOp("engine.allow", err)
 	}
-	return b.dst[0], nil
+	return d, nil
 }
 
 // Release returns the units of a lease taken by an allowed Check of a

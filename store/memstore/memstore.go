@@ -1,5 +1,6 @@
-// Package memstore is Sluice's in-process store: counters in sharded maps,
-// each shard behind its own mutex, for one process that needs no durability.
+// Package memstore is Sluice's in-process store: counters in sharded hash
+// tables, each shard behind its own mutex, for one process that needs no
+// durability.
 //
 // Memory is bounded. The store holds at most Options.MaxKeys keys; when a
 // decision would add a key to a full shard, Apply returns sluice.ErrStoreFull
@@ -12,8 +13,8 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
+	"math/bits"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,9 +43,12 @@ type Options struct {
 type Store struct {
 	seed     maphash.Seed
 	shards   []shard
-	mask     uint64
+	shift    uint // a key's shard is its hash's top bits: hash >> shift
 	perShard int
 	now      func() time.Time
+
+	// collide, in tests, replaces the hash to force collisions.
+	collide func(sluice.Key) uint64
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -53,11 +57,9 @@ type Store struct {
 
 type shard struct {
 	mu sync.Mutex
-	m  map[sluice.Key]*algo.State
-	_  [48]byte // keep shards on their own cache lines
+	t  table
+	_  [32]byte // keep shards on their own cache lines
 }
-
-var _ sluice.Store = (*Store)(nil)
 
 // New returns a Store and starts its sweep. Call Close to stop it.
 func New(opts Options) *Store {
@@ -80,81 +82,86 @@ func New(opts Options) *Store {
 	s := &Store{
 		seed:     maphash.MakeSeed(),
 		shards:   make([]shard, n),
-		mask:     uint64(n - 1),
+		shift:    uint(64 - bits.Len(uint(n-1))),
 		perShard: max(1, (opts.MaxKeys+n-1)/n),
 		now:      opts.Now,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	for i := range s.shards {
-		s.shards[i].m = make(map[sluice.Key]*algo.State)
-	}
 	go s.sweepLoop(opts.SweepInterval)
 	return s
 }
 
-func (s *Store) shardOf(k *sluice.Key) uint32 {
+// hash returns k's hash. Its top bits pick the shard, its bottom bits the
+// slot in the shard's table.
+func (s *Store) hash(k *sluice.Key) uint64 {
+	if s.collide != nil {
+		return s.collide(*k)
+	}
+	// Three string hashes cost less than maphash.Comparable, which also
+	// moves the key to the heap.
 	h := maphash.String(s.seed, k.Value)
-	h = h*31 ^ maphash.String(s.seed, k.Policy)
-	h = h*31 ^ maphash.String(s.seed, k.Tenant)
-	return uint32(h & s.mask)
+	h = (h ^ maphash.String(s.seed, k.Policy)) * 0x9e3779b97f4a7c15
+	return (h ^ maphash.String(s.seed, k.Tenant)) * 0xbf58476d1ce4e5b9
 }
 
 // Apply implements sluice.Store.
 func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst []sluice.Decision) error {
+	if len(ops) == 1 {
+		d, err := s.ApplyOne(ctx, now, ops[0])
+		dst[0] = d
+		return err
+	}
 	if s.closed.Load() {
 		return sluice.ErrStoreClosed
-	}
-	if len(ops) == 1 {
-		return s.applyOne(now.UnixNano(), &ops[0], &dst[0])
 	}
 	return s.applyMany(now.UnixNano(), ops, dst)
 }
 
-// applyOne is Apply's path for a single op: one lock, one lookup.
-func (s *Store) applyOne(now int64, op *sluice.Op, dst *sluice.Decision) error {
-	sh := &s.shards[s.shardOf(&op.Key)]
+// ApplyOne is Apply for a single op, without the slices: one lock, one
+// lookup, and no allocation for a key already held.
+func (s *Store) ApplyOne(ctx context.Context, now time.Time, op sluice.Op) (sluice.Decision, error) {
+	if s.closed.Load() {
+		return sluice.Decision{}, sluice.ErrStoreClosed
+	}
+	h := s.hash(&op.Key)
+	sh := &s.shards[h>>s.shift]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	st := sh.m[op.Key]
-	var cur algo.State
-	if st != nil {
-		cur = *st
+	var d sluice.Decision
+	if e := sh.t.get(h, &op.Key); e != nil {
+		algo.Update(op.Policy, &e.state, now.UnixNano(), op.Hits, &d)
+		return d, nil
 	}
-	next, d := algo.Decide(op.Policy, cur, now, op.Hits)
+	var st algo.State
+	algo.Update(op.Policy, &st, now.UnixNano(), op.Hits, &d)
 	if !d.Allowed || op.Hits == 0 {
-		*dst = d
-		return nil
+		return d, nil
 	}
-	if st == nil {
-		if len(sh.m) >= s.perShard {
-			return sluice.ErrStoreFull
-		}
-		st = new(algo.State) // not &next: that would put next on the heap on every call
-		*st = next
-		sh.m[cloneKey(op.Key)] = st
-	} else {
-		*st = next
+	if sh.t.n >= s.perShard {
+		return sluice.Decision{}, sluice.ErrStoreFull
 	}
-	*dst = d
-	return nil
+	sh.t.add(&entry{hash: h, key: cloneKey(op.Key), state: st})
+	return d, nil
 }
 
 // applyMany locks every shard the ops touch, in ascending order so that
 // concurrent requests cannot deadlock, and decides them all at once.
 func (s *Store) applyMany(now int64, ops []sluice.Op, dst []sluice.Decision) error {
-	var idxBuf [sluice.MaxChecks]uint32
+	n := len(ops)
+	var hashBuf [sluice.MaxChecks]uint64
+	var entryBuf [sluice.MaxChecks]*entry
 	var storedBuf, nextBuf [sluice.MaxChecks]algo.State
-	idx, stored, next := idxBuf[:0], storedBuf[:0], nextBuf[:0]
-	if len(ops) > sluice.MaxChecks {
-		idx = make([]uint32, 0, len(ops))
-		stored = make([]algo.State, 0, len(ops))
-		next = make([]algo.State, 0, len(ops))
+	hashes, entries, stored, next := hashBuf[:n:n], entryBuf[:n:n], storedBuf[:n:n], nextBuf[:n:n]
+	if n > sluice.MaxChecks {
+		hashes, entries = make([]uint64, n), make([]*entry, n)
+		stored, next = make([]algo.State, n), make([]algo.State, n)
 	}
+	locks := make([]uint64, n) // small; only multi-op requests get here
 	for i := range ops {
-		idx = append(idx, s.shardOf(&ops[i].Key))
+		hashes[i] = s.hash(&ops[i].Key)
+		locks[i] = hashes[i] >> s.shift
 	}
-	locks := slices.Clone(idx) // small; only multi-op requests get here
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
 	for _, i := range locks {
@@ -167,62 +174,47 @@ func (s *Store) applyMany(now int64, ops []sluice.Op, dst []sluice.Decision) err
 	}()
 
 	for i := range ops {
-		var st algo.State
-		if p := s.shards[idx[i]].m[ops[i].Key]; p != nil {
-			st = *p
+		entries[i] = s.shards[hashes[i]>>s.shift].t.get(hashes[i], &ops[i].Key)
+		if entries[i] != nil {
+			stored[i] = entries[i].state
 		}
-		stored = append(stored, st)
 	}
-	next = next[:len(ops)]
 	if !algo.DecideAll(ops, stored, next, now, dst) {
 		return nil
 	}
-	if !s.roomFor(ops, idx) {
+	if !s.roomLocked(ops, hashes, entries) {
 		return sluice.ErrStoreFull
 	}
 	for i := range ops {
 		if ops[i].Hits == 0 {
 			continue
 		}
-		m := s.shards[idx[i]].m
-		if p := m[ops[i].Key]; p != nil {
-			*p = next[i]
+		t := &s.shards[hashes[i]>>s.shift].t
+		// An earlier op of this request may have added the key.
+		if e := t.get(hashes[i], &ops[i].Key); e != nil {
+			e.state = next[i]
 		} else {
-			st := next[i]
-			m[cloneKey(ops[i].Key)] = &st
+			t.add(&entry{hash: hashes[i], key: cloneKey(ops[i].Key), state: next[i]})
 		}
 	}
 	return nil
 }
 
-// roomFor reports whether every shard has room for the new keys that ops
+// roomLocked reports whether every shard has room for the keys that ops
 // would add. The caller holds the shards' locks.
-func (s *Store) roomFor(ops []sluice.Op, idx []uint32) bool {
+func (s *Store) roomLocked(ops []sluice.Op, hashes []uint64, entries []*entry) bool {
+	adds := make(map[uint64]int) // shard index -> new keys; rare path
 	for i := range ops {
-		if ops[i].Hits == 0 || s.shards[idx[i]].m[ops[i].Key] != nil {
+		if ops[i].Hits == 0 || entries[i] != nil || slices.IndexFunc(ops[:i], func(o sluice.Op) bool { return o.Key == ops[i].Key }) >= 0 {
 			continue
 		}
-		adds := 0
-		for j := range ops {
-			if idx[j] == idx[i] && ops[j].Hits > 0 && s.shards[idx[j]].m[ops[j].Key] == nil && !seenBefore(ops, j) {
-				adds++
-			}
-		}
-		if len(s.shards[idx[i]].m)+adds > s.perShard {
+		idx := hashes[i] >> s.shift
+		adds[idx]++
+		if s.shards[idx].t.n+adds[idx] > s.perShard {
 			return false
 		}
 	}
 	return true
-}
-
-// seenBefore reports whether an op before ops[j] has the same key.
-func seenBefore(ops []sluice.Op, j int) bool {
-	for i := range j {
-		if ops[i].Key == ops[j].Key {
-			return true
-		}
-	}
-	return false
 }
 
 // Release implements sluice.Store.
@@ -240,18 +232,19 @@ func (s *Store) updateLease(now time.Time, key sluice.Key, p *sluice.Policy, lea
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrStoreClosed
 	}
-	sh := &s.shards[s.shardOf(&key)]
+	h := s.hash(&key)
+	sh := &s.shards[h>>s.shift]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	st := sh.m[key]
-	if st == nil {
+	e := sh.t.get(h, &key)
+	if e == nil {
 		return sluice.Decision{}, sluice.ErrLeaseNotFound
 	}
-	next, d, ok := update(p, *st, now.UnixNano(), lease)
+	next, d, ok := update(p, e.state, now.UnixNano(), lease)
 	if !ok {
 		return sluice.Decision{}, sluice.ErrLeaseNotFound
 	}
-	*st = next
+	e.state = next
 	return d, nil
 }
 
@@ -261,7 +254,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		n += sh.t.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -276,12 +269,7 @@ func (s *Store) Sweep(now time.Time) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, st := range sh.m {
-			if st.Expires <= t {
-				delete(sh.m, k)
-				removed++
-			}
-		}
+		removed += sh.t.sweep(t)
 		sh.mu.Unlock()
 	}
 	return removed
@@ -311,8 +299,11 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// cloneKey copies a key's strings so that the map does not keep alive a
-// larger buffer the caller's strings may point into.
+// cloneKey copies a key's strings, so that the store does not keep alive a
+// larger buffer the caller's strings may point into, into one allocation, so
+// that comparing a key touches one cache line or a few adjacent ones.
 func cloneKey(k sluice.Key) sluice.Key {
-	return sluice.Key{Tenant: strings.Clone(k.Tenant), Policy: strings.Clone(k.Policy), Value: strings.Clone(k.Value)}
+	a, b := len(k.Tenant), len(k.Tenant)+len(k.Policy)
+	all := k.Tenant + k.Policy + k.Value
+	return sluice.Key{Tenant: all[:a], Policy: all[a:b], Value: all[b:]}
 }

@@ -21,6 +21,16 @@ func TestConformanceOneShard(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) sluice.Store { return New(Options{Shards: 1}) })
 }
 
+// TestConformanceCollisions runs the suite with every key hashing alike,
+// so that every key shares one chain of one shard.
+func TestConformanceCollisions(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) sluice.Store {
+		s := New(Options{})
+		s.collide = func(sluice.Key) uint64 { return 42 }
+		return s
+	})
+}
+
 var fixed = sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 5, Window: time.Minute}
 
 func hit(s *Store, now time.Time, value string) (sluice.Decision, error) {

@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/throttled/throttled/v2"
+	throttledmem "github.com/throttled/throttled/v2/store/memstore"
+	"golang.org/x/time/rate"
+)
+
+// Every limiter is set to a rate no benchmark can reach, so that every
+// decision is an allowed decision on a key that is already held ("ready").
+const hugeRate = 1_000_000_000
+
+// decider is one limiter under test: allow reports whether a hit on key is
+// admitted.
+type decider interface {
+	allow(key string) bool
+	close()
+}
+
+type sluiceDecider struct {
+	eng   *engine.Engine
+	store *memstore.Store
+	p     sluice.Policy
+}
+
+func newSluice() decider {
+	s := memstore.New(memstore.Options{})
+	return &sluiceDecider{
+		eng:   engine.New(s, engine.Options{}),
+		store: s,
+		p:     sluice.Policy{Name: "api", Algorithm: sluice.TokenBucket, Limit: hugeRate, Window: time.Second},
+	}
+}
+
+func (d *sluiceDecider) allow(key string) bool {
+	dec, err := d.eng.Allow(context.Background(), "acme", &d.p, key, 1)
+	return err == nil && dec.Allowed
+}
+func (d *sluiceDecider) close() { d.store.Close() }
+
+// xtimeDecider is how x/time/rate is used per key: a map of limiters behind
+// a mutex.
+type xtimeDecider struct {
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+func newXTime() decider { return &xtimeDecider{m: map[string]*rate.Limiter{}} }
+
+func (d *xtimeDecider) allow(key string) bool {
+	d.mu.Lock()
+	l, ok := d.m[key]
+	if !ok {
+		l = rate.NewLimiter(hugeRate, hugeRate)
+		d.m[key] = l
+	}
+	d.mu.Unlock()
+	return l.Allow()
+}
+func (d *xtimeDecider) close() {}
+
+type goLimiterDecider struct{ s limiter.Store }
+
+func newGoLimiter() decider {
+	s, err := memorystore.New(&memorystore.Config{Tokens: hugeRate, Interval: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	return &goLimiterDecider{s: s}
+}
+
+func (d *goLimiterDecider) allow(key string) bool {
+	_, _, _, ok, err := d.s.Take(context.Background(), key)
+	return err == nil && ok
+}
+func (d *goLimiterDecider) close() { d.s.Close(context.Background()) }
+
+type throttledDecider struct{ rl *throttled.GCRARateLimiterCtx }
+
+func newThrottled() decider {
+	// Bounded like Sluice's store (an LRU of 2^18 keys); unbounded would
+	// grow without limit.
+	st, err := throttledmem.NewCtx(1 << 18)
+	if err != nil {
+		panic(err)
+	}
+	rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerSec(hugeRate), MaxBurst: hugeRate})
+	if err != nil {
+		panic(err)
+	}
+	return &throttledDecider{rl: rl}
+}
+
+func (d *throttledDecider) allow(key string) bool {
+	limited, _, err := d.rl.RateLimitCtx(context.Background(), key, 1)
+	return err == nil && !limited
+}
+func (d *throttledDecider) close() {}
+
+var libs = []struct {
+	name string
+	new  func() decider
+}{
+	{"sluice", newSluice},
+	{"xtime", newXTime},
+	{"golimiter", newGoLimiter},
+	{"throttled", newThrottled},
+}
+
+func keys(n int) []string {
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("user-%d", i)
+	}
+	return ks
+}
+
+// BenchmarkDecision is one allowed decision on a key already held, serial
+// and parallel, over 1 key and over 100,000 keys, for every limiter. Read it
+// with benchstat, columns by lib:
+//
+//	benchstat -col /lib bench.txt
+func BenchmarkDecision(b *testing.B) {
+	for _, n := range []int{1, 100_000} {
+		ks := keys(n)
+		for _, mode := range []string{"serial", "parallel"} {
+			for _, lib := range libs {
+				b.Run(fmt.Sprintf("mode=%s/keys=%d/lib=%s", mode, n, lib.name), func(b *testing.B) {
+					d := lib.new()
+					defer d.close()
+					for _, k := range ks { // make every key ready
+						if !d.allow(k) {
+							b.Fatalf("%s denied %s", lib.name, k)
+						}
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					if mode == "serial" {
+						for i := 0; b.Loop(); i++ {
+							if !d.allow(ks[i%n]) {
+								b.Fatal("denied")
+							}
+						}
+						return
+					}
+					var worker atomic.Uint64
+					b.RunParallel(func(pb *testing.PB) {
+						// Each goroutine walks the keys from its own
+						// offset with a stride co-prime to n.
+						i := int(worker.Add(1) * 7919)
+						for pb.Next() {
+							i += 7
+							if !d.allow(ks[i%n]) {
+								b.Error("denied")
+								return
+							}
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// TestDecidersAdmit: every limiter under test admits a burst of requests on
+// a few keys, as the benchmarks assume of their huge rate.
+func TestDecidersAdmit(t *testing.T) {
+	for _, lib := range libs {
+		d := lib.new()
+		for i := range 1000 {
+			if !d.allow(fmt.Sprint("k", i%10)) {
+				t.Errorf("%s denied at a huge rate", lib.name)
+				break
+			}
+		}
+		d.close()
+	}
+}
