@@ -141,7 +141,7 @@ func (s *Store) ApplyOne(ctx context.Context, now time.Time, op sluice.Op) (slui
 	if sh.t.n >= s.perShard {
 		return sluice.Decision{}, sluice.ErrStoreFull
 	}
-	sh.t.add(&entry{hash: h, key: cloneKey(op.Key), state: st})
+	sh.t.add(h, cloneKey(op.Key), st)
 	return d, nil
 }
 
@@ -150,11 +150,11 @@ func (s *Store) ApplyOne(ctx context.Context, now time.Time, op sluice.Op) (slui
 func (s *Store) applyMany(now int64, ops []sluice.Op, dst []sluice.Decision) error {
 	n := len(ops)
 	var hashBuf [sluice.MaxChecks]uint64
-	var entryBuf [sluice.MaxChecks]*entry
+	var heldBuf [sluice.MaxChecks]bool
 	var storedBuf, nextBuf [sluice.MaxChecks]algo.State
-	hashes, entries, stored, next := hashBuf[:n:n], entryBuf[:n:n], storedBuf[:n:n], nextBuf[:n:n]
+	hashes, held, stored, next := hashBuf[:n:n], heldBuf[:n:n], storedBuf[:n:n], nextBuf[:n:n]
 	if n > sluice.MaxChecks {
-		hashes, entries = make([]uint64, n), make([]*entry, n)
+		hashes, held = make([]uint64, n), make([]bool, n)
 		stored, next = make([]algo.State, n), make([]algo.State, n)
 	}
 	locks := make([]uint64, n) // small; only multi-op requests get here
@@ -174,15 +174,14 @@ func (s *Store) applyMany(now int64, ops []sluice.Op, dst []sluice.Decision) err
 	}()
 
 	for i := range ops {
-		entries[i] = s.shards[hashes[i]>>s.shift].t.get(hashes[i], &ops[i].Key)
-		if entries[i] != nil {
-			stored[i] = entries[i].state
+		if e := s.shards[hashes[i]>>s.shift].t.get(hashes[i], &ops[i].Key); e != nil {
+			stored[i], held[i] = e.state, true
 		}
 	}
 	if !algo.DecideAll(ops, stored, next, now, dst) {
 		return nil
 	}
-	if !s.roomLocked(ops, hashes, entries) {
+	if !s.roomLocked(ops, hashes, held) {
 		return sluice.ErrStoreFull
 	}
 	for i := range ops {
@@ -194,7 +193,7 @@ func (s *Store) applyMany(now int64, ops []sluice.Op, dst []sluice.Decision) err
 		if e := t.get(hashes[i], &ops[i].Key); e != nil {
 			e.state = next[i]
 		} else {
-			t.add(&entry{hash: hashes[i], key: cloneKey(ops[i].Key), state: next[i]})
+			t.add(hashes[i], cloneKey(ops[i].Key), next[i])
 		}
 	}
 	return nil
@@ -202,10 +201,10 @@ func (s *Store) applyMany(now int64, ops []sluice.Op, dst []sluice.Decision) err
 
 // roomLocked reports whether every shard has room for the keys that ops
 // would add. The caller holds the shards' locks.
-func (s *Store) roomLocked(ops []sluice.Op, hashes []uint64, entries []*entry) bool {
+func (s *Store) roomLocked(ops []sluice.Op, hashes []uint64, held []bool) bool {
 	adds := make(map[uint64]int) // shard index -> new keys; rare path
 	for i := range ops {
-		if ops[i].Hits == 0 || entries[i] != nil || slices.IndexFunc(ops[:i], func(o sluice.Op) bool { return o.Key == ops[i].Key }) >= 0 {
+		if ops[i].Hits == 0 || held[i] || slices.IndexFunc(ops[:i], func(o sluice.Op) bool { return o.Key == ops[i].Key }) >= 0 {
 			continue
 		}
 		idx := hashes[i] >> s.shift
