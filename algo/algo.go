@@ -40,7 +40,8 @@ type State struct {
 	// Start is the start of the current window (fixed and sliding window)
 	// or bucket (quota).
 	Start int64
-	// Count is the number of hits in the window or bucket at Start.
+	// Count is the number of hits in the window or bucket at Start, and
+	// the sum of a sliding log's entries.
 	Count int64
 	// Prev is the sliding window's count of the window before Start.
 	Prev int64

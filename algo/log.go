@@ -16,11 +16,17 @@ func SlidingLog(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decis
 
 func slidingLog(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	w := int64(p.Window)
+	// Count keeps the sum of the entries, so that only the entries that
+	// expired since the last admission are visited.
 	var es []Entry
+	var used int64
 	if s.Algorithm == sluice.SlidingLog {
-		es = s.Entries
+		es, used = s.Entries, s.Count
 	}
-	used, first := sumLive(es, now, w)
+	first := 0
+	for ; first < len(es) && es[first].At+w <= now; first++ {
+		used -= es[first].N
+	}
 	live := es[first:]
 	if hits > p.Limit {
 		decide(d, p, p.Limit, false, used, now, lastExpiry(live, w, now), now)
@@ -41,7 +47,7 @@ func slidingLog(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision)
 		at = live[n-1].At
 	}
 	live = append(live, Entry{At: at, N: hits})
-	*s = State{Algorithm: sluice.SlidingLog, Entries: live, Expires: at + w}
+	*s = State{Algorithm: sluice.SlidingLog, Count: used + hits, Entries: live, Expires: at + w}
 	decide(d, p, p.Limit, true, used+hits, now, at+w, now)
 }
 

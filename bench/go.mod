@@ -11,4 +11,10 @@ require (
 	golang.org/x/time v0.16.0
 )
 
-require github.com/hashicorp/golang-lru v0.5.4 // indirect
+require (
+	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
+	github.com/hashicorp/golang-lru v0.5.4 // indirect
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
+)
+
+tool golang.org/x/perf/cmd/benchstat

@@ -1,0 +1,55 @@
+# Sluice: the two commands a newcomer needs are `make run` and `make test`.
+
+GO         ?= go
+BIN        := bin/sluice
+ADDR       ?= 127.0.0.1:8080
+FUZZTIME   ?= 30s
+BENCHCOUNT ?= 6
+BENCHTIME  ?= 1s
+FUZZ_TARGETS := FuzzFixedWindow FuzzSlidingWindow FuzzSlidingLog FuzzTokenBucket FuzzConcurrency FuzzQuota
+
+.PHONY: build run test deps check bench fuzz clean
+
+## build: compile bin/sluice
+build:
+	$(GO) build -o $(BIN) ./cmd/sluice
+
+## run: build and serve on $(ADDR) with the embedded default store
+run: build
+	./$(BIN) serve --addr $(ADDR)
+
+## deps: install everything the tests need (Go modules only, for now)
+deps:
+	$(GO) mod download
+	cd bench && $(GO) mod download
+
+## check: formatting, vet and tidy modules
+check:
+	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+	$(GO) mod tidy -diff
+	cd bench && $(GO) mod tidy -diff
+
+## test: install what the tests need, check, and run every test under -race
+## (fuzz seed corpora included; the bench module's benchmarks run once each)
+test: deps check
+	$(GO) test -race -shuffle=on -count=1 ./...
+	cd bench && $(GO) test -count=1 -run . -bench . -benchtime 1x ./...
+
+## bench: Sluice's benchmarks and the side-by-side run against its peers;
+## results in bench/bench.txt, summarised by benchstat
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./algo ./engine ./store/...
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) . | tee bench.txt
+	cd bench && $(GO) tool benchstat -col /lib bench.txt
+
+## fuzz: run each algorithm's fuzz target for $(FUZZTIME)
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "== $$t"; \
+		$(GO) test ./algo -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
+
+clean:
+	rm -rf bin
