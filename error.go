@@ -19,6 +19,13 @@ const (
 	// KindUnavailable is a store that is closed, full or unreachable. The
 	// policy's fail mode decides what the caller sees.
 	KindUnavailable
+	// KindConflict is a write that clashes with what exists, such as a
+	// tenant id already taken.
+	KindConflict
+	// KindUnauthorized is a missing or unknown credential.
+	KindUnauthorized
+	// KindForbidden is a valid credential reaching for what is not its own.
+	KindForbidden
 )
 
 func (k Kind) String() string {
@@ -29,6 +36,12 @@ func (k Kind) String() string {
 		return "not_found"
 	case KindUnavailable:
 		return "unavailable"
+	case KindConflict:
+		return "conflict"
+	case KindUnauthorized:
+		return "unauthorized"
+	case KindForbidden:
+		return "forbidden"
 	}
 	return "internal"
 }

@@ -50,17 +50,18 @@ var algorithmNames = [...]string{
 var Algorithms = []Algorithm{FixedWindow, SlidingWindow, SlidingLog, TokenBucket, Concurrency, Quota}
 
 func (a Algorithm) String() string {
-	if a.valid() {
+	if a.Valid() {
 		return algorithmNames[a]
 	}
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
 
-func (a Algorithm) valid() bool { return a >= FixedWindow && a <= Quota }
+// Valid reports whether a is one of the algorithms.
+func (a Algorithm) Valid() bool { return a >= FixedWindow && a <= Quota }
 
 // MarshalText encodes the algorithm by name.
 func (a Algorithm) MarshalText() ([]byte, error) {
-	if !a.valid() {
+	if !a.Valid() {
 		return nil, fmt.Errorf("sluice: invalid algorithm %d", uint8(a))
 	}
 	return []byte(algorithmNames[a]), nil
@@ -163,7 +164,63 @@ type Policy struct {
 	Buckets int
 	// Calendar aligns a Quota to calendar months.
 	Calendar Calendar
+
+	// Shadow decides and counts but never denies: a denial is reported
+	// with Decision.Shadowed and the request goes through. For trying a
+	// policy on live traffic before enforcing it.
+	Shadow bool
+	// FailMode says what a decision is when the store cannot answer in
+	// time: FailOpen (the default) admits, FailClosed denies.
+	FailMode FailMode
+	// Penalty, if set, blocks a key that keeps being denied.
+	Penalty Penalty
 }
+
+// FailMode is what a policy decides when its store fails.
+type FailMode uint8
+
+const (
+	// FailOpen admits when the store cannot answer: availability over
+	// exact limits (seed 003's choice).
+	FailOpen FailMode = iota
+	// FailClosed denies when the store cannot answer.
+	FailClosed
+)
+
+func (m FailMode) String() string {
+	if m == FailClosed {
+		return "closed"
+	}
+	return "open"
+}
+
+// MarshalText encodes the mode as "open" or "closed".
+func (m FailMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText accepts "open" (or "") and "closed".
+func (m *FailMode) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "", "open":
+		*m = FailOpen
+	case "closed":
+		*m = FailClosed
+	default:
+		return fmt.Errorf("%q is not a fail mode (want \"open\" or \"closed\")", b)
+	}
+	return nil
+}
+
+// Penalty blocks repeat offenders: a key denied After times in a row is
+// blocked for Base, then twice as long at each further offence, up to Max.
+// The zero Penalty is off.
+type Penalty struct {
+	After int           `json:"after,omitempty" yaml:"after"`
+	Base  time.Duration `json:"base,omitempty" yaml:"base"`
+	Max   time.Duration `json:"max,omitempty" yaml:"max"`
+}
+
+// Enabled reports whether the penalty is on.
+func (p Penalty) Enabled() bool { return p.After > 0 }
 
 // EffectiveBurst returns Burst, or Limit if Burst is zero.
 func (p *Policy) EffectiveBurst() int64 {
@@ -210,7 +267,7 @@ func (p *Policy) Validate() error {
 	if len(p.Name) == 0 || len(p.Name) > MaxKeyLen {
 		return Invalid("name", "must be 1 to %d bytes", MaxKeyLen)
 	}
-	if !p.Algorithm.valid() {
+	if !p.Algorithm.Valid() {
 		return Invalid("algorithm", "is missing or unknown")
 	}
 	limitMax := int64(MaxLimit)
@@ -225,6 +282,19 @@ func (p *Policy) Validate() error {
 		if p.Window < MinWindow || p.Window > MaxWindow {
 			return Invalid("window", "must be between %v and %v, got %v", MinWindow, MaxWindow, p.Window)
 		}
+	}
+	if p.FailMode > FailClosed {
+		return Invalid("failMode", "is unknown")
+	}
+	if p.Penalty.Enabled() {
+		if p.Penalty.Base < MinWindow || p.Penalty.Base > MaxWindow {
+			return Invalid("penalty.base", "must be between %v and %v, got %v", MinWindow, MaxWindow, p.Penalty.Base)
+		}
+		if p.Penalty.Max < p.Penalty.Base || p.Penalty.Max > MaxWindow {
+			return Invalid("penalty.max", "must be between penalty.base (%v) and %v, got %v", p.Penalty.Base, MaxWindow, p.Penalty.Max)
+		}
+	} else if p.Penalty.After < 0 {
+		return Invalid("penalty.after", "must not be negative")
 	}
 	switch p.Algorithm {
 	case TokenBucket:

@@ -35,6 +35,12 @@ type Decision struct {
 	// Lease is the lease acquired by an allowed decision of a concurrency
 	// policy; its ID is zero otherwise.
 	Lease Lease
+	// Shadowed is set when a shadow policy would have denied: Allowed is
+	// then true and nothing was consumed.
+	Shadowed bool
+	// FailedOpen is set when the store could not decide and the policy's
+	// fail mode admitted the hits.
+	FailedOpen bool
 }
 
 // Lease is a claim on a concurrency policy's capacity. It returns its

@@ -37,6 +37,35 @@ type Options struct {
 	SweepInterval time.Duration
 	// Now is the sweep's clock. Default time.Now.
 	Now func() time.Time
+	// Backing, if set, keeps a durable copy of the states: the store
+	// reads a key it does not hold from it, and writes every admitted
+	// change to it before answering. The embedded durable store
+	// (pebblestore) is this store over a Pebble backing.
+	Backing Backing
+}
+
+// Backing is a durable copy of a Store's states. The store calls it with
+// the key's shard locked, so that its writes for one key are in the order of
+// the decisions.
+type Backing interface {
+	// Load returns the saved state of a key the store does not hold.
+	Load(k *sluice.Key, p *sluice.Policy) (st algo.State, found bool, err error)
+	// Save writes new states, all or none, in the order of the calls. It
+	// returns a wait, which the store calls once it has released its
+	// locks and which returns once the states are durable, so that many
+	// decisions share one disk sync.
+	Save(items []Saved) (wait func() error, err error)
+	// Forget deletes the saved states of keys the sweep removed because
+	// they expired. It is best effort: a state left behind is expired
+	// and reads as new.
+	Forget(keys []sluice.Key)
+}
+
+// Saved is one state for Backing.Save.
+type Saved struct {
+	Key    *sluice.Key
+	Policy *sluice.Policy
+	State  *algo.State
 }
 
 // Store is an in-memory sluice.Store. It is safe for concurrent use.
@@ -46,6 +75,7 @@ type Store struct {
 	shift    uint // a key's shard is its hash's top bits: hash >> shift
 	perShard int
 	now      func() time.Time
+	backing  Backing
 
 	// collide, in tests, replaces the hash to force collisions.
 	collide func(sluice.Key) uint64
@@ -85,6 +115,7 @@ func New(opts Options) *Store {
 		shift:    uint(64 - bits.Len(uint(n-1))),
 		perShard: max(1, (opts.MaxKeys+n-1)/n),
 		now:      opts.Now,
+		backing:  opts.Backing,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -124,6 +155,11 @@ func (s *Store) ApplyOne(ctx context.Context, now time.Time, op sluice.Op) (slui
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrStoreClosed
 	}
+	if s.backing != nil {
+		dst := [1]sluice.Decision{}
+		err := s.applyMany(now.UnixNano(), []sluice.Op{op}, dst[:])
+		return dst[0], err
+	}
 	h := s.hash(&op.Key)
 	sh := &s.shards[h>>s.shift]
 	sh.mu.Lock()
@@ -146,8 +182,21 @@ func (s *Store) ApplyOne(ctx context.Context, now time.Time, op sluice.Op) (slui
 }
 
 // applyMany locks every shard the ops touch, in ascending order so that
-// concurrent requests cannot deadlock, and decides them all at once.
+// concurrent requests cannot deadlock, and decides them all at once. With a
+// backing, it saves the new states before committing them to memory, and
+// waits for them to be durable after releasing the locks.
 func (s *Store) applyMany(now int64, ops []sluice.Op, dst []sluice.Decision) error {
+	wait, err := s.applyManyLocked(now, ops, dst)
+	if err != nil || wait == nil {
+		return err
+	}
+	if err := wait(); err != nil {
+		return &sluice.Error{Op: "memstore.apply", Kind: sluice.KindUnavailable, Message: "saving state", Err: err}
+	}
+	return nil
+}
+
+func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decision) (wait func() error, err error) {
 	n := len(ops)
 	var hashBuf [sluice.MaxChecks]uint64
 	var heldBuf [sluice.MaxChecks]bool
@@ -174,15 +223,47 @@ func (s *Store) applyMany(now int64, ops []sluice.Op, dst []sluice.Decision) err
 	}()
 
 	for i := range ops {
-		if e := s.shards[hashes[i]>>s.shift].t.get(hashes[i], &ops[i].Key); e != nil {
+		t := &s.shards[hashes[i]>>s.shift].t
+		if e := t.get(hashes[i], &ops[i].Key); e != nil {
 			stored[i], held[i] = e.state, true
+			continue
+		}
+		if s.backing == nil {
+			continue
+		}
+		st, found, err := s.backing.Load(&ops[i].Key, ops[i].Policy)
+		if err != nil {
+			return nil, &sluice.Error{Op: "memstore.apply", Kind: sluice.KindUnavailable, Message: "loading state", Err: err}
+		}
+		if !found || st.Algorithm == 0 {
+			continue
+		}
+		stored[i] = st
+		if t.n < s.perShard {
+			// Hold it from now on, admitted or not: it is the key's
+			// state.
+			t.add(hashes[i], cloneKey(ops[i].Key), st)
+			held[i] = true
 		}
 	}
 	if !algo.DecideAll(ops, stored, next, now, dst) {
-		return nil
+		return nil, nil
 	}
 	if !s.roomLocked(ops, hashes, held) {
-		return sluice.ErrStoreFull
+		return nil, sluice.ErrStoreFull
+	}
+	if s.backing != nil {
+		saved := make([]Saved, 0, n)
+		for i := range ops {
+			if ops[i].Hits > 0 {
+				saved = append(saved, Saved{Key: &ops[i].Key, Policy: ops[i].Policy, State: &next[i]})
+			}
+		}
+		if len(saved) > 0 {
+			if wait, err = s.backing.Save(saved); err != nil {
+				return nil, &sluice.Error{Op: "memstore.apply", Kind: sluice.KindUnavailable, Message: "saving state", Err: err}
+			}
+		}
 	}
 	for i := range ops {
 		if ops[i].Hits == 0 {
@@ -196,7 +277,7 @@ func (s *Store) applyMany(now int64, ops []sluice.Op, dst []sluice.Decision) err
 			t.add(hashes[i], cloneKey(ops[i].Key), next[i])
 		}
 	}
-	return nil
+	return wait, nil
 }
 
 // roomLocked reports whether every shard has room for the keys that ops
@@ -231,20 +312,49 @@ func (s *Store) updateLease(now time.Time, key sluice.Key, p *sluice.Policy, lea
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrStoreClosed
 	}
-	h := s.hash(&key)
+	d, wait, err := s.updateLeaseLocked(now, &key, p, lease, update)
+	if err == nil && wait != nil {
+		if err := wait(); err != nil {
+			return sluice.Decision{}, &sluice.Error{Op: "memstore.lease", Kind: sluice.KindUnavailable, Message: "saving state", Err: err}
+		}
+	}
+	return d, err
+}
+
+func (s *Store) updateLeaseLocked(now time.Time, key *sluice.Key, p *sluice.Policy, lease uint64,
+	update func(*sluice.Policy, algo.State, int64, uint64) (algo.State, sluice.Decision, bool)) (sluice.Decision, func() error, error) {
+	h := s.hash(key)
 	sh := &s.shards[h>>s.shift]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.t.get(h, &key)
-	if e == nil {
-		return sluice.Decision{}, sluice.ErrLeaseNotFound
+	var st algo.State
+	e := sh.t.get(h, key)
+	switch {
+	case e != nil:
+		st = e.state
+	case s.backing != nil:
+		var err error
+		if st, _, err = s.backing.Load(key, p); err != nil {
+			return sluice.Decision{}, nil, &sluice.Error{Op: "memstore.lease", Kind: sluice.KindUnavailable, Message: "loading state", Err: err}
+		}
 	}
-	next, d, ok := update(p, e.state, now.UnixNano(), lease)
+	next, d, ok := update(p, st, now.UnixNano(), lease)
 	if !ok {
-		return sluice.Decision{}, sluice.ErrLeaseNotFound
+		return sluice.Decision{}, nil, sluice.ErrLeaseNotFound
 	}
-	e.state = next
-	return d, nil
+	var wait func() error
+	if s.backing != nil {
+		var err error
+		if wait, err = s.backing.Save([]Saved{{Key: key, Policy: p, State: &next}}); err != nil {
+			return sluice.Decision{}, nil, &sluice.Error{Op: "memstore.lease", Kind: sluice.KindUnavailable, Message: "saving state", Err: err}
+		}
+	}
+	if e != nil {
+		e.state = next
+	} else if sh.t.n < s.perShard {
+		sh.t.add(h, cloneKey(*key), next)
+	}
+	return d, wait, nil
 }
 
 // Len returns the number of keys held, expired ones not yet swept included.
@@ -268,7 +378,13 @@ func (s *Store) Sweep(now time.Time) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		removed += sh.t.sweep(t)
+		gone := sh.t.sweep(t, s.backing != nil)
+		if len(gone) > 0 {
+			// Under the lock, so that no new state of these keys can be
+			// saved and then forgotten.
+			s.backing.Forget(gone)
+		}
+		removed += sh.t.removed
 		sh.mu.Unlock()
 	}
 	return removed

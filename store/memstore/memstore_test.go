@@ -112,3 +112,7 @@ func TestCloseStopsSweep(t *testing.T) {
 		// still running when the function returns.
 	})
 }
+
+func TestTenantsConformance(t *testing.T) {
+	storetest.RunTenants(t, func(t *testing.T) sluice.TenantStore { return &Tenants{} })
+}

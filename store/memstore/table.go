@@ -24,8 +24,9 @@ func (e *entry) empty() bool { return e.state.Algorithm == 0 }
 // the table shrinks after a burst of keys, which a Go map never does. Not
 // safe for concurrent use: the shard's mutex guards it.
 type table struct {
-	slots []entry // len is a power of two, or zero
-	n     int
+	slots   []entry // len is a power of two, or zero
+	n       int
+	removed int // by the last sweep
 }
 
 // minSlots is the size of a table's first allocation.
@@ -69,18 +70,23 @@ func (t *table) put(e entry) {
 	t.slots[i] = e
 }
 
-// sweep removes the entries whose state has expired at now, and returns how
-// many it removed.
-func (t *table) sweep(now int64) int {
+// sweep removes the entries whose state has expired at now, counts them in
+// t.removed and, if keys is true, returns their keys.
+func (t *table) sweep(now int64, keys bool) []sluice.Key {
 	live := 0
+	var gone []sluice.Key
 	for i := range t.slots {
-		if e := &t.slots[i]; !e.empty() && e.state.Expires > now {
-			live++
+		if e := &t.slots[i]; !e.empty() {
+			if e.state.Expires > now {
+				live++
+			} else if keys {
+				gone = append(gone, e.key)
+			}
 		}
 	}
-	removed := t.n - live
-	if removed == 0 {
-		return 0
+	t.removed = t.n - live
+	if t.removed == 0 {
+		return nil
 	}
 	size := 0
 	if live > 0 {
@@ -91,7 +97,7 @@ func (t *table) sweep(now int64) int {
 	}
 	t.rebuild(size, now)
 	t.n = live
-	return removed
+	return gone
 }
 
 // rebuild moves the entries that have not expired at now (all of them if

@@ -1,0 +1,452 @@
+// Package pebblestore is Sluice's embedded durable store: the memory store's
+// sharded tables in front of a Pebble database in a data directory, so that
+// counters, tenants and API keys survive a restart or a crash (SIGKILL
+// included) with nothing to install.
+//
+// Decisions are made in memory as in memstore. Each admitted change to a
+// durable counter is written to Pebble, in the key's order, and synced to
+// disk before the decision is answered; concurrent decisions share one sync
+// (group commit), and no lock is held while waiting for it. A counter is
+// durable when its period is at least DurableAfter (default one minute): a
+// window, a quota, a token bucket's refill window, a lease's TTL. Shorter
+// ones live in memory only: after a crash they restart empty, which admits
+// at most one short window's worth again.
+//
+// Tenants and API keys are written with a sync, one by one.
+package pebblestore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/store/memstore"
+)
+
+// Options configures a Store. The zero Options are the defaults.
+type Options struct {
+	// Memory configures the in-memory tables in front of Pebble: the key
+	// cap, shards and sweep. Its Backing is set by Open.
+	Memory memstore.Options
+	// DurableAfter is the shortest period of a counter written to disk.
+	// Default one minute.
+	DurableAfter time.Duration
+	// Logger receives Pebble's logs and the store's own. Default: discard.
+	Logger *slog.Logger
+}
+
+// Store is the embedded durable store. It implements sluice.Store (through
+// the embedded memory store) and sluice.TenantStore. It is safe for
+// concurrent use.
+type Store struct {
+	*memstore.Store
+	db  *pebble.DB
+	log *slog.Logger
+
+	// tenantMu serialises the tenant writes that check, then write
+	// (create, update, delete, a key for a tenant), which Pebble alone
+	// would let race.
+	tenantMu sync.Mutex
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ sluice.Store       = (*Store)(nil)
+	_ sluice.TenantStore = (*Store)(nil)
+)
+
+// Open opens, or creates, the store in dir.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.DurableAfter <= 0 {
+		opts.DurableAfter = time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{opts.Logger}})
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, log: opts.Logger}
+	now := time.Now
+	if opts.Memory.Now != nil {
+		now = opts.Memory.Now
+	}
+	if n, err := s.SweepDisk(now()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("pebblestore: sweeping expired counters: %w", err)
+	} else if n > 0 {
+		opts.Logger.Info("pebblestore: removed expired counters", "count", n)
+	}
+	opts.Memory.Backing = &backing{db: db, durableAfter: opts.DurableAfter, log: opts.Logger}
+	s.Store = memstore.New(opts.Memory)
+	return s, nil
+}
+
+// Close stops the sweep and closes the database. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.Store.Close()
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// Ping reports whether the database answers, for readiness checks.
+func (s *Store) Ping(ctx context.Context) error {
+	_, closer, err := s.db.Get([]byte{prefixMeta})
+	if err == nil {
+		closer.Close()
+	}
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Key prefixes. Every key of a tenant's data leads with the tenant's id,
+// length-prefixed, so that no two tenants' keys can collide.
+const (
+	prefixCounter   = 'c' // c | tenant | policy | value -> algo.State
+	prefixTenant    = 't' // t | id -> Tenant (JSON)
+	prefixKey       = 'k' // k | key id -> APIKey (JSON)
+	prefixTenantKey = 'K' // K | tenant | key id -> nothing, to list a tenant's keys
+	prefixMeta      = 'm'
+)
+
+func appendPart(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func counterKey(k *sluice.Key) []byte {
+	b := make([]byte, 0, 1+len(k.Tenant)+len(k.Policy)+len(k.Value)+6)
+	b = append(b, prefixCounter)
+	b = appendPart(b, k.Tenant)
+	b = appendPart(b, k.Policy)
+	return append(b, k.Value...)
+}
+
+// backing is the Pebble side of the memory store.
+type backing struct {
+	db           *pebble.DB
+	durableAfter time.Duration
+	log          *slog.Logger
+}
+
+// durable reports whether p's counters are written to disk.
+func (b *backing) durable(p *sluice.Policy) bool {
+	switch {
+	case p.Algorithm == sluice.Quota && p.Calendar == sluice.Month:
+		return true
+	case p.Algorithm == sluice.Concurrency:
+		return p.EffectiveLeaseTTL() >= b.durableAfter
+	}
+	return p.Window >= b.durableAfter
+}
+
+func (b *backing) Load(k *sluice.Key, p *sluice.Policy) (algo.State, bool, error) {
+	if !b.durable(p) {
+		return algo.State{}, false, nil
+	}
+	v, closer, err := b.db.Get(counterKey(k))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return algo.State{}, false, nil
+	}
+	if err != nil {
+		return algo.State{}, false, err
+	}
+	defer closer.Close()
+	var st algo.State
+	if err := st.UnmarshalBinary(v); err != nil {
+		// A state that cannot be read is dropped, loudly, rather than
+		// blocking its key forever.
+		b.log.Error("pebblestore: unreadable counter state dropped", "tenant", k.Tenant, "policy", k.Policy, "err", err)
+		return algo.State{}, false, nil
+	}
+	return st, true, nil
+}
+
+func (b *backing) Save(items []memstore.Saved) (func() error, error) {
+	batch := b.db.NewBatch()
+	var buf []byte
+	for _, it := range items {
+		if !b.durable(it.Policy) {
+			continue
+		}
+		var err error
+		if buf, err = it.State.AppendBinary(buf[:0]); err != nil {
+			batch.Close()
+			return nil, err
+		}
+		if err := batch.Set(counterKey(it.Key), buf, nil); err != nil {
+			batch.Close()
+			return nil, err
+		}
+	}
+	if batch.Empty() {
+		batch.Close()
+		return nil, nil
+	}
+	// Sequenced now, under the caller's locks; synced by the wait, after.
+	if err := b.db.ApplyNoSyncWait(batch, pebble.Sync); err != nil {
+		batch.Close()
+		return nil, err
+	}
+	return func() error {
+		err := batch.SyncWait()
+		batch.Close()
+		return err
+	}, nil
+}
+
+func (b *backing) Forget(keys []sluice.Key) {
+	batch := b.db.NewBatch()
+	defer batch.Close()
+	for i := range keys {
+		batch.Delete(counterKey(&keys[i]), nil)
+	}
+	// No sync: a delete lost in a crash leaves an expired state, which
+	// reads as new.
+	if err := batch.Commit(pebble.NoSync); err != nil {
+		b.log.Error("pebblestore: forgetting expired counters", "err", err)
+	}
+}
+
+// SweepDisk deletes every counter on disk whose state has expired at now,
+// including those of keys not loaded since the process started, and
+// returns how many it deleted. The memory sweep forgets what it removes; this
+// catches the rest, and runs at Open.
+func (s *Store) SweepDisk(now time.Time) (int, error) {
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCounter}, UpperBound: []byte{prefixCounter + 1}})
+	if err != nil {
+		return 0, err
+	}
+	defer iter.Close()
+	batch := s.db.NewBatch()
+	defer batch.Close()
+	n := 0
+	t := now.UnixNano()
+	for iter.First(); iter.Valid(); iter.Next() {
+		var st algo.State
+		if err := st.UnmarshalBinary(iter.Value()); err != nil || st.Expires <= t {
+			batch.Delete(bytes.Clone(iter.Key()), nil)
+			n++
+		}
+	}
+	if err := iter.Error(); err != nil {
+		return 0, err
+	}
+	return n, batch.Commit(pebble.NoSync)
+}
+
+// Tenants.
+
+func tenantKey(id string) []byte { return append([]byte{prefixTenant}, id...) }
+func apiKeyKey(id string) []byte { return append([]byte{prefixKey}, id...) }
+func tenantKeyIndex(tenant, id string) []byte {
+	return append(appendPart([]byte{prefixTenantKey}, tenant), id...)
+}
+
+func (s *Store) get(key []byte, v any) (bool, error) {
+	b, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	return true, json.Unmarshal(b, v)
+}
+
+// CreateTenant implements sluice.TenantStore.
+func (s *Store) CreateTenant(ctx context.Context, t sluice.Tenant) error {
+	s.tenantMu.Lock()
+	defer s.tenantMu.Unlock()
+	if ok, err := s.get(tenantKey(t.ID), new(sluice.Tenant)); err != nil {
+		return err
+	} else if ok {
+		return sluice.ErrTenantExists
+	}
+	return s.putJSON(tenantKey(t.ID), t)
+}
+
+// UpdateTenant implements sluice.TenantStore.
+func (s *Store) UpdateTenant(ctx context.Context, t sluice.Tenant) error {
+	s.tenantMu.Lock()
+	defer s.tenantMu.Unlock()
+	if ok, err := s.get(tenantKey(t.ID), new(sluice.Tenant)); err != nil {
+		return err
+	} else if !ok {
+		return sluice.ErrTenantNotFound
+	}
+	return s.putJSON(tenantKey(t.ID), t)
+}
+
+func (s *Store) putJSON(key []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.db.Set(key, b, pebble.Sync)
+}
+
+// GetTenant implements sluice.TenantStore.
+func (s *Store) GetTenant(ctx context.Context, id string) (sluice.Tenant, error) {
+	var t sluice.Tenant
+	ok, err := s.get(tenantKey(id), &t)
+	if err != nil {
+		return sluice.Tenant{}, err
+	}
+	if !ok {
+		return sluice.Tenant{}, sluice.ErrTenantNotFound
+	}
+	return t, nil
+}
+
+// ListTenants implements sluice.TenantStore.
+func (s *Store) ListTenants(ctx context.Context) ([]sluice.Tenant, error) {
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixTenant}, UpperBound: []byte{prefixTenant + 1}})
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	out := []sluice.Tenant{}
+	for iter.First(); iter.Valid(); iter.Next() {
+		var t sluice.Tenant
+		if err := json.Unmarshal(iter.Value(), &t); err != nil {
+			return nil, fmt.Errorf("pebblestore: tenant %q: %w", iter.Key()[1:], err)
+		}
+		out = append(out, t)
+	}
+	return out, iter.Error()
+}
+
+// DeleteTenant implements sluice.TenantStore.
+func (s *Store) DeleteTenant(ctx context.Context, id string) error {
+	s.tenantMu.Lock()
+	defer s.tenantMu.Unlock()
+	if ok, err := s.get(tenantKey(id), new(sluice.Tenant)); err != nil {
+		return err
+	} else if !ok {
+		return sluice.ErrTenantNotFound
+	}
+	keys, err := s.ListAPIKeys(ctx, id)
+	if err != nil {
+		return err
+	}
+	batch := s.db.NewBatch()
+	defer batch.Close()
+	batch.Delete(tenantKey(id), nil)
+	for _, k := range keys {
+		batch.Delete(apiKeyKey(k.ID), nil)
+		batch.Delete(tenantKeyIndex(id, k.ID), nil)
+	}
+	return batch.Commit(pebble.Sync)
+}
+
+// apiKeyJSON is an APIKey as stored: with its hash, which APIKey's JSON
+// leaves out.
+type apiKeyJSON struct {
+	sluice.APIKey
+	Hash []byte `json:"hash"`
+}
+
+// PutAPIKey implements sluice.TenantStore.
+func (s *Store) PutAPIKey(ctx context.Context, k sluice.APIKey) error {
+	s.tenantMu.Lock()
+	defer s.tenantMu.Unlock()
+	if ok, err := s.get(tenantKey(k.Tenant), new(sluice.Tenant)); err != nil {
+		return err
+	} else if !ok {
+		return sluice.ErrTenantNotFound
+	}
+	b, err := json.Marshal(apiKeyJSON{APIKey: k, Hash: k.Hash})
+	if err != nil {
+		return err
+	}
+	batch := s.db.NewBatch()
+	defer batch.Close()
+	batch.Set(apiKeyKey(k.ID), b, nil)
+	batch.Set(tenantKeyIndex(k.Tenant, k.ID), nil, nil)
+	return batch.Commit(pebble.Sync)
+}
+
+// GetAPIKey implements sluice.TenantStore.
+func (s *Store) GetAPIKey(ctx context.Context, id string) (sluice.APIKey, error) {
+	var k apiKeyJSON
+	ok, err := s.get(apiKeyKey(id), &k)
+	if err != nil {
+		return sluice.APIKey{}, err
+	}
+	if !ok {
+		return sluice.APIKey{}, sluice.ErrKeyNotFound
+	}
+	k.APIKey.Hash = k.Hash
+	return k.APIKey, nil
+}
+
+// ListAPIKeys implements sluice.TenantStore.
+func (s *Store) ListAPIKeys(ctx context.Context, tenant string) ([]sluice.APIKey, error) {
+	lower := appendPart([]byte{prefixTenantKey}, tenant)
+	upper := append(bytes.Clone(lower), 0xff)
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	out := []sluice.APIKey{}
+	for iter.First(); iter.Valid(); iter.Next() {
+		k, err := s.GetAPIKey(ctx, string(iter.Key()[len(lower):]))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, iter.Error()
+}
+
+// DeleteAPIKey implements sluice.TenantStore.
+func (s *Store) DeleteAPIKey(ctx context.Context, tenant, id string) error {
+	s.tenantMu.Lock()
+	defer s.tenantMu.Unlock()
+	k, err := s.GetAPIKey(ctx, id)
+	if err != nil {
+		return err
+	}
+	if k.Tenant != tenant {
+		return sluice.ErrKeyNotFound
+	}
+	batch := s.db.NewBatch()
+	defer batch.Close()
+	batch.Delete(apiKeyKey(id), nil)
+	batch.Delete(tenantKeyIndex(tenant, id), nil)
+	return batch.Commit(pebble.Sync)
+}
+
+// pebbleLogger sends Pebble's logs to slog.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error("pebble: fatal: " + fmt.Sprintf(format, args...))
+	panic(fmt.Sprintf(format, args...))
+}

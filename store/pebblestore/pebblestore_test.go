@@ -1,0 +1,113 @@
+package pebblestore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+func open(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) sluice.Store { return open(t, t.TempDir()) })
+}
+
+// TestConformanceEverythingDurable runs the suite with every counter
+// written to disk, whatever its period.
+func TestConformanceEverythingDurable(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) sluice.Store {
+		s, err := Open(t.TempDir(), Options{DurableAfter: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestTenantsConformance(t *testing.T) {
+	storetest.RunTenants(t, func(t *testing.T) sluice.TenantStore { return open(t, t.TempDir()) })
+}
+
+// TestReopen: durable counters, leases, tenants and keys are there after a
+// reopen; counters shorter than DurableAfter are not.
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	now := time.Now()
+	hour := sluice.Policy{Name: "hour", Algorithm: sluice.FixedWindow, Limit: 10, Window: time.Hour}
+	second := sluice.Policy{Name: "second", Algorithm: sluice.FixedWindow, Limit: 10, Window: time.Second}
+	conc := sluice.Policy{Name: "conc", Algorithm: sluice.Concurrency, Limit: 3, LeaseTTL: 5 * time.Minute}
+	key := func(p string) sluice.Key { return sluice.Key{Tenant: "acme", Policy: p, Value: "u"} }
+
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]sluice.Decision, 3)
+	ops := []sluice.Op{{Key: key("hour"), Policy: &hour, Hits: 7}, {Key: key("second"), Policy: &second, Hits: 7}, {Key: key("conc"), Policy: &conc, Hits: 2}}
+	if err := s.Apply(ctx, now, ops, dst); err != nil || !dst[0].Allowed {
+		t.Fatal(dst, err)
+	}
+	lease := dst[2].Lease.ID
+	if err := s.CreateTenant(ctx, sluice.Tenant{ID: "acme", Tier: "premium"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutAPIKey(ctx, sluice.APIKey{ID: "k1", Tenant: "acme", Hash: []byte("h")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open(t, dir)
+	for _, op := range ops {
+		op.Hits = 0
+		if err := s.Apply(ctx, now, []sluice.Op{op}, dst[:1]); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int64{"hour": 3, "second": 10, "conc": 1}[op.Policy.Name]
+		if dst[0].Remaining != want {
+			t.Errorf("%s after reopen: remaining %d, want %d", op.Policy.Name, dst[0].Remaining, want)
+		}
+	}
+	if _, err := s.Release(ctx, now, key("conc"), &conc, lease); err != nil {
+		t.Errorf("releasing a lease taken before the reopen: %v", err)
+	}
+	if tn, err := s.GetTenant(ctx, "acme"); err != nil || tn.Tier != "premium" {
+		t.Errorf("tenant after reopen: %+v %v", tn, err)
+	}
+	if k, err := s.GetAPIKey(ctx, "k1"); err != nil || string(k.Hash) != "h" {
+		t.Errorf("key after reopen: %+v %v", k, err)
+	}
+}
+
+// TestSweepDisk: expired counters are deleted from disk, live ones kept.
+func TestSweepDisk(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	ctx := context.Background()
+	now := time.Now()
+	p := sluice.Policy{Name: "hour", Algorithm: sluice.FixedWindow, Limit: 10, Window: time.Hour}
+	for _, v := range []string{"a", "b"} {
+		if err := s.Apply(ctx, now, []sluice.Op{{Key: sluice.Key{Tenant: "t", Policy: "hour", Value: v}, Policy: &p, Hits: 1}}, make([]sluice.Decision, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.SweepDisk(now); err != nil || n != 0 {
+		t.Fatalf("sweep of live counters: %d %v", n, err)
+	}
+	if n, err := s.SweepDisk(now.Add(2 * time.Hour)); err != nil || n != 2 {
+		t.Fatalf("sweep of expired counters: %d %v", n, err)
+	}
+}

@@ -1,0 +1,159 @@
+package sluice
+
+import (
+	"context"
+	"regexp"
+	"time"
+)
+
+// Tenant is a customer of the service Sluice protects. Its settings are the
+// WebSocket gateway's limits (seed 001); its tier and overrides adjust the
+// named policies of the configuration for it.
+type Tenant struct {
+	ID       string         `json:"id"`
+	Tier     string         `json:"tier,omitempty"`
+	Settings TenantSettings `json:"settings"`
+	// Overrides adjust named policies for this tenant, on top of its
+	// tier's, by policy name.
+	Overrides map[string]PolicyOverride `json:"overrides,omitempty"`
+	CreatedAt time.Time                 `json:"createdAt"`
+	UpdatedAt time.Time                 `json:"updatedAt"`
+}
+
+// TenantSettings are a tenant's connection and message limits, as the AWS
+// sample's tenant table holds them. Zero means the default of the
+// configuration.
+type TenantSettings struct {
+	// ConnectionsPerSession caps the live connections of one session.
+	ConnectionsPerSession int64 `json:"connectionsPerSession,omitempty"`
+	// TenantConnections caps the tenant's live connections.
+	TenantConnections int64 `json:"tenantConnections,omitempty"`
+	// SessionPerMinute caps new connections per minute for one session.
+	SessionPerMinute int64 `json:"sessionPerMinute,omitempty"`
+	// TenantPerMinute caps the tenant's new connections per minute.
+	TenantPerMinute int64 `json:"tenantPerMinute,omitempty"`
+	// SessionTTL is how long, in seconds, a session lives without activity.
+	SessionTTL int64 `json:"sessionTTL,omitempty"`
+	// MessagesPerMinute caps the tenant's messages per minute.
+	MessagesPerMinute int64 `json:"messagesPerMinute,omitempty"`
+}
+
+// PolicyOverride changes some fields of a named policy; nil fields keep the
+// policy's value.
+type PolicyOverride struct {
+	Limit    *int64         `json:"limit,omitempty" yaml:"limit"`
+	Window   *time.Duration `json:"window,omitempty" yaml:"window"`
+	Burst    *int64         `json:"burst,omitempty" yaml:"burst"`
+	LeaseTTL *time.Duration `json:"leaseTTL,omitempty" yaml:"leaseTTL"`
+	Shadow   *bool          `json:"shadow,omitempty" yaml:"shadow"`
+}
+
+// Apply returns p with the override's fields set.
+func (o PolicyOverride) Apply(p Policy) Policy {
+	if o.Limit != nil {
+		p.Limit = *o.Limit
+	}
+	if o.Window != nil {
+		p.Window = *o.Window
+	}
+	if o.Burst != nil {
+		p.Burst = *o.Burst
+	}
+	if o.LeaseTTL != nil {
+		p.LeaseTTL = *o.LeaseTTL
+	}
+	if o.Shadow != nil {
+		p.Shadow = *o.Shadow
+	}
+	return p
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidID reports whether id is a valid tenant id: 1 to 128 letters, digits,
+// '.', '_' or '-', starting with a letter or digit. Ids appear in URLs, keys
+// and DynamoDB partition keys, so they are kept plain.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// Validate reports the first invalid field of t.
+func (t *Tenant) Validate() error {
+	if !ValidID(t.ID) {
+		return Invalid("id", "must be 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	s := t.Settings
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"settings.connectionsPerSession", s.ConnectionsPerSession},
+		{"settings.tenantConnections", s.TenantConnections},
+		{"settings.sessionPerMinute", s.SessionPerMinute},
+		{"settings.tenantPerMinute", s.TenantPerMinute},
+		{"settings.sessionTTL", s.SessionTTL},
+		{"settings.messagesPerMinute", s.MessagesPerMinute},
+	} {
+		if f.v < 0 || f.v > MaxLimit {
+			return Invalid(f.name, "must be between 0 (the default) and %d, got %d", MaxLimit, f.v)
+		}
+	}
+	for name, o := range t.Overrides {
+		if o.Limit != nil && (*o.Limit <= 0 || *o.Limit > MaxLimit) {
+			return Invalid("overrides."+name+".limit", "must be between 1 and %d", MaxLimit)
+		}
+		if o.Window != nil && (*o.Window < MinWindow || *o.Window > MaxWindow) {
+			return Invalid("overrides."+name+".window", "must be between %v and %v", MinWindow, MaxWindow)
+		}
+		if o.Burst != nil && (*o.Burst < 0 || *o.Burst > MaxLimit) {
+			return Invalid("overrides."+name+".burst", "must be between 0 and %d", MaxLimit)
+		}
+		if o.LeaseTTL != nil && (*o.LeaseTTL < MinWindow || *o.LeaseTTL > MaxWindow) {
+			return Invalid("overrides."+name+".leaseTTL", "must be between %v and %v", MinWindow, MaxWindow)
+		}
+	}
+	return nil
+}
+
+// APIKey is a tenant's credential. The secret is shown once, when the key
+// is created; the store keeps only its SHA-256 hash.
+type APIKey struct {
+	// ID is the key's public part, also the prefix of the token.
+	ID        string    `json:"id"`
+	Tenant    string    `json:"tenant"`
+	Name      string    `json:"name,omitempty"`
+	Hash      []byte    `json:"-"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Errors of a TenantStore.
+var (
+	ErrTenantNotFound = &Error{Kind: KindNotFound, Message: "tenant not found"}
+	ErrTenantExists   = &Error{Kind: KindConflict, Message: "tenant already exists"}
+	ErrKeyNotFound    = &Error{Kind: KindNotFound, Message: "API key not found"}
+)
+
+// TenantStore keeps tenants and their API keys. Implementations: memstore
+// (in process), pebblestore (durable), and later DynamoDB. Every
+// implementation passes storetest.RunTenants.
+type TenantStore interface {
+	// CreateTenant adds t; ErrTenantExists if its id is taken.
+	CreateTenant(ctx context.Context, t Tenant) error
+	// UpdateTenant replaces t; ErrTenantNotFound if it does not exist.
+	UpdateTenant(ctx context.Context, t Tenant) error
+	// GetTenant returns the tenant; ErrTenantNotFound if none.
+	GetTenant(ctx context.Context, id string) (Tenant, error)
+	// ListTenants returns every tenant, by id.
+	ListTenants(ctx context.Context) ([]Tenant, error)
+	// DeleteTenant removes the tenant and its API keys;
+	// ErrTenantNotFound if none.
+	DeleteTenant(ctx context.Context, id string) error
+
+	// PutAPIKey stores k; its tenant must exist.
+	PutAPIKey(ctx context.Context, k APIKey) error
+	// GetAPIKey returns the key with that id; ErrKeyNotFound if none.
+	GetAPIKey(ctx context.Context, id string) (APIKey, error)
+	// ListAPIKeys returns a tenant's keys, by id.
+	ListAPIKeys(ctx context.Context, tenant string) ([]APIKey, error)
+	// DeleteAPIKey removes a tenant's key; ErrKeyNotFound if the tenant
+	// has no key of that id.
+	DeleteAPIKey(ctx context.Context, tenant, id string) error
+}
