@@ -2,7 +2,10 @@ module github.com/sluicehq/sluice
 
 go 1.26
 
-require github.com/cockroachdb/pebble/v2 v2.1.7
+require (
+	github.com/cockroachdb/pebble/v2 v2.1.7
+	go.yaml.in/yaml/v3 v3.0.6
+)
 
 require (
 	github.com/DataDog/zstd v1.5.7 // indirect

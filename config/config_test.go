@@ -1,0 +1,112 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func TestExample(t *testing.T) {
+	c, err := Load("../examples/sluice.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Seed 003's table.
+	for name, limit := range map[string]int64{"chat": 20, "conversations": 60, "models": 10, "instance": 10, "costs": 20, "admin": 30} {
+		p := c.Policies[name]
+		if p.Algorithm != sluice.FixedWindow || p.Limit != limit || p.Window != time.Minute || len(p.Key) != 1 || p.Key[0] != "user" {
+			t.Errorf("policy %s: %+v", name, p)
+		}
+		if got := c.Endpoints[name]; len(got) != 1 || got[0] != name {
+			t.Errorf("endpoint %s: %v", name, got)
+		}
+	}
+	if got := c.Endpoints["search"]; len(got) != 2 {
+		t.Errorf("search endpoint: %v", got)
+	}
+	if c.Defaults.Timeout != 50*time.Millisecond || c.Defaults.FailMode != sluice.FailOpen || c.Defaults.Tier != "free" {
+		t.Errorf("defaults: %+v", c.Defaults)
+	}
+	if p := c.Policies["login-per-ip"]; p.Penalty != (sluice.Penalty{After: 3, Base: time.Minute, Max: time.Hour}) {
+		t.Errorf("penalty: %+v", p.Penalty)
+	}
+	if !c.Policies["export-daily"].Shadow || c.Policies["reports-running"].FailMode != sluice.FailClosed {
+		t.Error("shadow or fail mode lost")
+	}
+}
+
+// TestResolveOverrides: tier, then the file's tenant entry, then the tenant
+// store's overrides.
+func TestResolveOverrides(t *testing.T) {
+	c, err := Load("../examples/sluice.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := func(t *sluice.Tenant, id string) int64 {
+		rs, err := c.Resolve(t, id, "chat", nil)
+		if err != nil {
+			panic(err)
+		}
+		return rs[0].Policy.Limit
+	}
+	if got := limit(nil, "nobody"); got != 20 {
+		t.Errorf("default tier: %d", got)
+	}
+	if got := limit(&sluice.Tenant{ID: "x", Tier: "premium"}, "x"); got != 100 {
+		t.Errorf("premium tier: %d", got)
+	}
+	if got := limit(nil, "acme"); got != 500 {
+		t.Errorf("acme in the file: %d", got)
+	}
+	l := int64(7)
+	if got := limit(&sluice.Tenant{ID: "acme", Overrides: map[string]sluice.PolicyOverride{"chat": {Limit: &l}}}, "acme"); got != 7 {
+		t.Errorf("store override: %d", got)
+	}
+	rs, err := c.Resolve(nil, "x", "", []string{"reports-running", "chat"})
+	if err != nil || len(rs) != 2 || rs[0].Policy.FailMode != sluice.FailClosed || rs[1].Policy.FailMode != sluice.FailOpen {
+		t.Fatalf("by names: %+v %v", rs, err)
+	}
+	if _, err := c.Resolve(nil, "x", "nope", nil); sluice.FieldOf(err) != "endpoint" {
+		t.Errorf("unknown endpoint: %v", err)
+	}
+	if _, err := c.Resolve(nil, "x", "", []string{"chat", "nope"}); sluice.FieldOf(err) != "policies[1]" {
+		t.Errorf("unknown policy: %v", err)
+	}
+	if s := c.Settings(nil, "acme"); s.TenantConnections != 500 || s.ConnectionsPerSession != 3 {
+		t.Errorf("acme settings: %+v", s)
+	}
+}
+
+// TestErrorsNameFileLineField holds every error to its file, line and field.
+func TestErrorsNameFileLineField(t *testing.T) {
+	cases := []struct{ yaml, want string }{
+		{"version: 2\n", "c.yaml:1: version: must be 1"},
+		{"polices: {}\n", "c.yaml:1: polices: is not a known field"},
+		{"policies:\n  chat:\n    algorithm: fixed_window\n    limit: 0\n    window: 60s\n", "c.yaml:4: policies.chat.limit: must be between 1 and"},
+		{"policies:\n  chat:\n    algorithm: leaky\n", "c.yaml:3: policies.chat.algorithm: \"leaky\" is not an algorithm"},
+		{"policies:\n  chat:\n    algorithm: fixed_window\n    limit: 5\n    window: soon\n", "c.yaml:5: policies.chat.window: is not a duration"},
+		{"policies:\n  chat:\n    algorithm: fixed_window\n    limit: 5\n", "c.yaml:3: policies.chat.window: must be between"},
+		{"policies:\n  chat: {algorithm: fixed_window, limit: 5, window: 1m, colour: red}\n", "c.yaml:2: policies.chat.colour: is not a known field"},
+		{"policies:\n  chat: {algorithm: fixed_window, limit: 5, window: 1m}\nendpoints:\n  chat: [chat, chatt]\n", "c.yaml:4: endpoints.chat[1]: \"chatt\" is not a policy"},
+		{"policies:\n  chat: {algorithm: fixed_window, limit: 5, window: 1m}\ntiers:\n  gold:\n    chat: {limit: -3}\n", "c.yaml:5: tiers.gold.chat.limit: must be between 1 and"},
+		{"policies:\n  chat: {algorithm: fixed_window, limit: 5, window: 1m}\ntiers:\n  gold: {}\ntenants:\n  acme: {tier: silver}\n", "c.yaml:6: tenants.acme.tier: \"silver\" is not a configured tier"},
+		{"defaults:\n  timeout: 2h\n", "c.yaml:2: defaults.timeout: must be between 1ms and 1m"},
+		{"policies:\n  chat: {algorithm: fixed_window, limit: 5, window: 1m, penalty: {after: 2, base: 1h, max: 1m}}\n", "c.yaml:2: policies.chat.penalty.max: must be between"},
+		{"policies: [\n", "c.yaml:1: file: yaml: line 1:"},
+	}
+	for _, tc := range cases {
+		_, err := Parse("c.yaml", []byte(tc.yaml))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q:\n got %v\nwant %s...", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func TestEmptyFileIsDefault(t *testing.T) {
+	c, err := Parse("empty.yaml", nil)
+	if err != nil || c.Defaults.Timeout != DefaultTimeout || len(c.Policies) != 0 {
+		t.Fatalf("%+v %v", c, err)
+	}
+}
