@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"fmt"
+	"regexp"
 	"time"
 )
 
@@ -35,6 +36,11 @@ const (
 	// Window/Buckets each, or in calendar months (Calendar), with storage
 	// bounded by the number of buckets whatever the traffic.
 	Quota
+
+	// PenaltyBox is not for policies: it is the engine's record of a key's
+	// offences under a policy with a Penalty, kept in the store beside the
+	// policy's own counter. Validate refuses it.
+	PenaltyBox
 )
 
 var algorithmNames = [...]string{
@@ -44,6 +50,7 @@ var algorithmNames = [...]string{
 	TokenBucket:   "token_bucket",
 	Concurrency:   "concurrency",
 	Quota:         "quota",
+	PenaltyBox:    "penalty_box",
 }
 
 // Algorithms lists every valid algorithm.
@@ -56,8 +63,9 @@ func (a Algorithm) String() string {
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
 
-// Valid reports whether a is one of the algorithms.
-func (a Algorithm) Valid() bool { return a >= FixedWindow && a <= Quota }
+// Valid reports whether a is an algorithm a store may hold state of:
+// one of Algorithms, or PenaltyBox.
+func (a Algorithm) Valid() bool { return a >= FixedWindow && a <= PenaltyBox }
 
 // MarshalText encodes the algorithm by name.
 func (a Algorithm) MarshalText() ([]byte, error) {
@@ -145,6 +153,7 @@ const (
 type Policy struct {
 	// Name identifies the policy in decisions and headers, and scopes its
 	// counters: two policies with different names never share a counter.
+	// See ValidPolicyName.
 	Name      string
 	Algorithm Algorithm
 	// Limit is the number of hits per Window; for TokenBucket, the refill
@@ -222,6 +231,13 @@ type Penalty struct {
 // Enabled reports whether the penalty is on.
 func (p Penalty) Enabled() bool { return p.After > 0 }
 
+var policyNamePattern = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,128}$`)
+
+// ValidPolicyName reports whether name can name a policy: 1 to 128
+// letters, digits, '.', '_', ':', '/' or '-'. Names appear in headers (as
+// Structured Field strings) and in store keys, so they are kept plain.
+func ValidPolicyName(name string) bool { return policyNamePattern.MatchString(name) }
+
 // EffectiveBurst returns Burst, or Limit if Burst is zero.
 func (p *Policy) EffectiveBurst() int64 {
 	if p.Burst == 0 {
@@ -264,10 +280,10 @@ func DefaultBuckets(window time.Duration) int {
 // Validate reports the first parameter out of bounds as a KindInvalid
 // *Error naming the field.
 func (p *Policy) Validate() error {
-	if len(p.Name) == 0 || len(p.Name) > MaxKeyLen {
-		return Invalid("name", "must be 1 to %d bytes", MaxKeyLen)
+	if !ValidPolicyName(p.Name) {
+		return Invalid("name", "must be 1 to 128 letters, digits, '.', '_', ':', '/' or '-'")
 	}
-	if !p.Algorithm.Valid() {
+	if !p.Algorithm.Valid() || p.Algorithm == PenaltyBox {
 		return Invalid("algorithm", "is missing or unknown")
 	}
 	limitMax := int64(MaxLimit)

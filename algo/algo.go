@@ -88,6 +88,8 @@ func Update(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 		acquire(p, s, now, hits, d)
 	case sluice.Quota:
 		quota(p, s, now, hits, d)
+	case sluice.PenaltyBox:
+		penaltyBox(p, s, now, hits, d)
 	default:
 		panic("algo: invalid algorithm " + p.Algorithm.String())
 	}

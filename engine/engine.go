@@ -5,7 +5,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -16,16 +18,53 @@ import (
 
 // Options configures an Engine. The zero Options are the defaults.
 type Options struct {
-	// Now is the clock, read once per decision. Default time.Now.
+	// Now is the clock, read once per decision. Default: the wall clock.
 	Now func() time.Time
+	// Timeout is the deadline of one decision's store operation; past it,
+	// each policy's fail mode decides. Zero means none, for stores that
+	// never wait (memstore).
+	Timeout time.Duration
+	// Observer is told of every decision, for metrics. Optional.
+	Observer Observer
+	// Logger receives store failures. Default: discard.
+	Logger *slog.Logger
+}
+
+// Observer is told what the engine decides, for metrics. It must be safe
+// for concurrent use and fast.
+type Observer interface {
+	// Decided is called once per policy of every decided request.
+	Decided(policy string, o Outcome)
+	// StoreDone is called after every store operation.
+	StoreDone(d time.Duration, err error)
+}
+
+// Outcome is how a policy's part of a request ended.
+type Outcome uint8
+
+// The outcomes.
+const (
+	Allowed      Outcome = iota // admitted
+	Denied                      // denied by the policy
+	Penalised                   // denied by the policy's penalty box
+	ShadowDenied                // a shadow policy would have denied
+	FailedOpen                  // the store failed; admitted by fail mode
+	FailedClosed                // the store failed; denied by fail mode
+)
+
+func (o Outcome) String() string {
+	return [...]string{"allowed", "denied", "penalised", "shadow_denied", "failed_open", "failed_closed"}[o]
 }
 
 // Engine is the in-process sluice.Limiter. It is safe for concurrent use.
 type Engine struct {
-	store sluice.Store
-	one   oneApplier // store's single-op path, if it has one
-	now   func() time.Time
-	pool  sync.Pool // *batch
+	store   sluice.Store
+	one     oneApplier // store's single-op path, if it has one
+	now     func() time.Time
+	timeout time.Duration
+	obs     Observer
+	log     *slog.Logger
+	pool    sync.Pool // *batch
 }
 
 // oneApplier is the optional single-op path of a store: Apply for one op,
@@ -36,10 +75,12 @@ type oneApplier interface {
 }
 
 // batch is the scratch space of one decision, pooled so that a decision on
-// a key already held allocates nothing.
+// a key already held allocates nothing. A request of n checks needs up to
+// 2n ops: its checks and their penalty boxes.
 type batch struct {
-	ops [sluice.MaxChecks]sluice.Op
-	dst [sluice.MaxChecks]sluice.Decision
+	ops [2 * sluice.MaxChecks]sluice.Op
+	dst [2 * sluice.MaxChecks]sluice.Decision
+	box [2 * sluice.MaxChecks]sluice.Policy
 }
 
 var _ sluice.Limiter = (*Engine)(nil)
@@ -50,35 +91,216 @@ func New(store sluice.Store, opts Options) *Engine {
 	if opts.Now == nil {
 		opts.Now = newWallClock().now
 	}
-	e := &Engine{store: store, now: opts.Now}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{store: store, now: opts.Now, timeout: opts.Timeout, obs: opts.Observer, log: opts.Logger}
 	e.one, _ = store.(oneApplier)
 	e.pool.New = func() any { return new(batch) }
 	return e
 }
 
-// Check decides req all-or-nothing: it is admitted only if every check
-// admits req.Hits, and otherwise consumes from none. Invalid input returns a
-// KindInvalid *sluice.Error naming the field, and nothing is counted.
+// Check decides req all-or-nothing: it is admitted only if every enforced
+// check admits req.Hits, and otherwise consumes from none. Invalid input
+// returns a KindInvalid *sluice.Error naming the field, and nothing is
+// counted.
+//
+// Beyond the counters: a check whose key is in its penalty box is denied
+// until the box opens, and a denial records an offence; shadow checks are
+// decided and counted after the enforced ones admit, and never deny; when
+// the store fails or misses the deadline, each check's fail mode decides,
+// and Check returns the result without an error.
 func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	if err := validateRequest(&req); err != nil {
 		return sluice.Result{}, sluice.WithOp("engine.check", err)
 	}
+	now := e.now()
+	res := sluice.Result{Decisions: make([]sluice.Decision, len(req.Checks))}
 	b := e.pool.Get().(*batch)
 	defer e.pool.Put(b)
-	ops, dst := b.ops[:len(req.Checks)], b.dst[:len(req.Checks)]
+	defer clear(b.ops[:]) // drop references to the request before pooling
+
+	// Enforced checks, then the penalty boxes of those with a penalty:
+	// a boxed key denies the whole request, consuming nothing.
+	ops := b.ops[:0]
+	idx := make([]int, 0, 2*len(req.Checks)) // check of each op
+	boxes := 0
+	for i := range req.Checks {
+		if c := &req.Checks[i]; !c.Policy.Shadow {
+			ops = append(ops, op(req.Tenant, c, req.Hits))
+			idx = append(idx, i)
+		}
+	}
+	enforced := len(ops)
+	for j := range enforced {
+		c := &req.Checks[idx[j]]
+		if c.Policy.Penalty.Enabled() {
+			ops = append(ops, boxOp(req.Tenant, c, &b.box[boxes], 0))
+			idx = append(idx, idx[j])
+			boxes++
+		}
+	}
+	dst := b.dst[:len(ops)]
+	if err := e.apply(ctx, now, ops, dst); err != nil {
+		return e.failed(req, res, err)
+	}
+	for j := range enforced {
+		res.Decisions[idx[j]] = dst[j]
+	}
+	penalised := make([]bool, len(req.Checks))
+	for j := enforced; j < len(ops); j++ {
+		if box := dst[j]; !box.Allowed {
+			d := &res.Decisions[idx[j]]
+			d.Allowed, d.RetryAfter, d.Remaining = false, max(d.RetryAfter, box.RetryAfter), 0
+			d.ResetAt = maxTime(d.ResetAt, box.ResetAt)
+			penalised[idx[j]] = true
+		}
+	}
+	allowed := true
+	for j := range enforced {
+		i := idx[j]
+		allowed = allowed && res.Decisions[i].Allowed
+		switch {
+		case penalised[i]:
+			e.observe(req.Checks[i].Policy.Name, Penalised)
+		case res.Decisions[i].Allowed:
+			e.observe(req.Checks[i].Policy.Name, Allowed)
+		default:
+			e.observe(req.Checks[i].Policy.Name, Denied)
+		}
+	}
+	if !allowed {
+		e.recordOffences(ctx, now, req, res.Decisions, b)
+	}
+
+	// Shadow checks: each on its own, only if the enforced ones admitted.
 	for i := range req.Checks {
 		c := &req.Checks[i]
-		ops[i] = sluice.Op{Key: sluice.Key{Tenant: req.Tenant, Policy: c.Policy.Name, Value: c.Key}, Policy: &c.Policy, Hits: req.Hits}
+		if !c.Policy.Shadow {
+			continue
+		}
+		hits := req.Hits
+		if !allowed {
+			hits = 0 // report its state; consume nothing for a denied request
+		}
+		ops, dst := b.ops[:1], b.dst[:1]
+		ops[0] = op(req.Tenant, c, hits)
+		if err := e.apply(ctx, now, ops, dst); err != nil {
+			res.Decisions[i] = e.failure(c, now, err)
+			continue
+		}
+		d := dst[0]
+		if d.Allowed {
+			e.observe(c.Policy.Name, Allowed)
+		} else {
+			d.Allowed, d.Shadowed, d.RetryAfter = true, true, 0
+			e.observe(c.Policy.Name, ShadowDenied)
+		}
+		res.Decisions[i] = d
 	}
-	err := e.store.Apply(ctx, e.now(), ops, dst)
-	clear(ops) // drop references to the request before pooling
-	if err != nil {
-		return sluice.Result{}, sluice.WithOp("engine.check", err)
-	}
-	res := sluice.Result{Decisions: make([]sluice.Decision, len(dst))}
-	copy(res.Decisions, dst)
 	res.Decision, res.Allowed = sluice.Reporting(res.Decisions)
 	return res, nil
+}
+
+func op(tenant string, c *sluice.Check, hits int64) sluice.Op {
+	return sluice.Op{Key: sluice.Key{Tenant: tenant, Policy: c.Policy.Name, Value: c.Key}, Policy: &c.Policy, Hits: hits}
+}
+
+// boxSuffix names a policy's penalty box in the store: policy names cannot
+// hold a NUL, so no policy's counter can be taken for a box.
+const boxSuffix = "\x00penalty"
+
+// boxOp is the op on c's penalty box; box is scratch space for its policy.
+func boxOp(tenant string, c *sluice.Check, box *sluice.Policy, hits int64) sluice.Op {
+	*box = sluice.Policy{Name: c.Policy.Name, Algorithm: sluice.PenaltyBox, Window: c.Policy.Window, Penalty: c.Policy.Penalty}
+	if box.Window == 0 {
+		box.Window = c.Policy.EffectiveLeaseTTL()
+	}
+	return sluice.Op{Key: sluice.Key{Tenant: tenant, Policy: c.Policy.Name + boxSuffix, Value: c.Key}, Policy: box, Hits: hits}
+}
+
+// recordOffences puts an offence in the penalty box of every enforced check
+// with a penalty that its own policy denied. Best effort: a failure is
+// logged, and the request's answer stands.
+func (e *Engine) recordOffences(ctx context.Context, now time.Time, req sluice.Request, ds []sluice.Decision, b *batch) {
+	ops := b.ops[:0]
+	for i := range req.Checks {
+		c := &req.Checks[i]
+		if c.Policy.Shadow || !c.Policy.Penalty.Enabled() || ds[i].Allowed {
+			continue
+		}
+		ops = append(ops, boxOp(req.Tenant, c, &b.box[len(ops)], 1))
+	}
+	if len(ops) == 0 {
+		return
+	}
+	if err := e.apply(ctx, now, ops, b.dst[:len(ops)]); err != nil {
+		e.log.Warn("recording penalty offences", "tenant", req.Tenant, "err", err)
+	}
+}
+
+// apply runs one store operation under the engine's deadline.
+func (e *Engine) apply(ctx context.Context, now time.Time, ops []sluice.Op, dst []sluice.Decision) error {
+	if e.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	err := e.store.Apply(ctx, now, ops, dst)
+	if e.obs != nil {
+		e.obs.StoreDone(time.Since(start), err)
+	}
+	return err
+}
+
+// failed answers a request whose store operation failed: each check's fail
+// mode decides, unless the failure is bad input, which is returned.
+func (e *Engine) failed(req sluice.Request, res sluice.Result, err error) (sluice.Result, error) {
+	if !storeFailure(err) {
+		return sluice.Result{}, sluice.WithOp("engine.check", err)
+	}
+	e.log.Warn("store failed; fail modes decide", "tenant", req.Tenant, "err", err)
+	now := e.now()
+	for i := range req.Checks {
+		res.Decisions[i] = e.failure(&req.Checks[i], now, err)
+	}
+	res.Decision, res.Allowed = sluice.Reporting(res.Decisions)
+	return res, nil
+}
+
+// storeFailure reports whether err is the store failing (unavailable,
+// full, past the deadline), for the fail modes to decide.
+func storeFailure(err error) bool {
+	return sluice.KindOf(err) == sluice.KindUnavailable || errors.Is(err, context.DeadlineExceeded)
+}
+
+// failure is check c's decision when the store could not decide.
+func (e *Engine) failure(c *sluice.Check, now time.Time, err error) sluice.Decision {
+	capacity := algo.Capacity(&c.Policy)
+	if c.Policy.FailMode == sluice.FailClosed {
+		e.observe(c.Policy.Name, FailedClosed)
+		return sluice.Decision{Policy: c.Policy.Name, Limit: capacity, ResetAt: now.Add(failedRetry), RetryAfter: failedRetry}
+	}
+	e.observe(c.Policy.Name, FailedOpen)
+	return sluice.Decision{Policy: c.Policy.Name, Allowed: true, FailedOpen: true, Limit: capacity, Remaining: capacity, ResetAt: now}
+}
+
+// failedRetry is the Retry-After of a fail-closed denial: the store may be
+// back soon.
+const failedRetry = time.Second
+
+func (e *Engine) observe(policy string, o Outcome) {
+	if e.obs != nil {
+		e.obs.Decided(policy, o)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Allow decides hits against a single policy for key, the common case of a
@@ -86,6 +308,10 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 func (e *Engine) Allow(ctx context.Context, tenant string, p *sluice.Policy, key string, hits int64) (sluice.Decision, error) {
 	if err := validateOne(tenant, p, key, hits); err != nil {
 		return sluice.Decision{}, sluice.WithOp("engine.allow", err)
+	}
+	if p.Shadow || p.Penalty.Enabled() || e.timeout > 0 || e.obs != nil {
+		res, err := e.Check(ctx, sluice.Request{Tenant: tenant, Hits: hits, Checks: []sluice.Check{{Policy: *p, Key: key}}})
+		return res.Decision, err
 	}
 	op := sluice.Op{Key: sluice.Key{Tenant: tenant, Policy: p.Name, Value: key}, Policy: p, Hits: hits}
 	var d sluice.Decision
@@ -100,6 +326,9 @@ func (e *Engine) Allow(ctx context.Context, tenant string, p *sluice.Policy, key
 		e.pool.Put(b)
 	}
 	if err != nil {
+		if storeFailure(err) {
+			return e.failure(&sluice.Check{Policy: *p, Key: key}, e.now(), err), nil
+		}
 		return sluice.Decision{}, sluice.WithOp("engine.allow", err)
 	}
 	return d, nil

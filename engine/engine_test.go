@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,14 +173,136 @@ func TestLeases(t *testing.T) {
 	}
 }
 
-func TestStoreErrorsKeepTheirKind(t *testing.T) {
+// TestFailModes: with the store closed, a fail-open policy admits and a
+// fail-closed one denies, and Check answers without an error.
+func TestFailModes(t *testing.T) {
 	s := memstore.New(memstore.Options{})
-	e := New(s, Options{})
+	obs := &counts{}
+	e := New(s, Options{Observer: obs})
 	s.Close()
-	_, err := e.Allow(context.Background(), "a", &perMinute, "k", 1)
-	if !errors.Is(err, sluice.ErrStoreClosed) || sluice.KindOf(err) != sluice.KindUnavailable {
-		t.Fatalf("closed store: %v (kind %v)", err, sluice.KindOf(err))
+	ctx := context.Background()
+	open := perMinute
+	closed := perMinute
+	closed.Name, closed.FailMode = "strict", sluice.FailClosed
+
+	d, err := e.Allow(ctx, "a", &open, "k", 1)
+	if err != nil || !d.Allowed || !d.FailedOpen {
+		t.Fatalf("fail open: %+v %v", d, err)
 	}
+	res, err := e.Check(ctx, sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{{Policy: open}, {Policy: closed}}})
+	if err != nil || res.Allowed || res.Decision.Policy != "strict" || res.Decision.RetryAfter != time.Second {
+		t.Fatalf("fail closed: %+v %v", res, err)
+	}
+	if obs.get("tenant-per-minute", FailedOpen) != 2 || obs.get("strict", FailedClosed) != 1 {
+		t.Fatalf("observed %v", obs.m)
+	}
+}
+
+// slowStore never answers before the caller's deadline.
+type slowStore struct{ sluice.Store }
+
+func (s slowStore) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst []sluice.Decision) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestDeadline: a store that misses the per-decision deadline is a store
+// failure, and the fail mode decides, in about the deadline.
+func TestDeadline(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	defer s.Close()
+	e := New(slowStore{s}, Options{Timeout: 20 * time.Millisecond})
+	closed := perMinute
+	closed.FailMode = sluice.FailClosed
+	start := time.Now()
+	res, err := e.Check(context.Background(), sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{{Policy: closed}}})
+	if err != nil || res.Allowed {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("waited %v for a 20ms deadline", waited)
+	}
+}
+
+// TestShadow: a shadow policy counts but never denies, and a denied
+// request consumes nothing from it.
+func TestShadow(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	shadow := sluice.Policy{Name: "trial", Algorithm: sluice.FixedWindow, Limit: 2, Window: time.Minute, Shadow: true}
+	enforced := sluice.Policy{Name: "real", Algorithm: sluice.FixedWindow, Limit: 4, Window: time.Minute}
+	req := sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{{Policy: shadow}, {Policy: enforced}}}
+	for i := range 4 {
+		res, err := e.Check(ctx, req)
+		if err != nil || !res.Allowed {
+			t.Fatalf("request %d: %+v %v", i, res, err)
+		}
+		if got, want := res.Decisions[0].Shadowed, i >= 2; got != want {
+			t.Fatalf("request %d: shadowed=%v, want %v", i, got, want)
+		}
+	}
+	res, _ := e.Check(ctx, req)
+	if res.Allowed || res.Decision.Policy != "real" {
+		t.Fatalf("fifth request: %+v", res)
+	}
+}
+
+// TestPenalty: a key denied After times in a row is blocked for Base even
+// once its window has room again, and the block counts nothing.
+func TestPenalty(t *testing.T) {
+	e, c := newEngine(t)
+	ctx := context.Background()
+	p := sluice.Policy{Name: "login", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Second,
+		Penalty: sluice.Penalty{After: 2, Base: time.Minute, Max: time.Hour}}
+	other := sluice.Policy{Name: "other", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Hour}
+	req := sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{{Policy: p, Key: "1.2.3.4"}, {Policy: other, Key: "1.2.3.4"}}}
+	c.t = c.t.Truncate(time.Second)
+	want := []bool{true, false, false}
+	for i, w := range want {
+		if res, _ := e.Check(ctx, req); res.Allowed != w {
+			t.Fatalf("request %d: allowed=%v, want %v", i, res.Allowed, w)
+		}
+	}
+	// The window has room again, but the key is in the box for a minute.
+	c.advance(2 * time.Second)
+	res, _ := e.Check(ctx, req)
+	if res.Allowed || res.Decision.Policy != "login" || res.Decision.RetryAfter < 57*time.Second {
+		t.Fatalf("boxed: %+v", res.Decision)
+	}
+	if d, _ := e.Allow(ctx, "a", &other, "1.2.3.4", 0); d.Remaining != 99 {
+		t.Fatalf("boxed requests consumed from the other policy: remaining %d", d.Remaining)
+	}
+	// Another key is not boxed.
+	req.Checks[0].Key = "5.6.7.8"
+	if res, _ := e.Check(ctx, req); !res.Allowed {
+		t.Fatalf("another key boxed: %+v", res.Decision)
+	}
+	req.Checks[0].Key = "1.2.3.4"
+	c.advance(time.Minute)
+	if res, _ := e.Check(ctx, req); !res.Allowed {
+		t.Fatalf("after the block: %+v", res.Decision)
+	}
+}
+
+// counts is an Observer that counts outcomes.
+type counts struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (c *counts) Decided(policy string, o Outcome) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]int{}
+	}
+	c.m[policy+"/"+o.String()]++
+}
+func (c *counts) StoreDone(time.Duration, error) {}
+func (c *counts) get(policy string, o Outcome) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[policy+"/"+o.String()]
 }
 
 // TestAllowAllocatesNothing holds the hot path to zero allocations on a key
