@@ -23,6 +23,11 @@ type checkRequest struct {
 	Tenant string            `json:"tenant"`
 	Hits   *int64            `json:"hits"` // absent means 1
 	Checks []json.RawMessage `json:"checks"`
+	// Named policies: an endpoint of the configuration, or policy names,
+	// with the key parts their counters are keyed by.
+	Endpoint string            `json:"endpoint"`
+	Policies []string          `json:"policies"`
+	Key      map[string]string `json:"key"`
 }
 
 type checkJSON struct {
@@ -41,6 +46,8 @@ type policyJSON struct {
 	LeaseTTL  json.RawMessage `json:"leaseTTL"`
 	Buckets   int             `json:"buckets"`
 	Calendar  string          `json:"calendar"`
+	Shadow    bool            `json:"shadow"`
+	FailMode  string          `json:"failMode"`
 }
 
 // readBody reads at most MaxBodyBytes of r's body.
@@ -56,32 +63,26 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// decodeCheck turns a POST /v1/check body into a request.
-func decodeCheck(body []byte) (sluice.Request, error) {
-	var in checkRequest
-	if err := decodeStrict(body, &in, ""); err != nil {
-		return sluice.Request{}, err
-	}
-	req := sluice.Request{Tenant: in.Tenant, Hits: 1, Checks: make([]sluice.Check, len(in.Checks))}
-	if in.Hits != nil {
-		req.Hits = *in.Hits
-	}
+// decodeChecks turns the inline checks of a POST /v1/check body into a
+// request's checks.
+func decodeChecks(in *checkRequest, req *sluice.Request) error {
+	req.Checks = make([]sluice.Check, len(in.Checks))
 	for i, raw := range in.Checks {
 		prefix := fmt.Sprintf("checks[%d]", i)
 		var c checkJSON
 		if err := decodeStrict(raw, &c, prefix); err != nil {
-			return sluice.Request{}, err
+			return err
 		}
 		if c.Policy == nil {
-			return sluice.Request{}, sluice.Invalid(prefix+".policy", "is missing")
+			return sluice.Invalid(prefix+".policy", "is missing")
 		}
 		p, err := decodePolicy(c.Policy, prefix+".policy")
 		if err != nil {
-			return sluice.Request{}, err
+			return err
 		}
 		req.Checks[i] = sluice.Check{Policy: p, Key: c.Key}
 	}
-	return req, nil
+	return nil
 }
 
 func decodePolicy(raw json.RawMessage, prefix string) (sluice.Policy, error) {
@@ -99,6 +100,10 @@ func decodePolicy(raw json.RawMessage, prefix string) (sluice.Policy, error) {
 	if err := p.Calendar.UnmarshalText([]byte(pj.Calendar)); err != nil {
 		return p, sluice.Invalid(prefix+".calendar", "%v", err)
 	}
+	if err := p.FailMode.UnmarshalText([]byte(pj.FailMode)); err != nil {
+		return p, sluice.Invalid(prefix+".failMode", "%v", err)
+	}
+	p.Shadow = pj.Shadow
 	if p.Window, err = parseDuration(pj.Window); err != nil {
 		return p, sluice.Invalid(prefix+".window", "%v", err)
 	}
@@ -170,7 +175,7 @@ func decodeStrict(data []byte, v any, prefix string) error {
 
 func want(v any) string {
 	switch v.(type) {
-	case *checkRequest, *checkJSON, *policyJSON:
+	case *checkRequest, *checkJSON, *policyJSON, *leaseRequest, *tenantJSON, *keyRequest:
 		return "object"
 	}
 	return "value"

@@ -1,50 +1,129 @@
-// Package httpapi serves Sluice's HTTP JSON API:
+// Package httpapi serves Sluice's HTTP JSON API (docs/api.md has every
+// route, request and response):
 //
-//	POST /v1/check   decide a request against inline policies
-//	GET  /healthz    liveness
+//	POST   /v1/check                          decide a request: named or inline policies
+//	POST   /v1/leases                         acquire a concurrency lease
+//	POST   /v1/leases/{token}/renew           renew it
+//	DELETE /v1/leases/{token}                 release it
+//	GET    /v1/tenants, POST /v1/tenants      list, create tenants (admin)
+//	GET    /v1/tenants/{id}, PUT, DELETE      read, replace, delete a tenant
+//	POST   /v1/tenants/{id}/keys, GET         create (shown once), list API keys
+//	DELETE /v1/tenants/{id}/keys/{key}        delete an API key
+//	GET    /v1/policies                       the configured policies
+//	GET    /healthz, /readyz, /metrics        operations
 //
 // Every response body is JSON. A decision answers 200 when allowed and 429
-// when denied, with Retry-After and the X-RateLimit-* headers; bad input
-// answers 400 with an error naming the field, and counts nothing.
+// when denied, with the IETF RateLimit headers, the X-RateLimit-* headers
+// and Retry-After; bad input answers 400 with an error naming the field and
+// counts nothing; unknown routes 404; a missing or unknown key 401; a key
+// reaching for another tenant 403.
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
-	"strconv"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 )
+
+// Limiter is what the API needs of the engine.
+type Limiter interface {
+	Check(ctx context.Context, req sluice.Request) (sluice.Result, error)
+	Release(ctx context.Context, tenant string, c sluice.Check, lease uint64) (sluice.Decision, error)
+	Renew(ctx context.Context, tenant string, c sluice.Check, lease uint64) (sluice.Decision, error)
+}
+
+// Options configures a Handler. Limiter and Tenants are required.
+type Options struct {
+	Limiter Limiter
+	Tenants sluice.TenantStore
+	// Config returns the configuration in force; it may change between
+	// requests (reloads). Default: config.Default().
+	Config func() *config.Config
+	// AdminKey, if set, is required of every /v1 request as
+	// "Authorization: Bearer <key>", or a tenant's API key. Empty: no
+	// authentication, for a server bound to loopback.
+	AdminKey string
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed
+	// when finding a client's IP.
+	TrustedProxies []netip.Prefix
+	// Ready reports whether the store answers, for /readyz. Optional.
+	Ready func(ctx context.Context) error
+	// Metrics serves /metrics. Optional.
+	Metrics http.Handler
+	// Now is the clock of timestamps and headers. Default time.Now.
+	Now func() time.Time
+	// Logger receives errors. Default: discard.
+	Logger *slog.Logger
+}
 
 // Handler serves the API. Create it with New.
 type Handler struct {
-	limiter sluice.Limiter
-	log     *slog.Logger
-	mux     *http.ServeMux
-	allow   map[string][]string // path -> methods, for 405's Allow header
+	opts  Options
+	log   *slog.Logger
+	mux   *http.ServeMux
+	allow map[string][]string // pattern path -> methods, for 405's Allow
 }
 
-// New returns a Handler deciding with l. A nil logger discards logs.
-func New(l sluice.Limiter, log *slog.Logger) *Handler {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// New returns a Handler.
+func New(opts Options) *Handler {
+	if opts.Config == nil {
+		def := config.Default()
+		opts.Config = func() *config.Config { return def }
 	}
-	h := &Handler{limiter: l, log: log, mux: http.NewServeMux(), allow: map[string][]string{}}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), allow: map[string][]string{}}
 	h.route("POST", "/v1/check", h.check)
-	h.route("GET", "/healthz", func(w http.ResponseWriter, r *http.Request) {
+	h.route("POST", "/v1/leases", h.acquire)
+	h.route("POST", "/v1/leases/{token}/renew", h.renew)
+	h.route("DELETE", "/v1/leases/{token}", h.release)
+	h.route("GET", "/v1/tenants", h.listTenants)
+	h.route("POST", "/v1/tenants", h.createTenant)
+	h.route("GET", "/v1/tenants/{id}", h.getTenant)
+	h.route("PUT", "/v1/tenants/{id}", h.putTenant)
+	h.route("DELETE", "/v1/tenants/{id}", h.deleteTenant)
+	h.route("POST", "/v1/tenants/{id}/keys", h.createKey)
+	h.route("GET", "/v1/tenants/{id}/keys", h.listKeys)
+	h.route("DELETE", "/v1/tenants/{id}/keys/{key}", h.deleteKey)
+	h.route("GET", "/v1/policies", h.policies)
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	h.allow["/healthz"] = []string{"GET"}
+	h.mux.HandleFunc("GET /readyz", h.readyz)
+	h.allow["/readyz"] = []string{"GET"}
+	if opts.Metrics != nil {
+		h.mux.Handle("GET /metrics", opts.Metrics)
+		h.allow["/metrics"] = []string{"GET"}
+	}
 	return h
 }
 
-func (h *Handler) route(method, path string, fn http.HandlerFunc) {
-	h.mux.HandleFunc(method+" "+path, fn)
+// authedHandler is a /v1 handler with the request's principal.
+type authedHandler func(w http.ResponseWriter, r *http.Request, p principal)
+
+func (h *Handler) route(method, path string, fn authedHandler) {
+	h.mux.HandleFunc(method+" "+path, func(w http.ResponseWriter, r *http.Request) {
+		p, err := h.authenticate(r.Context(), r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		fn(w, r, p)
+	})
 	h.allow[path] = append(h.allow[path], method)
 }
 
@@ -52,132 +131,39 @@ func (h *Handler) route(method, path string, fn http.HandlerFunc) {
 // wrong method 405, in JSON like every other error.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := h.mux.Handler(r); pattern == "" {
-		methods, ok := h.allow[r.URL.Path]
-		if !ok {
-			writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+		if methods := h.methodsFor(r); methods != nil {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
 			return
 		}
-		w.Header().Set("Allow", strings.Join(methods, ", "))
-		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
+		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 		return
 	}
 	h.mux.ServeHTTP(w, r)
 }
 
-func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	req, err := decodeCheck(body)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	res, err := h.limiter.Check(r.Context(), req)
-	if err != nil {
-		if sluice.KindOf(err) != sluice.KindInvalid {
-			h.log.Error("check failed", "tenant", req.Tenant, "err", err)
-		}
-		writeError(w, err)
-		return
-	}
-	writeDecisionHeaders(w.Header(), res.Decision)
-	out := checkResponse{Allowed: res.Allowed, Decisions: make([]decisionJSON, len(res.Decisions))}
-	out.decisionJSON = toJSON(res.Decision)
-	for i, d := range res.Decisions {
-		out.Decisions[i] = toJSON(d)
-	}
-	status := http.StatusOK
-	if !res.Allowed {
-		status = http.StatusTooManyRequests
-		secs := retryAfterSeconds(res.Decision.RetryAfter)
-		out.Error = "Rate limit exceeded"
-		out.Message = fmt.Sprintf("Too many requests. Please try again in %d seconds.", secs)
-		for _, d := range res.Decisions {
-			if !d.Allowed {
-				out.Violated = append(out.Violated, d.Policy)
-			}
+// methodsFor returns the methods of the route r's path matches, or nil.
+func (h *Handler) methodsFor(r *http.Request) []string {
+	for path, methods := range h.allow {
+		probe := r.Clone(r.Context())
+		probe.Method = methods[0]
+		if _, pattern := h.mux.Handler(probe); pattern != "" && strings.HasSuffix(pattern, " "+path) {
+			return methods
 		}
 	}
-	writeJSON(w, status, out)
+	return nil
 }
 
-// checkResponse is the body of a decision: the reported decision's fields
-// at the top (seed 003's limit, resetAt), then one entry per check.
-type checkResponse struct {
-	Allowed bool `json:"allowed"`
-	decisionJSON
-	Error     string         `json:"error,omitempty"`
-	Message   string         `json:"message,omitempty"`
-	Violated  []string       `json:"violated-policies,omitempty"`
-	Decisions []decisionJSON `json:"decisions"`
-}
-
-type decisionJSON struct {
-	Policy    string `json:"policy"`
-	Allowed   bool   `json:"allowed"`
-	Limit     int64  `json:"limit"`
-	Remaining int64  `json:"remaining"`
-	// ResetAt is in epoch seconds, rounded up: never before the real reset.
-	ResetAt int64 `json:"resetAt"`
-	// RetryAfter is in whole seconds, rounded up, as the header.
-	RetryAfter   int64      `json:"retryAfter"`
-	RetryAfterMs int64      `json:"retryAfterMs"`
-	Lease        *leaseJSON `json:"lease,omitempty"`
-}
-
-type leaseJSON struct {
-	// ID is a decimal string: JSON numbers lose precision past 2^53.
-	ID          string `json:"id"`
-	ExpiresAtMs int64  `json:"expiresAtMs"`
-}
-
-func toJSON(d sluice.Decision) decisionJSON {
-	j := decisionJSON{
-		Policy:       d.Policy,
-		Allowed:      d.Allowed,
-		Limit:        d.Limit,
-		Remaining:    d.Remaining,
-		ResetAt:      ceilUnix(d.ResetAt),
-		RetryAfter:   retryAfterSeconds(d.RetryAfter),
-		RetryAfterMs: int64(math.Ceil(float64(d.RetryAfter) / float64(time.Millisecond))),
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := h.opts.Ready(ctx); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
+			return
+		}
 	}
-	if d.Lease.ID != 0 {
-		j.Lease = &leaseJSON{ID: strconv.FormatUint(d.Lease.ID, 10), ExpiresAtMs: d.Lease.ExpiresAt.UnixMilli()}
-	}
-	return j
-}
-
-// writeDecisionHeaders writes the headers of the reported decision:
-// X-RateLimit-Limit, -Remaining and -Reset (epoch seconds, as GitHub), and
-// on a denial Retry-After.
-func writeDecisionHeaders(h http.Header, d sluice.Decision) {
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilUnix(d.ResetAt), 10))
-	if !d.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10))
-	}
-}
-
-// retryAfterSeconds rounds up to whole seconds, so that a client that waits
-// that long is never early; a denial always waits at least a second.
-func retryAfterSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// ceilUnix returns t in epoch seconds, rounded up.
-func ceilUnix(t time.Time) int64 {
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
-		s++
-	}
-	return s
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 type errorBody struct {
@@ -188,17 +174,23 @@ type errorBody struct {
 
 // statusOf maps error kinds to HTTP statuses, in one place.
 var statusOf = map[sluice.Kind]int{
-	sluice.KindInvalid:     http.StatusBadRequest,
-	sluice.KindNotFound:    http.StatusNotFound,
-	sluice.KindUnavailable: http.StatusServiceUnavailable,
-	sluice.KindInternal:    http.StatusInternalServerError,
+	sluice.KindInvalid:      http.StatusBadRequest,
+	sluice.KindNotFound:     http.StatusNotFound,
+	sluice.KindUnavailable:  http.StatusServiceUnavailable,
+	sluice.KindInternal:     http.StatusInternalServerError,
+	sluice.KindConflict:     http.StatusConflict,
+	sluice.KindUnauthorized: http.StatusUnauthorized,
+	sluice.KindForbidden:    http.StatusForbidden,
 }
 
 var codeOf = map[sluice.Kind]string{
-	sluice.KindInvalid:     "invalid_request",
-	sluice.KindNotFound:    "not_found",
-	sluice.KindUnavailable: "unavailable",
-	sluice.KindInternal:    "internal",
+	sluice.KindInvalid:      "invalid_request",
+	sluice.KindNotFound:     "not_found",
+	sluice.KindUnavailable:  "unavailable",
+	sluice.KindInternal:     "internal",
+	sluice.KindConflict:     "conflict",
+	sluice.KindUnauthorized: "unauthorized",
+	sluice.KindForbidden:    "forbidden",
 }
 
 func writeError(w http.ResponseWriter, err error) {
@@ -206,6 +198,9 @@ func writeError(w http.ResponseWriter, err error) {
 	body := errorBody{Error: codeOf[kind], Field: sluice.FieldOf(err), Message: message(err)}
 	if kind == sluice.KindInternal {
 		body.Message = "internal error" // never leak internals
+	}
+	if kind == sluice.KindUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 	}
 	writeJSON(w, statusOf[kind], body)
 }
@@ -226,4 +221,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do
+}
+
+// retryAfterSeconds rounds up to whole seconds, so that a client that waits
+// that long is never early.
+func retryAfterSeconds(d time.Duration) int64 { return ceilSeconds(d) }
+
+// ceilUnix returns t in epoch seconds, rounded up.
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
 }

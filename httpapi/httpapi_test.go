@@ -31,7 +31,7 @@ func newFixture(t *testing.T) *fixture {
 	s := memstore.New(memstore.Options{})
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 15, 250_000_000, time.UTC)}
 	eng := engine.New(s, engine.Options{Now: c.now})
-	srv := httptest.NewServer(New(eng, nil))
+	srv := httptest.NewServer(New(Options{Limiter: eng, Tenants: &memstore.Tenants{}, Now: c.now}))
 	t.Cleanup(func() { srv.Close(); s.Close() })
 	return &fixture{srv: srv, eng: eng, clock: c}
 }
@@ -225,17 +225,30 @@ func TestLeaseInResponse(t *testing.T) {
 	}
 }
 
-func TestStoreUnavailableIs503(t *testing.T) {
+// TestStoreFailureFollowsFailMode: with the store gone, a fail-open policy
+// answers 200 (marked failedOpen) and a fail-closed one 429.
+func TestStoreFailureFollowsFailMode(t *testing.T) {
 	s := memstore.New(memstore.Options{})
-	srv := httptest.NewServer(New(engine.New(s, engine.Options{}), nil))
+	srv := httptest.NewServer(New(Options{Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}}))
 	defer srv.Close()
 	s.Close()
-	resp, err := http.Post(srv.URL+"/v1/check", "application/json", strings.NewReader(chat))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 503 {
-		t.Fatalf("closed store: %d, want 503", resp.StatusCode)
+	for _, tc := range []struct {
+		mode   string
+		status int
+	}{{"open", 200}, {"closed", 429}} {
+		body := `{"tenant":"acme","checks":[{"policy":{"name":"p","algorithm":"fixed_window","limit":3,"window":"60s","failMode":"` + tc.mode + `"}}]}`
+		resp, err := http.Post(srv.URL+"/v1/check", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Fatalf("fail %s: %d %v", tc.mode, resp.StatusCode, out)
+		}
+		if tc.mode == "open" && out["failedOpen"] != true {
+			t.Fatalf("fail open not marked: %v", out)
+		}
 	}
 }

@@ -11,14 +11,17 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 const usage = `Sluice decides rate limits for multi-tenant services.
 
 Usage:
-  sluice serve [flags]    serve the HTTP API (sluice serve -h for flags)
-  sluice version          print the version
-  sluice help             print this help
+  sluice serve [flags]        serve the HTTP API (sluice serve -h for flags)
+  sluice config check FILE    validate a configuration file
+  sluice version              print the version
+  sluice help                 print this help
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -44,6 +47,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stderr)
+	case "config":
+		return configCmd(args[1:], stdout)
 	case "version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return nil
@@ -53,4 +58,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// configCmd runs `sluice config check FILE`.
+func configCmd(args []string, stdout io.Writer) error {
+	if len(args) != 2 || args[0] != "check" {
+		return errors.New("usage: sluice config check FILE")
+	}
+	c, err := config.Load(args[1])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: ok: %d policies, %d endpoints, %d tiers, %d tenants\n", args[1], len(c.Policies), len(c.Endpoints), len(c.Tiers), len(c.Tenants))
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,10 +61,19 @@ type process struct {
 	done chan error
 }
 
-// start runs `sluice serve` on a free port and waits until it serves.
+// start runs `sluice serve` on a free port, with its own data directory
+// unless args name one, and waits until it serves.
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
-	p := &process{addr: freeAddr(t), done: make(chan error, 1)}
+	return startAt(t, freeAddr(t), args...)
+}
+
+func startAt(t *testing.T, addr string, args ...string) *process {
+	t.Helper()
+	p := &process{addr: addr, done: make(chan error, 1)}
+	if !slices.Contains(args, "--data-dir") {
+		args = append(args, "--data-dir", t.TempDir())
+	}
 	p.cmd = exec.Command(binary, append([]string{"serve", "--addr", p.addr}, args...)...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -205,6 +215,10 @@ func TestBadFlags(t *testing.T) {
 		{"serve", "--store", "redis"},
 		{"serve", "--max-keys", "0"},
 		{"serve", "--nope"},
+		{"serve", "--addr", "0.0.0.0:0"}, // off loopback without an admin key
+		{"serve", "--admin-key", "short"},
+		{"serve", "--config", "/nonexistent.yaml"},
+		{"config", "check", "/nonexistent.yaml"},
 		{"frobnicate"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -9,18 +9,32 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/store/pebblestore"
 )
 
 // serveConfig is the configuration of `sluice serve`.
 type serveConfig struct {
 	Addr            string
 	Store           string
+	DataDir         string
+	ConfigFile      string
+	ConfigPoll      time.Duration
+	AdminKey        string
+	AdminKeyFile    string
+	TrustedProxies  []netip.Prefix
 	MaxKeys         int
 	ShutdownTimeout time.Duration
 	LogFormat       string
@@ -28,11 +42,18 @@ type serveConfig struct {
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
+	var proxies string
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`address` to listen on")
-	fs.StringVar(&c.Store, "store", "memory", "state store: memory")
-	fs.IntVar(&c.MaxKeys, "max-keys", 1_000_000, "most keys the memory store holds; new keys past it are refused (503)")
+	fs.StringVar(&c.Store, "store", "pebble", "state store: pebble (embedded, durable) or memory")
+	fs.StringVar(&c.DataDir, "data-dir", "./sluice-data", "`directory` of the pebble store")
+	fs.StringVar(&c.ConfigFile, "config", "", "YAML `file` of named policies, endpoints, tiers and tenants (reloaded on SIGHUP and on change)")
+	fs.DurationVar(&c.ConfigPoll, "config-poll", time.Second, "how often to look for changes to --config")
+	fs.StringVar(&c.AdminKey, "admin-key", "", "admin API key (or $SLUICE_ADMIN_KEY, or --admin-key-file); required off loopback")
+	fs.StringVar(&c.AdminKeyFile, "admin-key-file", "", "`file` holding the admin API key")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is believed")
+	fs.IntVar(&c.MaxKeys, "max-keys", 1_000_000, "most counters held in memory; a request that would add one past it fails per its policy's fail mode")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
@@ -41,17 +62,74 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
+	var err error
+	if c.TrustedProxies, err = httpapi.ParsePrefixes(proxies); err != nil {
+		return c, fmt.Errorf("serve: --trusted-proxies: %w", err)
+	}
+	if c.AdminKey == "" {
+		c.AdminKey = os.Getenv("SLUICE_ADMIN_KEY")
+	}
+	if c.AdminKeyFile != "" {
+		b, err := os.ReadFile(c.AdminKeyFile)
+		if err != nil {
+			return c, fmt.Errorf("serve: --admin-key-file: %w", err)
+		}
+		c.AdminKey = strings.TrimSpace(string(b))
+	}
 	switch {
-	case c.Store != "memory":
-		return c, fmt.Errorf("serve: --store %q is not supported (want memory)", c.Store)
+	case c.Store != "memory" && c.Store != "pebble":
+		return c, fmt.Errorf("serve: --store %q is not supported (want pebble or memory)", c.Store)
+	case c.Store == "pebble" && c.DataDir == "":
+		return c, errors.New("serve: --data-dir is empty")
 	case c.MaxKeys <= 0:
 		return c, fmt.Errorf("serve: --max-keys must be positive, got %d", c.MaxKeys)
 	case c.ShutdownTimeout <= 0:
 		return c, fmt.Errorf("serve: --shutdown-timeout must be positive, got %v", c.ShutdownTimeout)
+	case c.ConfigPoll <= 0:
+		return c, fmt.Errorf("serve: --config-poll must be positive, got %v", c.ConfigPoll)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return c, fmt.Errorf("serve: --log-format must be text or json, got %q", c.LogFormat)
+	case c.AdminKey != "" && len(c.AdminKey) < 16:
+		return c, errors.New("serve: the admin key must be at least 16 characters")
 	}
 	return c, nil
+}
+
+// loopback reports whether addr only listens on loopback.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
+// stores are the two stores of a server, whichever kind.
+type stores struct {
+	counters sluice.Store
+	tenants  sluice.TenantStore
+	ready    func(context.Context) error
+	close    func() error
+}
+
+func openStores(c serveConfig, log *slog.Logger) (stores, error) {
+	mem := memstore.Options{MaxKeys: c.MaxKeys}
+	if c.Store == "memory" {
+		s := memstore.New(mem)
+		return stores{counters: s, tenants: &memstore.Tenants{}, close: s.Close}, nil
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return stores{}, fmt.Errorf("serve: data dir: %w", err)
+	}
+	s, err := pebblestore.Open(c.DataDir, pebblestore.Options{Memory: mem, Logger: log})
+	if err != nil {
+		return stores{}, fmt.Errorf("serve: %w", err)
+	}
+	return stores{counters: s, tenants: s, ready: s.Ping, close: s.Close}, nil
 }
 
 // serve runs the HTTP API until ctx is cancelled, then drains in-flight
@@ -61,6 +139,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if !loopback(c.Addr) && c.AdminKey == "" {
+		return fmt.Errorf("serve: refusing to listen on %s, off loopback, without an admin key: set --admin-key, $SLUICE_ADMIN_KEY or --admin-key-file", c.Addr)
+	}
 	var log *slog.Logger
 	if c.LogFormat == "json" {
 		log = slog.New(slog.NewJSONHandler(stderr, nil))
@@ -68,16 +149,43 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		log = slog.New(slog.NewTextHandler(stderr, nil))
 	}
 
-	var store sluice.Store = memstore.New(memstore.Options{MaxKeys: c.MaxKeys})
-	defer store.Close()
-	eng := engine.New(store, engine.Options{})
+	var watcher *config.Watcher
+	cfg := config.Default()
+	current := func() *config.Config { return cfg }
+	metrics := httpapi.NewMetrics(func(policy string) bool { _, ok := current().Policies[policy]; return ok })
+	if c.ConfigFile != "" {
+		if watcher, err = config.NewWatcher(c.ConfigFile, log, metrics.ConfigReloaded); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		current = watcher.Config
+	}
+
+	st, err := openStores(c, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.close(); err != nil {
+			log.Error("closing the store", "err", err)
+		}
+	}()
+	eng := engine.New(st.counters, engine.Options{Timeout: current().Defaults.Timeout, Observer: metrics, Logger: log})
 
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           httpapi.New(eng, log),
+		Handler: httpapi.New(httpapi.Options{
+			Limiter:        eng,
+			Tenants:        st.tenants,
+			Config:         current,
+			AdminKey:       c.AdminKey,
+			TrustedProxies: c.TrustedProxies,
+			Ready:          st.ready,
+			Metrics:        metrics.Handler(),
+			Logger:         log,
+		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      15 * time.Second,
@@ -85,9 +193,22 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+
+	// The config watcher: SIGHUP and file changes, until shutdown.
+	var wg sync.WaitGroup
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer func() { stopWatch(); wg.Wait() }()
+	if watcher != nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		wg.Go(func() { watcher.Run(wctx, hup, c.ConfigPoll) })
+	}
+
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("sluice serving", "addr", ln.Addr().String(), "store", c.Store, "version", version)
+	log.Info("sluice serving", "addr", ln.Addr().String(), "store", c.Store, "data_dir", c.DataDir,
+		"config", c.ConfigFile, "auth", c.AdminKey != "", "version", version)
 
 	select {
 	case err := <-errc:

@@ -1,0 +1,66 @@
+package config
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+const good = "policies:\n  chat: {algorithm: fixed_window, limit: 20, window: 60s}\nendpoints:\n  chat: [chat]\n"
+
+func TestWatcherReloadsAndRejects(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(file, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var results []bool
+	w, err := NewWatcher(file, slog.New(slog.DiscardHandler), func(ok bool) {
+		mu.Lock()
+		results = append(results, ok)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	hup := make(chan os.Signal, 1)
+	go func() { w.Run(ctx, hup, 10*time.Millisecond); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// A changed file is picked up by polling.
+	os.WriteFile(file, []byte(good[:len("policies:\n  chat: {algorithm: fixed_window, limit: ")]+"30, window: 60s}\nendpoints:\n  chat: [chat]\n"), 0o600)
+	waitFor("the new limit", func() bool { return w.Config().Policies["chat"].Limit == 30 })
+
+	// A bad file is rejected and the old configuration stays.
+	os.WriteFile(file, []byte("policies:\n  chat: {algorithm: fixed_window, limit: 0, window: 60s}\n"), 0o600)
+	waitFor("the rejection", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(results) == 2 && !results[1]
+	})
+	if got := w.Config().Policies["chat"].Limit; got != 30 {
+		t.Fatalf("after a bad file the limit is %d, want 30", got)
+	}
+
+	// SIGHUP reloads (here, the good file written back).
+	os.WriteFile(file, []byte(good), 0o600)
+	hup <- os.Interrupt
+	waitFor("the reload", func() bool { return w.Config().Policies["chat"].Limit == 20 })
+}

@@ -1,0 +1,84 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+// principal is who a request comes from.
+type principal struct {
+	admin  bool
+	tenant string // for a tenant's key
+}
+
+// can reports whether p may reach tenant's data.
+func (p principal) can(tenant string) bool { return p.admin || p.tenant == tenant }
+
+// Token format: "sk_" + key id + "_" + secret. The id finds the key; the
+// secret's SHA-256 must match the stored hash.
+const tokenPrefix = "sk_"
+
+var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// newToken returns a new API key's id, its token (shown once) and the hash
+// of its secret (stored).
+func newToken() (id, token string, hash []byte) {
+	var idb [10]byte
+	var secret [32]byte
+	rand.Read(idb[:])
+	rand.Read(secret[:])
+	id = strings.ToLower(b32.EncodeToString(idb[:]))
+	s := strings.ToLower(b32.EncodeToString(secret[:]))
+	h := sha256.Sum256([]byte(s))
+	return id, tokenPrefix + id + "_" + s, h[:]
+}
+
+var (
+	errUnauthorized = &sluice.Error{Kind: sluice.KindUnauthorized, Message: "missing or unknown API key: send Authorization: Bearer <key>"}
+	errForbidden    = &sluice.Error{Kind: sluice.KindForbidden, Message: "this API key does not reach that tenant"}
+	errAdminOnly    = &sluice.Error{Kind: sluice.KindForbidden, Message: "this route needs the admin key"}
+)
+
+// authenticate returns who sent r. Without an admin key configured (a
+// server bound to loopback, for development) everyone is admin.
+func (h *Handler) authenticate(ctx context.Context, r *http.Request) (principal, error) {
+	if h.opts.AdminKey == "" {
+		return principal{admin: true}, nil
+	}
+	auth := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || token == "" {
+		return principal{}, errUnauthorized
+	}
+	if subtle.ConstantTimeCompare([]byte(token), []byte(h.opts.AdminKey)) == 1 {
+		return principal{admin: true}, nil
+	}
+	rest, ok := strings.CutPrefix(token, tokenPrefix)
+	if !ok {
+		return principal{}, errUnauthorized
+	}
+	id, secret, ok := strings.Cut(rest, "_")
+	if !ok {
+		return principal{}, errUnauthorized
+	}
+	k, err := h.opts.Tenants.GetAPIKey(ctx, id)
+	if errors.Is(err, sluice.ErrKeyNotFound) {
+		return principal{}, errUnauthorized
+	}
+	if err != nil {
+		return principal{}, err
+	}
+	sum := sha256.Sum256([]byte(secret))
+	if subtle.ConstantTimeCompare(sum[:], k.Hash) != 1 {
+		return principal{}, errUnauthorized
+	}
+	return principal{tenant: k.Tenant}, nil
+}

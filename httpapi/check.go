@@ -1,0 +1,211 @@
+package httpapi
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var in checkRequest
+	if err := decodeStrict(body, &in, ""); err != nil {
+		writeError(w, err)
+		return
+	}
+	req := sluice.Request{Hits: 1}
+	if in.Hits != nil {
+		req.Hits = *in.Hits
+	}
+	if req.Tenant, err = h.tenantOf(in.Tenant, who); err != nil {
+		writeError(w, err)
+		return
+	}
+	named := in.Endpoint != "" || len(in.Policies) > 0
+	switch {
+	case named && len(in.Checks) > 0:
+		err = sluice.Invalid("checks", "give either checks (inline policies) or endpoint/policies (named ones), not both")
+	case named:
+		req.Checks, err = h.namedChecks(r, req.Tenant, in.Endpoint, in.Policies, in.Key)
+	case in.Key != nil:
+		err = sluice.Invalid("key", "applies to named policies: give endpoint or policies")
+	default:
+		err = decodeChecks(&in, &req)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.decide(w, r, req)
+}
+
+// tenantOf returns the tenant a request is for: the body's, which a tenant
+// key must match, or the key's own.
+func (h *Handler) tenantOf(tenant string, who principal) (string, error) {
+	switch {
+	case tenant == "" && who.tenant != "":
+		return who.tenant, nil
+	case !who.can(tenant):
+		return "", errForbidden
+	}
+	return tenant, nil
+}
+
+// namedChecks resolves configured policies for tenant and builds their
+// counters' keys from the request's key parts. A policy keyed by "ip" takes
+// the client's address if the body gives none.
+func (h *Handler) namedChecks(r *http.Request, tenant, endpoint string, names []string, parts map[string]string) ([]sluice.Check, error) {
+	rs, err := h.resolve(r, tenant, endpoint, names)
+	if err != nil {
+		return nil, err
+	}
+	checks := make([]sluice.Check, len(rs))
+	for i, rp := range rs {
+		key, err := h.counterKey(r, rp, parts)
+		if err != nil {
+			return nil, err
+		}
+		checks[i] = sluice.Check{Policy: rp.Policy, Key: key}
+	}
+	return checks, nil
+}
+
+// resolve returns the configured policies for tenant, with its tier and
+// overrides from the file and the tenant store.
+func (h *Handler) resolve(r *http.Request, tenant, endpoint string, names []string) ([]config.Resolved, error) {
+	var t *sluice.Tenant
+	if got, err := h.opts.Tenants.GetTenant(r.Context(), tenant); err == nil {
+		t = &got
+	} else if sluice.KindOf(err) != sluice.KindNotFound {
+		return nil, err
+	}
+	return h.opts.Config().Resolve(t, tenant, endpoint, names)
+}
+
+// counterKey joins the key parts a policy is keyed by, each length-prefixed
+// so that no two sets of parts give the same key.
+func (h *Handler) counterKey(r *http.Request, rp config.Resolved, parts map[string]string) (string, error) {
+	var b []byte
+	for _, name := range rp.Key {
+		v, ok := parts[name]
+		if !ok && name == "ip" {
+			if a := ClientIP(r, h.opts.TrustedProxies); a.IsValid() {
+				v, ok = a.String(), true
+			}
+		}
+		if !ok {
+			return "", sluice.Invalid("key."+name, "is needed by policy %q", rp.Policy.Name)
+		}
+		b = binary.AppendUvarint(b, uint64(len(name)))
+		b = append(b, name...)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	return string(b), nil
+}
+
+// decide runs req and writes the decision, its headers and its body.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, req sluice.Request) {
+	res, err := h.opts.Limiter.Check(r.Context(), req)
+	if err != nil {
+		if sluice.KindOf(err) != sluice.KindInvalid {
+			h.log.Error("check failed", "tenant", req.Tenant, "err", err)
+		}
+		writeError(w, err)
+		return
+	}
+	policies := make([]sluice.Policy, len(req.Checks))
+	for i := range req.Checks {
+		policies[i] = req.Checks[i].Policy
+	}
+	writeHeaders(w.Header(), res, policies, h.opts.Now())
+	writeJSON(w, statusOfResult(res), resultJSON(res))
+}
+
+func statusOfResult(res sluice.Result) int {
+	if res.Allowed {
+		return http.StatusOK
+	}
+	return http.StatusTooManyRequests
+}
+
+// checkResponse is the body of a decision: the reported decision's fields
+// at the top (seed 003's limit, resetAt), then one entry per check.
+type checkResponse struct {
+	Allowed bool `json:"allowed"`
+	decisionJSON
+	Error     string         `json:"error,omitempty"`
+	Message   string         `json:"message,omitempty"`
+	Violated  []string       `json:"violated-policies,omitempty"`
+	Decisions []decisionJSON `json:"decisions"`
+}
+
+type decisionJSON struct {
+	Policy    string `json:"policy"`
+	Allowed   bool   `json:"allowed"`
+	Limit     int64  `json:"limit"`
+	Remaining int64  `json:"remaining"`
+	// ResetAt is in epoch seconds, rounded up: never before the real reset.
+	ResetAt int64 `json:"resetAt"`
+	// RetryAfter is in whole seconds, rounded up, as the header.
+	RetryAfter   int64      `json:"retryAfter"`
+	RetryAfterMs int64      `json:"retryAfterMs"`
+	Lease        *leaseJSON `json:"lease,omitempty"`
+	Shadowed     bool       `json:"shadowed,omitempty"`
+	FailedOpen   bool       `json:"failedOpen,omitempty"`
+}
+
+type leaseJSON struct {
+	// Token names the lease in renew and release calls.
+	Token string `json:"token,omitempty"`
+	// ID is a decimal string: JSON numbers lose precision past 2^53.
+	ID          string `json:"id"`
+	ExpiresAtMs int64  `json:"expiresAtMs"`
+}
+
+func resultJSON(res sluice.Result) checkResponse {
+	out := checkResponse{Allowed: res.Allowed, decisionJSON: toJSON(res.Decision), Decisions: make([]decisionJSON, len(res.Decisions))}
+	for i, d := range res.Decisions {
+		out.Decisions[i] = toJSON(d)
+	}
+	if !res.Allowed {
+		out.Error = "Rate limit exceeded"
+		out.Message = fmt.Sprintf("Too many requests. Please try again in %d seconds.", retryAfterSeconds(res.Decision.RetryAfter))
+		seen := map[string]bool{}
+		for _, d := range res.Decisions {
+			if !d.Allowed && !seen[d.Policy] {
+				out.Violated = append(out.Violated, d.Policy)
+				seen[d.Policy] = true
+			}
+		}
+		sort.Strings(out.Violated)
+	}
+	return out
+}
+
+func toJSON(d sluice.Decision) decisionJSON {
+	j := decisionJSON{
+		Policy:       d.Policy,
+		Allowed:      d.Allowed,
+		Limit:        d.Limit,
+		Remaining:    d.Remaining,
+		ResetAt:      ceilUnix(d.ResetAt),
+		RetryAfter:   retryAfterSeconds(d.RetryAfter),
+		RetryAfterMs: int64((d.RetryAfter + 999_999) / 1_000_000),
+		Shadowed:     d.Shadowed,
+		FailedOpen:   d.FailedOpen,
+	}
+	if d.Lease.ID != 0 {
+		j.Lease = &leaseJSON{ID: strconv.FormatUint(d.Lease.ID, 10), ExpiresAtMs: d.Lease.ExpiresAt.UnixMilli()}
+	}
+	return j
+}

@@ -1,0 +1,300 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// tenantJSON is a tenant on the wire: durations in overrides are strings
+// ("60s") or seconds, as in policies.
+type tenantJSON struct {
+	ID        string                  `json:"id"`
+	Tier      string                  `json:"tier,omitempty"`
+	Settings  sluice.TenantSettings   `json:"settings"`
+	Overrides map[string]overrideJSON `json:"overrides,omitempty"`
+	CreatedAt *time.Time              `json:"createdAt,omitempty"`
+	UpdatedAt *time.Time              `json:"updatedAt,omitempty"`
+}
+
+type overrideJSON struct {
+	Limit    *int64          `json:"limit,omitempty"`
+	Window   json.RawMessage `json:"window,omitempty"`
+	Burst    *int64          `json:"burst,omitempty"`
+	LeaseTTL json.RawMessage `json:"leaseTTL,omitempty"`
+	Shadow   *bool           `json:"shadow,omitempty"`
+}
+
+func tenantOut(t sluice.Tenant) tenantJSON {
+	out := tenantJSON{ID: t.ID, Tier: t.Tier, Settings: t.Settings, CreatedAt: &t.CreatedAt, UpdatedAt: &t.UpdatedAt}
+	if len(t.Overrides) > 0 {
+		out.Overrides = map[string]overrideJSON{}
+		for name, o := range t.Overrides {
+			j := overrideJSON{Limit: o.Limit, Burst: o.Burst, Shadow: o.Shadow}
+			if o.Window != nil {
+				j.Window, _ = json.Marshal(o.Window.String())
+			}
+			if o.LeaseTTL != nil {
+				j.LeaseTTL, _ = json.Marshal(o.LeaseTTL.String())
+			}
+			out.Overrides[name] = j
+		}
+	}
+	return out
+}
+
+// decodeTenant reads a tenant body; id, if given in the path, must match.
+func (h *Handler) decodeTenant(w http.ResponseWriter, r *http.Request, id string) (sluice.Tenant, error) {
+	body, err := readBody(w, r)
+	if err != nil {
+		return sluice.Tenant{}, err
+	}
+	var in tenantJSON
+	if err := decodeStrict(body, &in, ""); err != nil {
+		return sluice.Tenant{}, err
+	}
+	if id != "" {
+		if in.ID == "" {
+			in.ID = id
+		} else if in.ID != id {
+			return sluice.Tenant{}, sluice.Invalid("id", "is %q but the path names %q", in.ID, id)
+		}
+	}
+	t := sluice.Tenant{ID: in.ID, Tier: in.Tier, Settings: in.Settings}
+	if in.Tier != "" {
+		if _, ok := h.opts.Config().Tiers[in.Tier]; !ok {
+			return t, sluice.Invalid("tier", "%q is not a configured tier", in.Tier)
+		}
+	}
+	if len(in.Overrides) > 0 {
+		t.Overrides = map[string]sluice.PolicyOverride{}
+		cfg := h.opts.Config()
+		for name, o := range in.Overrides {
+			field := "overrides." + name
+			if _, ok := cfg.Policies[name]; !ok {
+				return t, sluice.Invalid(field, "%q is not a configured policy", name)
+			}
+			po := sluice.PolicyOverride{Limit: o.Limit, Burst: o.Burst, Shadow: o.Shadow}
+			for _, d := range []struct {
+				raw   json.RawMessage
+				dst   **time.Duration
+				field string
+			}{{o.Window, &po.Window, field + ".window"}, {o.LeaseTTL, &po.LeaseTTL, field + ".leaseTTL"}} {
+				if len(d.raw) == 0 {
+					continue
+				}
+				v, err := parseDuration(d.raw)
+				if err != nil {
+					return t, sluice.Invalid(d.field, "%v", err)
+				}
+				*d.dst = &v
+			}
+			t.Overrides[name] = po
+		}
+	}
+	return t, t.Validate()
+}
+
+func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request, who principal) {
+	ts, err := h.opts.Tenants.ListTenants(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := []tenantJSON{}
+	for _, t := range ts {
+		if who.can(t.ID) {
+			out = append(out, tenantOut(t))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
+}
+
+func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request, who principal) {
+	if !who.admin {
+		writeError(w, errAdminOnly)
+		return
+	}
+	t, err := h.decodeTenant(w, r, "")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	t.CreatedAt = h.opts.Now().UTC()
+	t.UpdatedAt = t.CreatedAt
+	if err := h.opts.Tenants.CreateTenant(r.Context(), t); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, tenantOut(t))
+}
+
+func (h *Handler) getTenant(w http.ResponseWriter, r *http.Request, who principal) {
+	id := r.PathValue("id")
+	if !who.can(id) {
+		writeError(w, errForbidden)
+		return
+	}
+	t, err := h.opts.Tenants.GetTenant(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tenantOut(t))
+}
+
+func (h *Handler) putTenant(w http.ResponseWriter, r *http.Request, who principal) {
+	if !who.admin {
+		writeError(w, errAdminOnly)
+		return
+	}
+	id := r.PathValue("id")
+	t, err := h.decodeTenant(w, r, id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	old, err := h.opts.Tenants.GetTenant(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	t.CreatedAt, t.UpdatedAt = old.CreatedAt, h.opts.Now().UTC()
+	if err := h.opts.Tenants.UpdateTenant(r.Context(), t); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tenantOut(t))
+}
+
+func (h *Handler) deleteTenant(w http.ResponseWriter, r *http.Request, who principal) {
+	if !who.admin {
+		writeError(w, errAdminOnly)
+		return
+	}
+	if err := h.opts.Tenants.DeleteTenant(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("id")})
+}
+
+// keyRequest is the body of POST /v1/tenants/{id}/keys.
+type keyRequest struct {
+	Name string `json:"name"`
+}
+
+type keyJSON struct {
+	ID        string    `json:"id"`
+	Tenant    string    `json:"tenant"`
+	Name      string    `json:"name,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Token is the secret, shown once, at creation.
+	Token string `json:"token,omitempty"`
+}
+
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, who principal) {
+	if !who.admin {
+		writeError(w, errAdminOnly)
+		return
+	}
+	tenant := r.PathValue("id")
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var in keyRequest
+	if len(body) > 0 {
+		if err := decodeStrict(body, &in, ""); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if len(in.Name) > 128 {
+		writeError(w, sluice.Invalid("name", "is longer than 128 bytes"))
+		return
+	}
+	id, token, hash := newToken()
+	k := sluice.APIKey{ID: id, Tenant: tenant, Name: in.Name, Hash: hash, CreatedAt: h.opts.Now().UTC()}
+	if err := h.opts.Tenants.PutAPIKey(r.Context(), k); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, keyJSON{ID: id, Tenant: tenant, Name: k.Name, CreatedAt: k.CreatedAt, Token: token})
+}
+
+func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request, who principal) {
+	tenant := r.PathValue("id")
+	if !who.can(tenant) {
+		writeError(w, errForbidden)
+		return
+	}
+	if _, err := h.opts.Tenants.GetTenant(r.Context(), tenant); err != nil {
+		writeError(w, err)
+		return
+	}
+	keys, err := h.opts.Tenants.ListAPIKeys(r.Context(), tenant)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := []keyJSON{}
+	for _, k := range keys {
+		out = append(out, keyJSON{ID: k.ID, Tenant: k.Tenant, Name: k.Name, CreatedAt: k.CreatedAt})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
+}
+
+func (h *Handler) deleteKey(w http.ResponseWriter, r *http.Request, who principal) {
+	tenant := r.PathValue("id")
+	if !who.can(tenant) {
+		writeError(w, errForbidden)
+		return
+	}
+	if err := h.opts.Tenants.DeleteAPIKey(r.Context(), tenant, r.PathValue("key")); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("key")})
+}
+
+// policies: GET /v1/policies, the configured policies and endpoints.
+func (h *Handler) policies(w http.ResponseWriter, r *http.Request, who principal) {
+	cfg := h.opts.Config()
+	type policyOut struct {
+		Name      string   `json:"name"`
+		Algorithm string   `json:"algorithm"`
+		Limit     int64    `json:"limit"`
+		Window    string   `json:"window,omitempty"`
+		Key       []string `json:"key"`
+		Shadow    bool     `json:"shadow,omitempty"`
+		FailMode  string   `json:"failMode"`
+	}
+	out := []policyOut{}
+	for _, name := range cfg.PolicyNames() {
+		p := cfg.Policies[name]
+		fm := cfg.Defaults.FailMode
+		if p.FailModeSet {
+			fm = p.FailMode
+		}
+		po := policyOut{Name: name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Key: append([]string{}, p.Key...), Shadow: p.Shadow, FailMode: fm.String()}
+		if p.Window > 0 {
+			po.Window = p.Window.String()
+		}
+		out = append(out, po)
+	}
+	eps := map[string][]string{}
+	for name, ps := range cfg.Endpoints {
+		eps[name] = ps
+	}
+	tiers := []string{}
+	for t := range cfg.Tiers {
+		tiers = append(tiers, t)
+	}
+	sort.Strings(tiers)
+	writeJSON(w, http.StatusOK, map[string]any{"policies": out, "endpoints": eps, "tiers": tiers})
+}
