@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
@@ -98,7 +99,7 @@ func (h *Handler) counterKey(r *http.Request, rp config.Resolved, parts map[stri
 	for _, name := range rp.Key {
 		v, ok := parts[name]
 		if !ok && name == "ip" {
-			if a := ClientIP(r, h.opts.TrustedProxies); a.IsValid() {
+			if a := httplimit.ClientIP(r, h.opts.TrustedProxies); a.IsValid() {
 				v, ok = a.String(), true
 			}
 		}
@@ -127,7 +128,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, req sluice.Requ
 	for i := range req.Checks {
 		policies[i] = req.Checks[i].Policy
 	}
-	writeHeaders(w.Header(), res, policies, h.opts.Now())
+	httplimit.WriteHeaders(w.Header(), res, policies, h.opts.Now())
 	writeJSON(w, statusOfResult(res), resultJSON(res))
 }
 
@@ -179,7 +180,7 @@ func resultJSON(res sluice.Result) checkResponse {
 	}
 	if !res.Allowed {
 		out.Error = "Rate limit exceeded"
-		out.Message = fmt.Sprintf("Too many requests. Please try again in %d seconds.", retryAfterSeconds(res.Decision.RetryAfter))
+		out.Message = fmt.Sprintf("Too many requests. Please try again in %d seconds.", httplimit.CeilSeconds(res.Decision.RetryAfter))
 		seen := map[string]bool{}
 		for _, d := range res.Decisions {
 			if !d.Allowed && !seen[d.Policy] {
@@ -198,8 +199,8 @@ func toJSON(d sluice.Decision) decisionJSON {
 		Allowed:      d.Allowed,
 		Limit:        d.Limit,
 		Remaining:    d.Remaining,
-		ResetAt:      ceilUnix(d.ResetAt),
-		RetryAfter:   retryAfterSeconds(d.RetryAfter),
+		ResetAt:      httplimit.CeilUnix(d.ResetAt),
+		RetryAfter:   httplimit.CeilSeconds(d.RetryAfter),
 		RetryAfterMs: int64((d.RetryAfter + 999_999) / 1_000_000),
 		Shadowed:     d.Shadowed,
 		FailedOpen:   d.FailedOpen,

@@ -222,16 +222,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do
 }
-
-// retryAfterSeconds rounds up to whole seconds, so that a client that waits
-// that long is never early.
-func retryAfterSeconds(d time.Duration) int64 { return ceilSeconds(d) }
-
-// ceilUnix returns t in epoch seconds, rounded up.
-func ceilUnix(t time.Time) int64 {
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
-		s++
-	}
-	return s
-}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // leaseRequest is the body of the lease routes. Policy is a configured
@@ -42,7 +43,7 @@ func (h *Handler) acquire(w http.ResponseWriter, r *http.Request, who principal)
 		writeError(w, err)
 		return
 	}
-	writeHeaders(w.Header(), res, []sluice.Policy{check.Policy}, h.opts.Now())
+	httplimit.WriteHeaders(w.Header(), res, []sluice.Policy{check.Policy}, h.opts.Now())
 	out := resultJSON(res)
 	if d := res.Decision; res.Allowed && d.Lease.ID != 0 {
 		out.Lease = toJSON(d).Lease

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/httpapi"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/store/memstore"
 	"github.com/sluicehq/sluice/store/pebblestore"
 )
@@ -63,7 +64,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		return c, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
 	var err error
-	if c.TrustedProxies, err = httpapi.ParsePrefixes(proxies); err != nil {
+	if c.TrustedProxies, err = httplimit.ParsePrefixes(proxies); err != nil {
 		return c, fmt.Errorf("serve: --trusted-proxies: %w", err)
 	}
 	if c.AdminKey == "" {

@@ -1,4 +1,4 @@
-package httpapi
+package httplimit
 
 import (
 	"net/http"
@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// writeHeaders writes a decision's headers:
+// WriteHeaders writes a result's headers:
 //
 //   - RateLimit-Policy and RateLimit, IETF draft-ietf-httpapi-ratelimit-headers
 //     (-08 and later): Structured Field Lists (RFC 9651) with one item per
@@ -21,7 +21,9 @@ import (
 //
 // Policy names are plain (sluice.ValidPolicyName), so they are valid
 // sf-strings as they are.
-func writeHeaders(h http.Header, res sluice.Result, policies []sluice.Policy, now time.Time) {
+//
+// policies[i] is the policy of res.Decisions[i].
+func WriteHeaders(h http.Header, res sluice.Result, policies []sluice.Policy, now time.Time) {
 	var pol, rl strings.Builder
 	for i, d := range res.Decisions {
 		if i > 0 {
@@ -32,16 +34,16 @@ func writeHeaders(h http.Header, res sluice.Result, policies []sluice.Policy, no
 		if w := windowSeconds(&policies[i], now); w > 0 {
 			pol.WriteString(";w=" + strconv.FormatInt(w, 10))
 		}
-		rl.WriteString(`"` + d.Policy + `";r=` + strconv.FormatInt(d.Remaining, 10) + ";t=" + strconv.FormatInt(ceilSeconds(d.ResetAt.Sub(now)), 10))
+		rl.WriteString(`"` + d.Policy + `";r=` + strconv.FormatInt(d.Remaining, 10) + ";t=" + strconv.FormatInt(CeilSeconds(d.ResetAt.Sub(now)), 10))
 	}
 	h.Set("RateLimit-Policy", pol.String())
 	h.Set("RateLimit", rl.String())
 	d := res.Decision
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilUnix(d.ResetAt), 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(CeilUnix(d.ResetAt), 10))
 	if !res.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10))
+		h.Set("Retry-After", strconv.FormatInt(CeilSeconds(d.RetryAfter), 10))
 	}
 }
 
@@ -56,13 +58,23 @@ func windowSeconds(p *sluice.Policy, now time.Time) int64 {
 		start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 		return int64(start.AddDate(0, 1, 0).Sub(start) / time.Second)
 	}
-	return ceilSeconds(p.Window)
+	return CeilSeconds(p.Window)
 }
 
-// ceilSeconds rounds d up to whole seconds, 0 if it is not positive.
-func ceilSeconds(d time.Duration) int64 {
+// CeilSeconds rounds d up to whole seconds, 0 if it is not positive: a
+// client that waits that long is never early.
+func CeilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// CeilUnix returns t in epoch seconds, rounded up.
+func CeilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
 }
