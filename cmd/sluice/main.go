@@ -20,6 +20,7 @@ const usage = `Sluice decides rate limits for multi-tenant services.
 Usage:
   sluice serve [flags]        serve the HTTP API (sluice serve -h for flags)
   sluice config check FILE    validate a configuration file
+  sluice bench [flags]        load a local server and measure it (sluice bench -h)
   sluice version              print the version
   sluice help                 print this help
 `
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stderr)
 	case "config":
 		return configCmd(args[1:], stdout)
+	case "bench":
+		return bench(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return nil

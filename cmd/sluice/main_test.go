@@ -232,3 +232,13 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func httpGet(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -39,6 +40,7 @@ type serveConfig struct {
 	MaxKeys         int
 	ShutdownTimeout time.Duration
 	LogFormat       string
+	DebugAddr       string
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -57,6 +59,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.IntVar(&c.MaxKeys, "max-keys", 1_000_000, "most counters held in memory; a request that would add one past it fails per its policy's fail mode")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -90,6 +93,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		return c, fmt.Errorf("serve: --config-poll must be positive, got %v", c.ConfigPoll)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return c, fmt.Errorf("serve: --log-format must be text or json, got %q", c.LogFormat)
+	case c.DebugAddr != "" && !loopback(c.DebugAddr):
+		return c, fmt.Errorf("serve: --debug-addr %q must be on loopback", c.DebugAddr)
 	case c.AdminKey != "" && len(c.AdminKey) < 16:
 		return c, errors.New("serve: the admin key must be at least 16 characters")
 	}
@@ -194,6 +199,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// HTTP/1.1, and HTTP/2 without TLS (h2c) for clients that multiplex
+	// many decisions over one connection.
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 
 	// The config watcher: SIGHUP and file changes, until shutdown.
 	var wg sync.WaitGroup
@@ -204,6 +214,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 		wg.Go(func() { watcher.Run(wctx, hup, c.ConfigPoll) })
+	}
+
+	if c.DebugAddr != "" {
+		dbg := &http.Server{Addr: c.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}
+		wg.Go(func() {
+			if err := dbg.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("debug server", "err", err)
+			}
+		})
+		defer dbg.Close()
 	}
 
 	errc := make(chan error, 1)
@@ -227,4 +247,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// debugMux serves Go's profiles.
+func debugMux() *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return m
 }
