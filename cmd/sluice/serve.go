@@ -199,11 +199,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	// HTTP/1.1, and HTTP/2 without TLS (h2c) for clients that multiplex
-	// many decisions over one connection.
-	srv.Protocols = new(http.Protocols)
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
 
 	// The config watcher: SIGHUP and file changes, until shutdown.
 	var wg sync.WaitGroup
