@@ -18,8 +18,8 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, err)
 		return
 	}
-	var in checkRequest
-	if err := decodeStrict(body, &in, ""); err != nil {
+	in, inline, err := decodeCheckBody(body)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -40,7 +40,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 	case in.Key != nil:
 		err = sluice.Invalid("key", "applies to named policies: give endpoint or policies")
 	default:
-		err = decodeChecks(&in, &req)
+		req.Checks = inline
 	}
 	if err != nil {
 		writeError(w, err)

@@ -193,3 +193,97 @@ func join(prefix, field string) string {
 	}
 	return prefix + "." + field
 }
+
+// The fast path of POST /v1/check: one decoder into typed structs. Most
+// bodies are valid; only when this fails does the slow path decode piece by
+// piece to name the field at fault.
+
+type fastRequest struct {
+	Tenant   string            `json:"tenant"`
+	Hits     *int64            `json:"hits"`
+	Checks   []fastCheck       `json:"checks"`
+	Endpoint string            `json:"endpoint"`
+	Policies []string          `json:"policies"`
+	Key      map[string]string `json:"key"`
+}
+
+type fastCheck struct {
+	Key    string      `json:"key"`
+	Policy *fastPolicy `json:"policy"`
+}
+
+type fastPolicy struct {
+	Name      string       `json:"name"`
+	Algorithm string       `json:"algorithm"`
+	Limit     int64        `json:"limit"`
+	Window    jsonDuration `json:"window"`
+	Burst     int64        `json:"burst"`
+	LeaseTTL  jsonDuration `json:"leaseTTL"`
+	Buckets   int          `json:"buckets"`
+	Calendar  string       `json:"calendar"`
+	Shadow    bool         `json:"shadow"`
+	FailMode  string       `json:"failMode"`
+}
+
+type jsonDuration time.Duration
+
+func (d *jsonDuration) UnmarshalJSON(b []byte) error {
+	v, err := parseDuration(b)
+	*d = jsonDuration(v)
+	return err
+}
+
+// decodeCheckBody decodes a POST /v1/check body: the checkRequest (with
+// the named-policy fields) and, for inline policies, the request's checks.
+func decodeCheckBody(body []byte) (checkRequest, []sluice.Check, error) {
+	var f fastRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil || dec.More() || !allPolicies(f.Checks) {
+		// Decode again, piece by piece, for an error naming the field.
+		var in checkRequest
+		if err := decodeStrict(body, &in, ""); err != nil {
+			return in, nil, err
+		}
+		var req sluice.Request
+		if err := decodeChecks(&in, &req); err != nil {
+			return in, nil, err
+		}
+		return in, nil, sluice.Invalid("body", "is not valid")
+	}
+	in := checkRequest{Tenant: f.Tenant, Hits: f.Hits, Endpoint: f.Endpoint, Policies: f.Policies, Key: f.Key}
+	if f.Checks == nil {
+		return in, nil, nil
+	}
+	in.Checks = make([]json.RawMessage, len(f.Checks)) // only their count is read
+	checks := make([]sluice.Check, len(f.Checks))
+	for i, c := range f.Checks {
+		fp := c.Policy
+		p := sluice.Policy{Name: fp.Name, Limit: fp.Limit, Window: time.Duration(fp.Window), Burst: fp.Burst,
+			LeaseTTL: time.Duration(fp.LeaseTTL), Buckets: fp.Buckets, Shadow: fp.Shadow}
+		prefix := fmt.Sprintf("checks[%d].policy", i)
+		var err error
+		if fp.Algorithm != "" {
+			if p.Algorithm, err = sluice.ParseAlgorithm(fp.Algorithm); err != nil {
+				return in, nil, sluice.Invalid(prefix+".algorithm", "%v", err)
+			}
+		}
+		if err := p.Calendar.UnmarshalText([]byte(fp.Calendar)); err != nil {
+			return in, nil, sluice.Invalid(prefix+".calendar", "%v", err)
+		}
+		if err := p.FailMode.UnmarshalText([]byte(fp.FailMode)); err != nil {
+			return in, nil, sluice.Invalid(prefix+".failMode", "%v", err)
+		}
+		checks[i] = sluice.Check{Policy: p, Key: c.Key}
+	}
+	return in, checks, nil
+}
+
+func allPolicies(cs []fastCheck) bool {
+	for _, c := range cs {
+		if c.Policy == nil {
+			return false
+		}
+	}
+	return true
+}
