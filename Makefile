@@ -14,9 +14,10 @@ FUZZ_TARGETS := FuzzFixedWindow FuzzSlidingWindow FuzzSlidingLog FuzzTokenBucket
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
 
-## run: build and serve on $(ADDR) with the embedded default store
+## run: build and serve on $(ADDR) with the embedded durable store in
+## ./sluice-data and the example configuration
 run: build
-	./$(BIN) serve --addr $(ADDR)
+	./$(BIN) serve --addr $(ADDR) --config examples/sluice.yaml
 
 ## deps: install everything the tests need (Go modules only, for now)
 deps:

@@ -200,4 +200,3 @@ func serverCPU(ctx context.Context, hc *http.Client, base string) (time.Duration
 	}
 	return 0, errors.New("no process_cpu_seconds_total")
 }
-
