@@ -48,6 +48,21 @@ type policyJSON struct {
 	Calendar  string          `json:"calendar"`
 	Shadow    bool            `json:"shadow"`
 	FailMode  string          `json:"failMode"`
+	Penalty   *penaltyJSON    `json:"penalty"`
+}
+
+// penaltyJSON is a policy's penalty: durations as in windows.
+type penaltyJSON struct {
+	After int          `json:"after"`
+	Base  jsonDuration `json:"base"`
+	Max   jsonDuration `json:"max"`
+}
+
+func (p *penaltyJSON) penalty() sluice.Penalty {
+	if p == nil {
+		return sluice.Penalty{}
+	}
+	return sluice.Penalty{After: p.After, Base: time.Duration(p.Base), Max: time.Duration(p.Max)}
 }
 
 // readBody reads at most MaxBodyBytes of r's body.
@@ -104,6 +119,7 @@ func decodePolicy(raw json.RawMessage, prefix string) (sluice.Policy, error) {
 		return p, sluice.Invalid(prefix+".failMode", "%v", err)
 	}
 	p.Shadow = pj.Shadow
+	p.Penalty = pj.Penalty.penalty()
 	if p.Window, err = parseDuration(pj.Window); err != nil {
 		return p, sluice.Invalid(prefix+".window", "%v", err)
 	}
@@ -223,6 +239,7 @@ type fastPolicy struct {
 	Calendar  string       `json:"calendar"`
 	Shadow    bool         `json:"shadow"`
 	FailMode  string       `json:"failMode"`
+	Penalty   *penaltyJSON `json:"penalty"`
 }
 
 type jsonDuration time.Duration
@@ -260,7 +277,7 @@ func decodeCheckBody(body []byte) (checkRequest, []sluice.Check, error) {
 	for i, c := range f.Checks {
 		fp := c.Policy
 		p := sluice.Policy{Name: fp.Name, Limit: fp.Limit, Window: time.Duration(fp.Window), Burst: fp.Burst,
-			LeaseTTL: time.Duration(fp.LeaseTTL), Buckets: fp.Buckets, Shadow: fp.Shadow}
+			LeaseTTL: time.Duration(fp.LeaseTTL), Buckets: fp.Buckets, Shadow: fp.Shadow, Penalty: fp.Penalty.penalty()}
 		prefix := fmt.Sprintf("checks[%d].policy", i)
 		var err error
 		if fp.Algorithm != "" {

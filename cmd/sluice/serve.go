@@ -120,13 +120,14 @@ type stores struct {
 	tenants  sluice.TenantStore
 	ready    func(context.Context) error
 	close    func() error
+	local    bool // in process: no network between a decision and its state
 }
 
 func openStores(c serveConfig, log *slog.Logger) (stores, error) {
 	mem := memstore.Options{MaxKeys: c.MaxKeys}
 	if c.Store == "memory" {
 		s := memstore.New(mem)
-		return stores{counters: s, tenants: &memstore.Tenants{}, close: s.Close}, nil
+		return stores{counters: s, tenants: &memstore.Tenants{}, close: s.Close, local: true}, nil
 	}
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return stores{}, fmt.Errorf("serve: data dir: %w", err)
@@ -135,7 +136,7 @@ func openStores(c serveConfig, log *slog.Logger) (stores, error) {
 	if err != nil {
 		return stores{}, fmt.Errorf("serve: %w", err)
 	}
-	return stores{counters: s, tenants: s, ready: s.Ping, close: s.Close}, nil
+	return stores{counters: s, tenants: s, ready: s.Ping, close: s.Close, local: true}, nil
 }
 
 // serve runs the HTTP API until ctx is cancelled, then drains in-flight
@@ -175,7 +176,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
-	eng := engine.New(st.counters, engine.Options{Timeout: current().Defaults.Timeout, Observer: metrics, Logger: log})
+	// The embedded stores never wait on a network, so the per-decision
+	// deadline is for remote stores; here a timer per decision would only
+	// cost CPU.
+	timeout := current().Defaults.Timeout
+	if st.local {
+		timeout = 0
+	}
+	eng := engine.New(st.counters, engine.Options{Timeout: timeout, Observer: metrics, Logger: log})
 
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
