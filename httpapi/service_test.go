@@ -329,3 +329,40 @@ func TestTenantsAPI(t *testing.T) {
 		t.Fatalf("deleted: %d", code)
 	}
 }
+
+func TestPoliciesRoute(t *testing.T) {
+	s := newService(t)
+	code, out := s.do(t, s.acme, "GET", "/v1/policies", "")
+	if code != 200 {
+		t.Fatal(code, out)
+	}
+	ps := out["policies"].([]any)
+	if len(ps) != 11 {
+		t.Fatalf("%d policies, want the example's 11", len(ps))
+	}
+	first := ps[0].(map[string]any)
+	if first["name"] != "admin" || first["limit"] != 30.0 || first["window"] != "1m0s" || first["failMode"] != "open" {
+		t.Fatalf("first policy %v", first)
+	}
+	if eps := out["endpoints"].(map[string]any); len(eps["search"].([]any)) != 2 {
+		t.Fatalf("endpoints %v", eps)
+	}
+}
+
+// TestPenaltyOverHTTP: an inline policy with a penalty blocks a repeat
+// offender past its window, with the block's Retry-After.
+func TestPenaltyOverHTTP(t *testing.T) {
+	s := newService(t)
+	body := `{"tenant":"acme","checks":[{"key":"1.2.3.4","policy":{"name":"login","algorithm":"fixed_window","limit":1,"window":"1s","penalty":{"after":2,"base":"1m","max":"1h"}}}]}`
+	for i, want := range []int{200, 429, 429} {
+		if code, out := s.do(t, s.acme, "POST", "/v1/check", body); code != want {
+			t.Fatalf("request %d: %d %v", i, code, out)
+		}
+	}
+	s.clock.t = s.clock.t.Add(5 * time.Second)
+	resp := s.request(t, s.acme, "POST", "/v1/check", body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "55" {
+		t.Fatalf("boxed: %d Retry-After %q, want 429 with 55", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}

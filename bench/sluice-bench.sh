@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The service benchmark of docs/benchmarks.md: `sluice bench` at 50 workers
+# against, side by side and in rounds, the net/http floor (bench/floor), the
+# memory store, and the pebble store with a durable (1-minute) and a short
+# (1-second, memory-only) policy. Loopback only; about two minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go build -o bin/sluice ./cmd/sluice
+(cd bench && go build -o ../bin/floor ./floor)
+for round in 1 2 3; do
+  ./bin/floor 127.0.0.1:18095 & FP=$!; sleep 0.5
+  echo "== round $round floor"; ./bin/sluice bench --url http://127.0.0.1:18095 --workers 50 --keys 1000 --duration 10s
+  kill $FP; wait $FP 2>/dev/null
+  ./bin/sluice serve --addr 127.0.0.1:18090 --store memory 2>/dev/null & SP=$!; sleep 1
+  echo "== round $round memory"; ./bin/sluice bench --url http://127.0.0.1:18090 --workers 50 --keys 1000 --duration 10s
+  kill $SP; wait $SP
+  D=$(mktemp -d); ./bin/sluice serve --addr 127.0.0.1:18090 --data-dir $D 2>/dev/null & SP=$!; sleep 1
+  echo "== round $round pebble-durable"; ./bin/sluice bench --url http://127.0.0.1:18090 --workers 50 --keys 1000 --duration 10s
+  echo "== round $round pebble-short"; ./bin/sluice bench --url http://127.0.0.1:18090 --workers 50 --keys 1000 --duration 10s --policy '{"name":"fast","algorithm":"token_bucket","limit":1000,"window":"1s"}'
+  kill $SP; wait $SP; rm -rf $D
+done
