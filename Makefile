@@ -19,10 +19,18 @@ build:
 run: build
 	./$(BIN) serve --addr $(ADDR) --config examples/sluice.yaml
 
-## deps: install everything the tests need (Go modules only, for now)
-deps:
+DYNOXIDE := tools/node_modules/@dynoxide/linux-x64/dynoxide
+
+## deps: install everything the tests need: Go modules, and the DynamoDB
+## emulator (dynoxide, pinned in tools/package-lock.json) from npm
+deps: $(DYNOXIDE)
 	$(GO) mod download
 	cd bench && $(GO) mod download
+
+$(DYNOXIDE): tools/package.json tools/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is needed to install dynoxide (Debian: apt-get install npm)"; exit 1; }
+	cd tools && npm ci --no-audit --no-fund
+	@touch $@
 
 ## check: formatting, vet and tidy modules
 check:

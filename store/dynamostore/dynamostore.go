@@ -1,0 +1,434 @@
+// Package dynamostore keeps Sluice's counters in one Amazon DynamoDB table,
+// so that any number of `sluice serve` nodes sharing the table give the
+// answers one node would give. docs/dynamodb.md describes the table.
+//
+// Every decision is a conditional write, never a read-then-write without a
+// condition. A counter item carries its state and a version; a write is
+// conditioned on the version it was computed from (or on the item not
+// existing), and asks for the item as it is if the condition fails
+// (ReturnValuesOnConditionCheckFailure=ALL_OLD, free of read cost), so a
+// lost race is recomputed from what won it without a further read. The
+// store remembers the last state it saw of each key, so that a decision on a
+// key this node wrote last is one round trip: the write. A denial is never
+// made from memory: it is confirmed by a consistent read, since another node
+// may have released capacity. A request on several keys is one
+// TransactWriteItems, every item conditioned on its version.
+//
+// Expiry is in the state and checked by the algorithms at every decision;
+// the table's TTL attribute only lets DynamoDB reclaim space, eventually.
+package dynamostore
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
+)
+
+// API is the part of the DynamoDB client the store uses.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// Options configures a Store.
+type Options struct {
+	// Table is the table's name. Required.
+	Table string
+	// CacheKeys caps the states remembered locally. Default 100,000.
+	CacheKeys int
+	// MaxAttempts bounds the conditional writes of one decision under
+	// contention. Default 64.
+	MaxAttempts int
+}
+
+// Store is a sluice.Store on DynamoDB. It is safe for concurrent use.
+type Store struct {
+	db     API
+	table  string
+	max    int
+	cache  *cache
+	closed chan struct{}
+	once   sync.Once
+	stats  Stats
+
+	// stripes serialise this node's decisions on one key, so that they do
+	// not race each other through conditional writes (each lost race costs
+	// a write unit and a round trip); races with other nodes remain, and
+	// are settled by the conditions.
+	seed    maphash.Seed
+	stripes [1024]sync.Mutex
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// New returns a Store on the table, which must exist (CreateTable).
+func New(db API, opts Options) (*Store, error) {
+	if opts.Table == "" {
+		return nil, errors.New("dynamostore: no table name")
+	}
+	if opts.CacheKeys <= 0 {
+		opts.CacheKeys = 100_000
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 64
+	}
+	return &Store{db: db, table: opts.Table, max: opts.MaxAttempts, cache: newCache(opts.CacheKeys), closed: make(chan struct{}), seed: maphash.MakeSeed()}, nil
+}
+
+// Close implements sluice.Store. The client is the caller's.
+func (s *Store) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return nil
+}
+
+func (s *Store) isClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Attribute names.
+const (
+	attrPK      = "pk"
+	attrSK      = "sk"
+	attrState   = "st"  // algo.State, binary
+	attrVersion = "v"   // version of st, incremented by every write
+	attrExpires = "exp" // when st expires, epoch milliseconds
+	attrTTL     = "ttl" // DynamoDB TTL, epoch seconds: exp plus a day
+	skCounter   = "c"
+)
+
+// counterPK is a counter's partition key: the tenant's id first (see
+// docs/dynamodb.md), then the policy and the key, the key as it is when it
+// is UTF-8 ("u:") and in base64 otherwise ("b:"). Tenant ids and policy
+// names cannot hold '#', so the parts cannot run into each other.
+func counterPK(k *sluice.Key) string {
+	v := "u:" + k.Value
+	if !utf8.ValidString(k.Value) {
+		v = "b:" + base64.RawURLEncoding.EncodeToString([]byte(k.Value))
+	}
+	return k.Tenant + "#c#" + k.Policy + "#" + v
+}
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: pk}, attrSK: &types.AttributeValueMemberS{Value: sk}}
+}
+
+// versioned is a key's state at a version; version 0 is an item that does
+// not exist.
+type versioned struct {
+	state   algo.State
+	version int64
+}
+
+// decodeItem reads a counter item; a nil item is version 0.
+func decodeItem(item map[string]types.AttributeValue) (versioned, error) {
+	if len(item) == 0 {
+		return versioned{}, nil
+	}
+	var v versioned
+	if b, ok := item[attrState].(*types.AttributeValueMemberB); ok {
+		if err := v.state.UnmarshalBinary(b.Value); err != nil {
+			return versioned{}, fmt.Errorf("dynamostore: counter state: %w", err)
+		}
+	}
+	if n, ok := item[attrVersion].(*types.AttributeValueMemberN); ok {
+		var err error
+		if v.version, err = strconv.ParseInt(n.Value, 10, 64); err != nil {
+			return versioned{}, fmt.Errorf("dynamostore: counter version: %w", err)
+		}
+	}
+	return v, nil
+}
+
+// put returns the Put of a counter's new state, conditioned on the version
+// it was computed from.
+func (s *Store) put(pk string, st *algo.State, from int64) (*types.Put, error) {
+	b, err := st.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	expMs := st.Expires / int64(time.Millisecond)
+	item := key(pk, skCounter)
+	item[attrState] = &types.AttributeValueMemberB{Value: b}
+	item[attrVersion] = &types.AttributeValueMemberN{Value: strconv.FormatInt(from+1, 10)}
+	item[attrExpires] = &types.AttributeValueMemberN{Value: strconv.FormatInt(expMs, 10)}
+	item[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(expMs/1000+86400, 10)}
+	p := &types.Put{TableName: &s.table, Item: item, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
+	if from == 0 {
+		p.ConditionExpression = aws.String("attribute_not_exists(pk)")
+	} else {
+		p.ConditionExpression = aws.String("v = :v")
+		p.ExpressionAttributeValues = map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(from, 10)}}
+	}
+	return p, nil
+}
+
+// lock locks the stripes of keys pks, in order, and returns the unlock.
+func (s *Store) lock(pks ...string) func() {
+	idx := make([]int, 0, len(pks))
+	for _, pk := range pks {
+		idx = append(idx, int(maphash.String(s.seed, pk)%uint64(len(s.stripes))))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		s.stripes[i].Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			s.stripes[i].Unlock()
+		}
+	}
+}
+
+// read returns a key's current state with a consistent read.
+func (s *Store) read(ctx context.Context, pk string) (versioned, error) {
+	s.stats.reads.Add(1)
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key(pk, skCounter), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return versioned{}, unavailable("read", err)
+	}
+	return decodeItem(out.Item)
+}
+
+// Apply implements sluice.Store.
+func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst []sluice.Decision) error {
+	if s.isClosed() {
+		return sluice.ErrStoreClosed
+	}
+	t := now.UnixNano()
+	pks := make([]string, len(ops))
+	cur := make([]versioned, len(ops))
+	known := make([]bool, len(ops)) // read from the table, not remembered
+	for i := range ops {
+		pks[i] = counterPK(&ops[i].Key)
+		if v, ok := s.cache.get(pks[i]); ok {
+			cur[i] = v
+		}
+	}
+	// Ops on the same key share its state: decide from the first's.
+	first := make([]int, len(ops))
+	for i := range ops {
+		first[i] = i
+		for j := range i {
+			if pks[j] == pks[i] {
+				first[i] = first[j]
+				break
+			}
+		}
+	}
+	defer s.lock(pks...)()
+	stored := make([]algo.State, len(ops))
+	next := make([]algo.State, len(ops))
+	for attempt := 0; ; attempt++ {
+		if attempt == s.max {
+			return &sluice.Error{Op: "dynamostore.apply", Kind: sluice.KindUnavailable, Message: fmt.Sprintf("no agreement after %d conditional writes", s.max)}
+		}
+		for i := range ops {
+			stored[i] = cur[first[i]].state
+		}
+		allowed := algo.DecideAll(ops, stored, next, t, dst)
+		// A denial, and a read with zero hits, answer from what the table
+		// holds now, not from memory; an admitted write is checked by its
+		// condition.
+		if mustRead := !allowed || anyPeek(ops); mustRead {
+			stale := false
+			for i := range ops {
+				if first[i] == i && !known[i] && (!allowed || ops[i].Hits == 0) {
+					v, err := s.read(ctx, pks[i])
+					if err != nil {
+						return err
+					}
+					cur[i], known[i] = v, true
+					s.cache.put(pks[i], v)
+					stale = true
+				}
+			}
+			if stale {
+				continue
+			}
+			if !allowed {
+				return nil
+			}
+		}
+		// The last op on each key carries its final state.
+		var writes []int
+		for i := range ops {
+			if ops[i].Hits == 0 {
+				continue
+			}
+			last := true
+			for j := i + 1; j < len(ops); j++ {
+				if pks[j] == pks[i] && ops[j].Hits > 0 {
+					last = false
+				}
+			}
+			if last {
+				writes = append(writes, i)
+			}
+		}
+		if len(writes) == 0 {
+			return nil
+		}
+		lost, err := s.write(ctx, pks, cur, first, next, writes)
+		if err != nil {
+			return err
+		}
+		if lost == nil {
+			for _, i := range writes {
+				v := versioned{state: next[i], version: cur[first[i]].version + 1}
+				s.cache.put(pks[i], v)
+			}
+			return nil
+		}
+		// Lost a race: recompute from what won it, as returned.
+		s.stats.conflicts.Add(1)
+		for i, v := range lost {
+			cur[first[i]], known[first[i]] = v, true
+			s.cache.put(pks[i], v)
+		}
+	}
+}
+
+// write puts the new states of ops writes, each conditioned on the version
+// it was computed from. It returns, for the ops whose condition failed, the
+// items as they are.
+func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first []int, next []algo.State, writes []int) (map[int]versioned, error) {
+	if len(writes) == 1 {
+		i := writes[0]
+		p, err := s.put(pks[i], &next[i], cur[first[i]].version)
+		if err != nil {
+			return nil, err
+		}
+		s.stats.writes.Add(1)
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: p.TableName, Item: p.Item, ConditionExpression: p.ConditionExpression,
+			ExpressionAttributeValues: p.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: p.ReturnValuesOnConditionCheckFailure,
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			v, derr := decodeItem(ccf.Item)
+			if derr != nil {
+				return nil, derr
+			}
+			return map[int]versioned{i: v}, nil
+		}
+		if err != nil {
+			return nil, unavailable("write", err)
+		}
+		return nil, nil
+	}
+	items := make([]types.TransactWriteItem, 0, len(writes))
+	for _, i := range writes {
+		p, err := s.put(pks[i], &next[i], cur[first[i]].version)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, types.TransactWriteItem{Put: p})
+	}
+	s.stats.transactions.Add(1)
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		lost := map[int]versioned{}
+		for n, r := range tce.CancellationReasons {
+			if r.Code == nil || *r.Code != "ConditionalCheckFailed" || n >= len(writes) {
+				continue
+			}
+			v, derr := decodeItem(r.Item)
+			if derr != nil {
+				return nil, derr
+			}
+			lost[writes[n]] = v
+		}
+		if len(lost) == 0 {
+			// Cancelled for another reason (a conflicting transaction):
+			// try again from fresh reads.
+			for _, i := range writes {
+				v, err := s.read(ctx, pks[i])
+				if err != nil {
+					return nil, err
+				}
+				lost[i] = v
+			}
+		}
+		return lost, nil
+	}
+	if err != nil {
+		return nil, unavailable("transact", err)
+	}
+	return nil, nil
+}
+
+// Release implements sluice.Store.
+func (s *Store) Release(ctx context.Context, now time.Time, k sluice.Key, p *sluice.Policy, lease uint64) (sluice.Decision, error) {
+	return s.updateLease(ctx, now, k, p, lease, algo.Release)
+}
+
+// Renew implements sluice.Store.
+func (s *Store) Renew(ctx context.Context, now time.Time, k sluice.Key, p *sluice.Policy, lease uint64) (sluice.Decision, error) {
+	return s.updateLease(ctx, now, k, p, lease, algo.Renew)
+}
+
+func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p *sluice.Policy, lease uint64,
+	update func(*sluice.Policy, algo.State, int64, uint64) (algo.State, sluice.Decision, bool)) (sluice.Decision, error) {
+	if s.isClosed() {
+		return sluice.Decision{}, sluice.ErrStoreClosed
+	}
+	pk := counterPK(&k)
+	defer s.lock(pk)()
+	cur, err := s.read(ctx, pk)
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	for range s.max {
+		next, d, ok := update(p, cur.state, now.UnixNano(), lease)
+		if !ok {
+			return sluice.Decision{}, sluice.ErrLeaseNotFound
+		}
+		lost, err := s.write(ctx, []string{pk}, []versioned{cur}, []int{0}, []algo.State{next}, []int{0})
+		if err != nil {
+			return sluice.Decision{}, err
+		}
+		if lost == nil {
+			s.cache.put(pk, versioned{state: next, version: cur.version + 1})
+			return d, nil
+		}
+		cur = lost[0]
+	}
+	return sluice.Decision{}, &sluice.Error{Op: "dynamostore.lease", Kind: sluice.KindUnavailable, Message: "no agreement under contention"}
+}
+
+func anyPeek(ops []sluice.Op) bool {
+	for i := range ops {
+		if ops[i].Hits == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func unavailable(op string, err error) error {
+	return &sluice.Error{Op: "dynamostore." + op, Kind: sluice.KindUnavailable, Err: err}
+}

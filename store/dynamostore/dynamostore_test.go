@@ -1,0 +1,52 @@
+package dynamostore
+
+import (
+	"os"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
+
+// newStore returns a store on a new table of the package's emulator.
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	db := dynamotest.Client(t)
+	table := dynamotest.TableName(t)
+	if err := CreateTable(dynamotest.Context(t), db, table); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(db, Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) sluice.Store { return newStore(t) })
+}
+
+// TestConformanceNoCache runs the suite with a cache of one key, so that
+// nearly every write is computed from a stale or missing state and must be
+// corrected by its failed condition.
+func TestConformanceNoCache(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) sluice.Store {
+		s := newStore(t)
+		s.cache = newCache(1)
+		return s
+	})
+}
+
+func TestCreateTableIsIdempotent(t *testing.T) {
+	db := dynamotest.Client(t)
+	table := dynamotest.TableName(t)
+	for range 2 {
+		if err := CreateTable(dynamotest.Context(t), db, table); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

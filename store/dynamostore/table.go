@@ -1,0 +1,71 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// TableAPI is the part of the DynamoDB client CreateTable uses.
+type TableAPI interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+// CreateTable creates the table (on-demand billing, partition key pk and
+// sort key sk, both strings) unless it exists, waits until it is active, and
+// turns TTL on for the ttl attribute. It is idempotent.
+func CreateTable(ctx context.Context, db TableAPI, table string) error {
+	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   &table,
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
+		},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("dynamostore: create table %s: %w", table, err)
+	}
+	for {
+		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+		if err != nil {
+			return fmt.Errorf("dynamostore: describe table %s: %w", table, err)
+		}
+		if out.Table.TableStatus == types.TableStatusActive {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	_, err = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               &table,
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attrTTL), Enabled: aws.Bool(true)},
+	})
+	if err != nil && !ttlAlreadyOn(err) {
+		return fmt.Errorf("dynamostore: TTL on %s: %w", table, err)
+	}
+	return nil
+}
+
+// ttlAlreadyOn reports whether err says TTL is already enabled, which
+// DynamoDB answers as a validation error.
+func ttlAlreadyOn(err error) bool {
+	var api interface{ ErrorMessage() string }
+	return errors.As(err, &api) && strings.Contains(api.ErrorMessage(), "already enabled")
+}
