@@ -149,8 +149,10 @@ type TenantStore interface {
 
 	// PutAPIKey stores k; its tenant must exist.
 	PutAPIKey(ctx context.Context, k APIKey) error
-	// GetAPIKey returns the key with that id; ErrKeyNotFound if none.
-	GetAPIKey(ctx context.Context, id string) (APIKey, error)
+	// GetAPIKey returns the tenant's key with that id; ErrKeyNotFound if
+	// none. A key is found by its tenant, so that every lookup stays within
+	// one tenant's data (see docs/dynamodb.md).
+	GetAPIKey(ctx context.Context, tenant, id string) (APIKey, error)
 	// ListAPIKeys returns a tenant's keys, by id.
 	ListAPIKeys(ctx context.Context, tenant string) ([]APIKey, error)
 	// DeleteAPIKey removes a tenant's key; ErrKeyNotFound if the tenant

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -321,5 +322,22 @@ func TestAllowAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Allow allocates %v per call, want 0", allocs)
+	}
+}
+
+// TestManyPenaltyChecks: the most checks a request may hold, every one with
+// a penalty (so twice as many store ops), are decided.
+func TestManyPenaltyChecks(t *testing.T) {
+	e, _ := newEngine(t)
+	req := sluice.Request{Tenant: "a", Hits: 1}
+	for i := range sluice.MaxChecks {
+		req.Checks = append(req.Checks, sluice.Check{Key: fmt.Sprint(i), Policy: sluice.Policy{Name: "login", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute,
+			Penalty: sluice.Penalty{After: 1, Base: time.Minute, Max: time.Hour}}})
+	}
+	for i, want := range []bool{true, false, false} {
+		res, err := e.Check(context.Background(), req)
+		if err != nil || res.Allowed != want {
+			t.Fatalf("request %d: %+v %v", i, res.Decision, err)
+		}
 	}
 }

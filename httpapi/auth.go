@@ -22,15 +22,17 @@ type principal struct {
 // can reports whether p may reach tenant's data.
 func (p principal) can(tenant string) bool { return p.admin || p.tenant == tenant }
 
-// Token format: "sk_" + key id + "_" + secret. The id finds the key; the
-// secret's SHA-256 must match the stored hash.
+// Token format: "sk_" + tenant + "." + key id + "." + secret. The tenant and
+// the id find the key (ids and secrets are base32, without dots; tenants may
+// hold dots, so the token is split from the right); the secret's SHA-256
+// must match the stored hash.
 const tokenPrefix = "sk_"
 
 var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // newToken returns a new API key's id, its token (shown once) and the hash
 // of its secret (stored).
-func newToken() (id, token string, hash []byte) {
+func newToken(tenant string) (id, token string, hash []byte) {
 	var idb [10]byte
 	var secret [32]byte
 	rand.Read(idb[:])
@@ -38,7 +40,7 @@ func newToken() (id, token string, hash []byte) {
 	id = strings.ToLower(b32.EncodeToString(idb[:]))
 	s := strings.ToLower(b32.EncodeToString(secret[:]))
 	h := sha256.Sum256([]byte(s))
-	return id, tokenPrefix + id + "_" + s, h[:]
+	return id, tokenPrefix + tenant + "." + id + "." + s, h[:]
 }
 
 var (
@@ -65,11 +67,16 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request) (principal,
 	if !ok {
 		return principal{}, errUnauthorized
 	}
-	id, secret, ok := strings.Cut(rest, "_")
-	if !ok {
+	i := strings.LastIndexByte(rest, '.')
+	j := strings.LastIndexByte(rest[:max(i, 0)], '.')
+	if i <= 0 || j <= 0 {
 		return principal{}, errUnauthorized
 	}
-	k, err := h.opts.Tenants.GetAPIKey(ctx, id)
+	tenant, id, secret := rest[:j], rest[j+1:i], rest[i+1:]
+	if !sluice.ValidID(tenant) {
+		return principal{}, errUnauthorized
+	}
+	k, err := h.opts.Tenants.GetAPIKey(ctx, tenant, id)
 	if errors.Is(err, sluice.ErrKeyNotFound) {
 		return principal{}, errUnauthorized
 	}

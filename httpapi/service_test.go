@@ -185,7 +185,7 @@ func TestHeaderSyntax(t *testing.T) {
 
 func TestAuth(t *testing.T) {
 	s := newService(t)
-	for _, key := range []string{"", "wrong", "sk_nope_nope", strings.Replace(s.acme, "_", "_x", 2)} {
+	for _, key := range []string{"", "wrong", "sk_nope.nope.nope", "sk_acme.x.y", s.acme + "x", strings.Replace(s.acme, "sk_acme.", "sk_beta.", 1)} {
 		resp := s.request(t, key, "POST", "/v1/check", `{"endpoint":"chat","key":{"user":"u"}}`)
 		resp.Body.Close()
 		if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") == "" {

@@ -218,7 +218,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, who principa
 		writeError(w, sluice.Invalid("name", "is longer than 128 bytes"))
 		return
 	}
-	id, token, hash := newToken()
+	id, token, hash := newToken(tenant)
 	k := sluice.APIKey{ID: id, Tenant: tenant, Name: in.Name, Hash: hash, CreatedAt: h.opts.Now().UTC()}
 	if err := h.opts.Tenants.PutAPIKey(r.Context(), k); err != nil {
 		writeError(w, err)

@@ -197,12 +197,19 @@ func (s *Store) applyMany(now int64, ops []sluice.Op, dst []sluice.Decision) err
 }
 
 func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decision) (wait func() error, err error) {
+	// Scratch on the stack for the usual request: its checks and their
+	// penalty boxes; larger ones allocate.
+	const onStack = 2 * sluice.MaxChecks
 	n := len(ops)
-	var hashBuf [sluice.MaxChecks]uint64
-	var heldBuf [sluice.MaxChecks]bool
-	var storedBuf, nextBuf [sluice.MaxChecks]algo.State
-	hashes, held, stored, next := hashBuf[:n:n], heldBuf[:n:n], storedBuf[:n:n], nextBuf[:n:n]
-	if n > sluice.MaxChecks {
+	var hashBuf [onStack]uint64
+	var heldBuf [onStack]bool
+	var storedBuf, nextBuf [onStack]algo.State
+	var hashes []uint64
+	var held []bool
+	var stored, next []algo.State
+	if n <= onStack {
+		hashes, held, stored, next = hashBuf[:n:n], heldBuf[:n:n], storedBuf[:n:n], nextBuf[:n:n]
+	} else {
 		hashes, held = make([]uint64, n), make([]bool, n)
 		stored, next = make([]algo.State, n), make([]algo.State, n)
 	}

@@ -99,11 +99,11 @@ func (s *Tenants) PutAPIKey(ctx context.Context, k sluice.APIKey) error {
 }
 
 // GetAPIKey implements sluice.TenantStore.
-func (s *Tenants) GetAPIKey(ctx context.Context, id string) (sluice.APIKey, error) {
+func (s *Tenants) GetAPIKey(ctx context.Context, tenant, id string) (sluice.APIKey, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	k, ok := s.keys[id]
-	if !ok {
+	if !ok || k.Tenant != tenant {
 		return sluice.APIKey{}, sluice.ErrKeyNotFound
 	}
 	k.Hash = slices.Clone(k.Hash)

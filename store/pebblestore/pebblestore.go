@@ -121,8 +121,7 @@ func (s *Store) Ping(ctx context.Context) error {
 const (
 	prefixCounter   = 'c' // c | tenant | policy | value -> algo.State
 	prefixTenant    = 't' // t | id -> Tenant (JSON)
-	prefixKey       = 'k' // k | key id -> APIKey (JSON)
-	prefixTenantKey = 'K' // K | tenant | key id -> nothing, to list a tenant's keys
+	prefixTenantKey = 'K' // K | tenant | key id -> APIKey (JSON)
 	prefixMeta      = 'm'
 )
 
@@ -255,7 +254,6 @@ func (s *Store) SweepDisk(now time.Time) (int, error) {
 // Tenants.
 
 func tenantKey(id string) []byte { return append([]byte{prefixTenant}, id...) }
-func apiKeyKey(id string) []byte { return append([]byte{prefixKey}, id...) }
 func tenantKeyIndex(tenant, id string) []byte {
 	return append(appendPart([]byte{prefixTenantKey}, tenant), id...)
 }
@@ -352,7 +350,6 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 	defer batch.Close()
 	batch.Delete(tenantKey(id), nil)
 	for _, k := range keys {
-		batch.Delete(apiKeyKey(k.ID), nil)
 		batch.Delete(tenantKeyIndex(id, k.ID), nil)
 	}
 	return batch.Commit(pebble.Sync)
@@ -378,17 +375,13 @@ func (s *Store) PutAPIKey(ctx context.Context, k sluice.APIKey) error {
 	if err != nil {
 		return err
 	}
-	batch := s.db.NewBatch()
-	defer batch.Close()
-	batch.Set(apiKeyKey(k.ID), b, nil)
-	batch.Set(tenantKeyIndex(k.Tenant, k.ID), nil, nil)
-	return batch.Commit(pebble.Sync)
+	return s.db.Set(tenantKeyIndex(k.Tenant, k.ID), b, pebble.Sync)
 }
 
 // GetAPIKey implements sluice.TenantStore.
-func (s *Store) GetAPIKey(ctx context.Context, id string) (sluice.APIKey, error) {
+func (s *Store) GetAPIKey(ctx context.Context, tenant, id string) (sluice.APIKey, error) {
 	var k apiKeyJSON
-	ok, err := s.get(apiKeyKey(id), &k)
+	ok, err := s.get(tenantKeyIndex(tenant, id), &k)
 	if err != nil {
 		return sluice.APIKey{}, err
 	}
@@ -410,11 +403,12 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenant string) ([]sluice.APIKey
 	defer iter.Close()
 	out := []sluice.APIKey{}
 	for iter.First(); iter.Valid(); iter.Next() {
-		k, err := s.GetAPIKey(ctx, string(iter.Key()[len(lower):]))
-		if err != nil {
-			return nil, err
+		var k apiKeyJSON
+		if err := json.Unmarshal(iter.Value(), &k); err != nil {
+			return nil, fmt.Errorf("pebblestore: key %q: %w", iter.Key()[len(lower):], err)
 		}
-		out = append(out, k)
+		k.APIKey.Hash = k.Hash
+		out = append(out, k.APIKey)
 	}
 	return out, iter.Error()
 }
@@ -423,18 +417,10 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenant string) ([]sluice.APIKey
 func (s *Store) DeleteAPIKey(ctx context.Context, tenant, id string) error {
 	s.tenantMu.Lock()
 	defer s.tenantMu.Unlock()
-	k, err := s.GetAPIKey(ctx, id)
-	if err != nil {
+	if _, err := s.GetAPIKey(ctx, tenant, id); err != nil {
 		return err
 	}
-	if k.Tenant != tenant {
-		return sluice.ErrKeyNotFound
-	}
-	batch := s.db.NewBatch()
-	defer batch.Close()
-	batch.Delete(apiKeyKey(id), nil)
-	batch.Delete(tenantKeyIndex(tenant, id), nil)
-	return batch.Commit(pebble.Sync)
+	return s.db.Delete(tenantKeyIndex(tenant, id), pebble.Sync)
 }
 
 // pebbleLogger sends Pebble's logs to slog.

@@ -87,7 +87,7 @@ func TestReopen(t *testing.T) {
 	if tn, err := s.GetTenant(ctx, "acme"); err != nil || tn.Tier != "premium" {
 		t.Errorf("tenant after reopen: %+v %v", tn, err)
 	}
-	if k, err := s.GetAPIKey(ctx, "k1"); err != nil || string(k.Hash) != "h" {
+	if k, err := s.GetAPIKey(ctx, "acme", "k1"); err != nil || string(k.Hash) != "h" {
 		t.Errorf("key after reopen: %+v %v", k, err)
 	}
 }

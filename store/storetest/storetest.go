@@ -13,6 +13,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Leases", testLeases},
 		{"ExactUnderConcurrency", testExactUnderConcurrency},
 		{"AllOrNothingUnderConcurrency", testAllOrNothingUnderConcurrency},
+		{"ManyOps", testManyOps},
 		{"Closed", testClosed},
 	}
 	for _, tt := range tests {
@@ -391,5 +393,23 @@ func testClosed(t *testing.T, s sluice.Store) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// testManyOps: a request of more ops than sluice.MaxChecks (the engine
+// sends a check and its penalty box) is decided like any other.
+func testManyOps(t *testing.T, s sluice.Store) {
+	ps := Policies(100)
+	for _, n := range []int{20, 40} {
+		var ops []sluice.Op
+		for i := range n {
+			p := &ps[i%len(ps)]
+			ops = append(ops, sluice.Op{Key: key("acme", p.Name, fmt.Sprint(n, "-", i)), Policy: p, Hits: 1})
+		}
+		for _, d := range apply(t, s, t0, ops...) {
+			if !d.Allowed || d.Remaining != 99 {
+				t.Fatalf("%d ops: %+v", n, d)
+			}
+		}
 	}
 }

@@ -85,7 +85,7 @@ func RunTenants(t *testing.T, newStore NewTenantStore) {
 		if err := s.PutAPIKey(ctx, sluice.APIKey{ID: "k2", Tenant: "beta", Hash: []byte{4}}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.GetAPIKey(ctx, "k1")
+		got, err := s.GetAPIKey(ctx, "acme", "k1")
 		if err != nil || got.Tenant != "acme" || string(got.Hash) != string(k.Hash) || !got.CreatedAt.Equal(t0) || got.Name != "ci" {
 			t.Fatalf("get key: %+v %v", got, err)
 		}
@@ -99,14 +99,17 @@ func RunTenants(t *testing.T, newStore NewTenantStore) {
 		if err := s.DeleteAPIKey(ctx, "acme", "k1"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.GetAPIKey(ctx, "k1"); !errors.Is(err, sluice.ErrKeyNotFound) {
+		if _, err := s.GetAPIKey(ctx, "acme", "k1"); !errors.Is(err, sluice.ErrKeyNotFound) {
 			t.Fatalf("deleted key: %v", err)
 		}
 		// Deleting a tenant deletes its keys.
 		if err := s.DeleteTenant(ctx, "beta"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.GetAPIKey(ctx, "k2"); !errors.Is(err, sluice.ErrKeyNotFound) {
+		if _, err := s.GetAPIKey(ctx, "acme", "k2"); !errors.Is(err, sluice.ErrKeyNotFound) {
+			t.Fatalf("beta's key found under acme: %v", err)
+		}
+		if _, err := s.GetAPIKey(ctx, "beta", "k2"); !errors.Is(err, sluice.ErrKeyNotFound) {
 			t.Fatalf("key of a deleted tenant: %v", err)
 		}
 	})
