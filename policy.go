@@ -299,6 +299,9 @@ func (p *Policy) Validate() error {
 			return Invalid("window", "must be between %v and %v, got %v", MinWindow, MaxWindow, p.Window)
 		}
 	}
+	if p.Calendar != Rolling && p.Algorithm != Quota {
+		return Invalid("calendar", "applies to quota policies only")
+	}
 	if p.FailMode > FailClosed {
 		return Invalid("failMode", "is unknown")
 	}

@@ -95,6 +95,9 @@ func TestErrorsNameFileLineField(t *testing.T) {
 		{"defaults:\n  timeout: 2h\n", "c.yaml:2: defaults.timeout: must be between 1ms and 1m"},
 		{"policies:\n  chat: {algorithm: fixed_window, limit: 5, window: 1m, penalty: {after: 2, base: 1h, max: 1m}}\n", "c.yaml:2: policies.chat.penalty.max: must be between"},
 		{"policies: [\n", "c.yaml:1: file: yaml: line 1:"},
+		{"version: 1\n---\nversion: 1\n", "c.yaml:2: file: holds more than one YAML document"},
+		{"defaults:\n  tier: gold\ntiers:\n  free: {}\n", "c.yaml:2: defaults.tier: \"gold\" is not a configured tier"},
+		{"policies:\n  bad name: {algorithm: fixed_window, limit: 5, window: 1m}\n", "c.yaml:2: policies.bad name: is not a valid policy name"},
 	}
 	for _, tc := range cases {
 		_, err := Parse("c.yaml", []byte(tc.yaml))

@@ -54,6 +54,10 @@ func Parse(file string, b []byte) (*Config, error) {
 		}
 		return nil, &Error{File: file, Line: yamlLine(err), Field: "file", Msg: err.Error()}
 	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, &Error{File: file, Line: extra.Line, Field: "file", Msg: "holds more than one YAML document"}
+	}
 	p := &parser{file: file, c: Default()}
 	p.c.File = file
 	if len(doc.Content) == 0 {
@@ -77,6 +81,7 @@ func yamlLine(err error) int {
 type parser struct {
 	file string
 	c    *Config
+	tier *yaml.Node // defaults.tier, for its line
 }
 
 func (p *parser) errf(n *yaml.Node, field, format string, args ...any) error {
@@ -161,7 +166,11 @@ func (p *parser) root(n *yaml.Node) error {
 		}
 	}
 	if _, ok := p.c.Tiers[p.c.Defaults.Tier]; !ok && len(p.c.Tiers) > 0 {
-		return &Error{File: p.file, Line: n.Line, Field: "defaults.tier", Msg: fmt.Sprintf("%q is not a configured tier", p.c.Defaults.Tier)}
+		at := n
+		if p.tier != nil {
+			at = p.tier
+		}
+		return p.errf(at, "defaults.tier", "%q is not a configured tier", p.c.Defaults.Tier)
 	}
 	return nil
 }
@@ -184,7 +193,7 @@ func (p *parser) defaults(n *yaml.Node) error {
 			}
 			p.c.Defaults.Timeout = d
 		case "tier":
-			p.c.Defaults.Tier = v.Value
+			p.c.Defaults.Tier, p.tier = v.Value, v
 		}
 		return nil
 	})
@@ -219,6 +228,9 @@ var policyFields = []string{"algorithm", "limit", "window", "burst", "leaseTTL",
 func (p *parser) policies(n *yaml.Node) error {
 	return p.fields(n, "policies", nil, func(name string, v *yaml.Node) error {
 		path := "policies." + name
+		if !sluice.ValidPolicyName(name) {
+			return p.errf(n, path, "is not a valid policy name: 1 to 128 letters, digits, '.', '_', ':', '/' or '-'")
+		}
 		np := Policy{Policy: sluice.Policy{Name: name}}
 		lines := map[string]*yaml.Node{}
 		err := p.fields(v, path, policyFields, func(k string, v *yaml.Node) error {

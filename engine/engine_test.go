@@ -341,3 +341,23 @@ func TestManyPenaltyChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestShadowNeverDeniesOrReports: a shadow policy neither denies when the
+// store fails with its fail mode closed, nor becomes the reported decision.
+func TestShadowNeverDeniesOrReports(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	trial := sluice.Policy{Name: "trial", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute, Shadow: true, FailMode: sluice.FailClosed}
+	real := sluice.Policy{Name: "real", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Minute}
+	req := sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{{Policy: trial}, {Policy: real}}}
+	res, err := e.Check(ctx, req)
+	if err != nil || !res.Allowed || res.Decision.Policy != "real" {
+		t.Fatalf("reported %+v %v", res.Decision, err)
+	}
+	s := memstore.New(memstore.Options{})
+	s.Close()
+	res, err = New(s, Options{}).Check(ctx, req)
+	if err != nil || !res.Allowed {
+		t.Fatalf("store down: %+v %v", res, err)
+	}
+}

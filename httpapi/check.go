@@ -41,12 +41,26 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 		err = sluice.Invalid("key", "applies to named policies: give endpoint or policies")
 	default:
 		req.Checks = inline
+		err = h.refuseConfiguredNames(req.Checks, "checks[%d].policy.name")
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	h.decide(w, r, req)
+}
+
+// refuseConfiguredNames refuses inline policies named as configured ones:
+// counters are keyed by policy name, so an inline policy of that name would
+// spend, and could reset, the configured policy's counters.
+func (h *Handler) refuseConfiguredNames(checks []sluice.Check, field string) error {
+	cfg := h.opts.Config()
+	for i := range checks {
+		if _, ok := cfg.Policies[checks[i].Policy.Name]; ok {
+			return sluice.Invalid(fmt.Sprintf(field, i), "%q is a configured policy: name it in policies or endpoint, or give the inline policy another name", checks[i].Policy.Name)
+		}
+	}
+	return nil
 }
 
 // tenantOf returns the tenant a request is for: the body's, which a tenant

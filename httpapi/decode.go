@@ -88,7 +88,7 @@ func decodeChecks(in *checkRequest, req *sluice.Request) error {
 		if err := decodeStrict(raw, &c, prefix); err != nil {
 			return err
 		}
-		if c.Policy == nil {
+		if c.Policy == nil || string(c.Policy) == "null" {
 			return sluice.Invalid(prefix+".policy", "is missing")
 		}
 		p, err := decodePolicy(c.Policy, prefix+".policy")

@@ -33,8 +33,8 @@ func (h *Handler) acquire(w http.ResponseWriter, r *http.Request, who principal)
 	if in.Units != nil {
 		units = *in.Units
 	}
-	if units < 1 {
-		writeError(w, sluice.Invalid("units", "must be at least 1, got %d", units))
+	if units < 1 || units > check.Policy.Limit {
+		writeError(w, sluice.Invalid("units", "must be between 1 and the policy's limit %d, got %d", check.Policy.Limit, units))
 		return
 	}
 	req := sluice.Request{Tenant: tenant, Hits: units, Checks: []sluice.Check{check}}
@@ -109,7 +109,7 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 	}
 	var check sluice.Check
 	switch {
-	case len(in.Policy) == 0:
+	case len(in.Policy) == 0 || string(in.Policy) == "null":
 		return in, "", sluice.Check{}, sluice.Invalid("policy", "is missing: a concurrency policy's name, or an inline policy")
 	case in.Policy[0] == '"':
 		var name string
@@ -134,7 +134,16 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 		if err != nil {
 			return in, "", sluice.Check{}, err
 		}
+		if err := p.Validate(); err != nil {
+			return in, "", sluice.Check{}, err.(*sluice.Error).In("policy")
+		}
+		if len(in.KeyValue) > sluice.MaxKeyLen {
+			return in, "", sluice.Check{}, sluice.Invalid("keyValue", "is %d bytes, at most %d allowed", len(in.KeyValue), sluice.MaxKeyLen)
+		}
 		check = sluice.Check{Policy: p, Key: in.KeyValue}
+		if err := h.refuseConfiguredNames([]sluice.Check{check}, "policy.name"); err != nil {
+			return in, "", sluice.Check{}, err
+		}
 	}
 	if check.Policy.Algorithm != sluice.Concurrency {
 		return in, "", sluice.Check{}, sluice.Invalid("policy", "%q is %s: leases need a concurrency policy", check.Policy.Name, check.Policy.Algorithm)

@@ -366,3 +366,35 @@ func TestPenaltyOverHTTP(t *testing.T) {
 		t.Fatalf("boxed: %d Retry-After %q, want 429 with 55", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }
+
+// TestBadInputNamesTheRightField covers the routes beyond /v1/check's own
+// table.
+func TestBadInputNamesTheRightField(t *testing.T) {
+	s := newService(t)
+	cases := []struct{ method, path, body, field string }{
+		// An inline policy may not borrow a configured name: it would share,
+		// and could reset, the configured policy's counters.
+		{"POST", "/v1/check", `{"checks":[{"key":"k","policy":{"name":"models","algorithm":"sliding_window","limit":99,"window":"1m"}}]}`, "checks[0].policy.name"},
+		{"POST", "/v1/check", `{"checks":[{"key":"k","policy":null}]}`, "checks[0].policy"},
+		{"POST", "/v1/leases", `{"policy":"reports-running","units":6}`, "units"},
+		{"POST", "/v1/leases", `{"policy":"reports-running","units":2000000000}`, "units"},
+		{"POST", "/v1/leases", `{"policy":{"name":"x","algorithm":"concurrency","limit":0}}`, "policy.limit"},
+		{"POST", "/v1/leases", `{"policy":{"name":"x","algorithm":"concurrency","limit":2},"keyValue":"` + strings.Repeat("k", 1025) + `"}`, "keyValue"},
+		{"POST", "/v1/leases", `{"policy":null}`, "policy"},
+		{"PUT", "/v1/tenants/acme", `{"overrides":{"search-per-hour":{"window":"7ms"}}}`, "overrides.search-per-hour.buckets"},
+		{"PUT", "/v1/tenants/acme", `{"overrides":{"reports-running":{"limit":5000}}}`, "overrides.reports-running.limit"},
+	}
+	for _, tc := range cases {
+		key := s.acme
+		if tc.method == "PUT" {
+			key = adminKey
+		}
+		if code, out := s.do(t, key, tc.method, tc.path, tc.body); code != 400 || out["field"] != tc.field {
+			t.Errorf("%s %s %s: %d %v, want 400 naming %s", tc.method, tc.path, tc.body, code, out, tc.field)
+		}
+	}
+	// Nothing was counted: all 5 of reports-running are free.
+	if code, out := s.do(t, s.acme, "POST", "/v1/leases", `{"policy":"reports-running","units":5}`); code != 200 {
+		t.Fatalf("after bad requests: %d %v", code, out)
+	}
+}

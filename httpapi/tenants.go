@@ -74,7 +74,8 @@ func (h *Handler) decodeTenant(w http.ResponseWriter, r *http.Request, id string
 		cfg := h.opts.Config()
 		for name, o := range in.Overrides {
 			field := "overrides." + name
-			if _, ok := cfg.Policies[name]; !ok {
+			np, ok := cfg.Policies[name]
+			if !ok {
 				return t, sluice.Invalid(field, "%q is not a configured policy", name)
 			}
 			po := sluice.PolicyOverride{Limit: o.Limit, Burst: o.Burst, Shadow: o.Shadow}
@@ -91,6 +92,12 @@ func (h *Handler) decodeTenant(w http.ResponseWriter, r *http.Request, id string
 					return t, sluice.Invalid(d.field, "%v", err)
 				}
 				*d.dst = &v
+			}
+			// The override must leave a valid policy, or every request
+			// on it would fail for this tenant.
+			if merged := po.Apply(np.Policy); merged.Validate() != nil {
+				err := merged.Validate()
+				return t, err.(*sluice.Error).In(field)
 			}
 			t.Overrides[name] = po
 		}

@@ -26,7 +26,10 @@ import (
 func WriteHeaders(h http.Header, res sluice.Result, policies []sluice.Policy, now time.Time) {
 	var pol, rl strings.Builder
 	for i, d := range res.Decisions {
-		if i > 0 {
+		if policies[i].Shadow {
+			continue // on trial: not a limit clients are held to
+		}
+		if pol.Len() > 0 {
 			pol.WriteString(", ")
 			rl.WriteString(", ")
 		}

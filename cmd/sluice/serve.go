@@ -189,16 +189,22 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	var inflight sync.WaitGroup // handlers running, so that the store outlives them
+	api := httpapi.New(httpapi.Options{
+		Limiter:        eng,
+		Tenants:        st.tenants,
+		Config:         current,
+		AdminKey:       c.AdminKey,
+		TrustedProxies: c.TrustedProxies,
+		Ready:          st.ready,
+		Metrics:        metrics.Handler(),
+		Logger:         log,
+	})
 	srv := &http.Server{
-		Handler: httpapi.New(httpapi.Options{
-			Limiter:        eng,
-			Tenants:        st.tenants,
-			Config:         current,
-			AdminKey:       c.AdminKey,
-			TrustedProxies: c.TrustedProxies,
-			Ready:          st.ready,
-			Metrics:        metrics.Handler(),
-			Logger:         log,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inflight.Add(1)
+			defer inflight.Done()
+			api.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
@@ -243,6 +249,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
+		// Past the timeout: cut the connections, and give the handlers
+		// still running a moment before the store closes under them.
+		srv.Close()
+		done := make(chan struct{})
+		go func() { inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			log.Error("handlers still running after the drain; closing the store anyway")
+		}
 		return fmt.Errorf("serve: shutdown: %w", err)
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {

@@ -264,10 +264,21 @@ func (s *Store) get(key []byte, v any) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, unavailable(err)
 	}
 	defer closer.Close()
-	return true, json.Unmarshal(b, v)
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("pebblestore: %q: %w", key, err)
+	}
+	return true, nil
+}
+
+// unavailable marks a database error as the store failing (503), not a bug.
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &sluice.Error{Op: "pebblestore", Kind: sluice.KindUnavailable, Err: err}
 }
 
 // CreateTenant implements sluice.TenantStore.
@@ -299,7 +310,7 @@ func (s *Store) putJSON(key []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Set(key, b, pebble.Sync)
+	return unavailable(s.db.Set(key, b, pebble.Sync))
 }
 
 // GetTenant implements sluice.TenantStore.
@@ -352,7 +363,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 	for _, k := range keys {
 		batch.Delete(tenantKeyIndex(id, k.ID), nil)
 	}
-	return batch.Commit(pebble.Sync)
+	return unavailable(batch.Commit(pebble.Sync))
 }
 
 // apiKeyJSON is an APIKey as stored: with its hash, which APIKey's JSON
@@ -375,7 +386,7 @@ func (s *Store) PutAPIKey(ctx context.Context, k sluice.APIKey) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Set(tenantKeyIndex(k.Tenant, k.ID), b, pebble.Sync)
+	return unavailable(s.db.Set(tenantKeyIndex(k.Tenant, k.ID), b, pebble.Sync))
 }
 
 // GetAPIKey implements sluice.TenantStore.
@@ -420,7 +431,7 @@ func (s *Store) DeleteAPIKey(ctx context.Context, tenant, id string) error {
 	if _, err := s.GetAPIKey(ctx, tenant, id); err != nil {
 		return err
 	}
-	return s.db.Delete(tenantKeyIndex(tenant, id), pebble.Sync)
+	return unavailable(s.db.Delete(tenantKeyIndex(tenant, id), pebble.Sync))
 }
 
 // pebbleLogger sends Pebble's logs to slog.
