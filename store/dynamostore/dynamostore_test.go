@@ -50,3 +50,30 @@ func TestCreateTableIsIdempotent(t *testing.T) {
 		}
 	}
 }
+
+func TestTenantsConformance(t *testing.T) {
+	storetest.RunTenants(t, func(t *testing.T) sluice.TenantStore { return newStore(t) })
+}
+
+// TestListOverrides: the index lists one policy's overrides across tenants,
+// and follows updates.
+func TestListOverrides(t *testing.T) {
+	s := newStore(t)
+	ctx := dynamotest.Context(t)
+	five, nine := int64(5), int64(9)
+	for id, l := range map[string]*int64{"acme": &five, "beta": &nine} {
+		if err := s.CreateTenant(ctx, sluice.Tenant{ID: id, Overrides: map[string]sluice.PolicyOverride{"chat": {Limit: l}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.ListOverrides(ctx, "chat")
+	if err != nil || len(got) != 2 || *got["acme"].Limit != 5 || *got["beta"].Limit != 9 {
+		t.Fatalf("%v %v", got, err)
+	}
+	if err := s.UpdateTenant(ctx, sluice.Tenant{ID: "beta"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.ListOverrides(ctx, "chat"); len(got) != 1 {
+		t.Fatalf("after removing beta's override: %v", got)
+	}
+}

@@ -20,7 +20,7 @@ type TableAPI interface {
 }
 
 // CreateTable creates the table (on-demand billing, partition key pk and
-// sort key sk, both strings) unless it exists, waits until it is active, and
+// sort key sk, both strings, and the sparse index gsi1) unless it exists, waits until it is active, and
 // turns TTL on for the ttl attribute. It is idempotent.
 func CreateTable(ctx context.Context, db TableAPI, table string) error {
 	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -29,11 +29,23 @@ func CreateTable(ctx context.Context, db TableAPI, table string) error {
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrGSI1PK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrGSI1SK), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
 		},
+		// A sparse index: tenants (to list them) and tenants' policy
+		// overrides (to list one policy's limits across tenants).
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(indexGSI1),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(attrGSI1PK), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(attrGSI1SK), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}},
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
