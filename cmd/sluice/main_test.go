@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
 // binary is the sluice binary built once for the tests that run the real
@@ -35,7 +37,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building sluice: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := dynamotest.Main(m) // a DynamoDB emulator for the multi-node tests
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -75,6 +77,8 @@ func startAt(t *testing.T, addr string, args ...string) *process {
 		args = append(args, "--data-dir", t.TempDir())
 	}
 	p.cmd = exec.Command(binary, append([]string{"serve", "--addr", p.addr}, args...)...)
+	// Static credentials for the DynamoDB emulator, as any client needs.
+	p.cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1")
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/store/dynamostore"
 	"github.com/sluicehq/sluice/store/memstore"
 	"github.com/sluicehq/sluice/store/pebblestore"
 )
@@ -41,6 +42,7 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	DebugAddr       string
+	Dynamo          dynamoFlags
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -49,7 +51,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`address` to listen on")
-	fs.StringVar(&c.Store, "store", "pebble", "state store: pebble (embedded, durable) or memory")
+	fs.StringVar(&c.Store, "store", "pebble", "state store: pebble (embedded, durable), memory, or dynamodb (shared by many nodes)")
+	c.Dynamo.register(fs)
 	fs.StringVar(&c.DataDir, "data-dir", "./sluice-data", "`directory` of the pebble store")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML `file` of named policies, endpoints, tiers and tenants (reloaded on SIGHUP and on change)")
 	fs.DurationVar(&c.ConfigPoll, "config-poll", time.Second, "how often to look for changes to --config")
@@ -81,8 +84,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		c.AdminKey = strings.TrimSpace(string(b))
 	}
 	switch {
-	case c.Store != "memory" && c.Store != "pebble":
-		return c, fmt.Errorf("serve: --store %q is not supported (want pebble or memory)", c.Store)
+	case c.Store != "memory" && c.Store != "pebble" && c.Store != "dynamodb":
+		return c, fmt.Errorf("serve: --store %q is not supported (want pebble, memory or dynamodb)", c.Store)
 	case c.Store == "pebble" && c.DataDir == "":
 		return c, errors.New("serve: --data-dir is empty")
 	case c.MaxKeys <= 0:
@@ -123,8 +126,19 @@ type stores struct {
 	local    bool // in process: no network between a decision and its state
 }
 
-func openStores(c serveConfig, log *slog.Logger) (stores, error) {
+func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, error) {
 	mem := memstore.Options{MaxKeys: c.MaxKeys}
+	if c.Store == "dynamodb" {
+		db, err := c.Dynamo.client(ctx)
+		if err != nil {
+			return stores{}, fmt.Errorf("serve: %w", err)
+		}
+		s, err := dynamostore.New(db, dynamostore.Options{Table: c.Dynamo.Table, CacheKeys: c.MaxKeys})
+		if err != nil {
+			return stores{}, fmt.Errorf("serve: %w", err)
+		}
+		return stores{counters: s, tenants: s, ready: s.Ping, close: s.Close}, nil
+	}
 	if c.Store == "memory" {
 		s := memstore.New(mem)
 		return stores{counters: s, tenants: &memstore.Tenants{}, close: s.Close, local: true}, nil
@@ -167,7 +181,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		current = watcher.Config
 	}
 
-	st, err := openStores(c, log)
+	st, err := openStores(ctx, c, log)
 	if err != nil {
 		return err
 	}

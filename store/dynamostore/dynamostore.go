@@ -64,6 +64,7 @@ type Store struct {
 	table  string
 	max    int
 	cache  *cache
+	denied *denials
 	closed chan struct{}
 	once   sync.Once
 	stats  Stats
@@ -89,13 +90,19 @@ func New(db API, opts Options) (*Store, error) {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 64
 	}
-	return &Store{db: db, table: opts.Table, max: opts.MaxAttempts, cache: newCache(opts.CacheKeys), closed: make(chan struct{}), seed: maphash.MakeSeed()}, nil
+	return &Store{db: db, table: opts.Table, max: opts.MaxAttempts, cache: newCache(opts.CacheKeys), denied: newDenials(opts.CacheKeys), closed: make(chan struct{}), seed: maphash.MakeSeed()}, nil
 }
 
 // Close implements sluice.Store. The client is the caller's.
 func (s *Store) Close() error {
 	s.once.Do(func() { close(s.closed) })
 	return nil
+}
+
+// Ping reports whether the table answers, for readiness checks.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key("#ping", "#ping")})
+	return unavailableIf("ping", err)
 }
 
 func (s *Store) isClosed() bool {
@@ -218,6 +225,13 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 		return sluice.ErrStoreClosed
 	}
 	t := now.UnixNano()
+	if len(ops) == 1 && ops[0].Hits > 0 && ops[0].Policy.Algorithm != sluice.Concurrency {
+		if d, ok := s.denied.get(counterPK(&ops[0].Key), t, ops[0].Hits); ok {
+			s.stats.localDenials.Add(1)
+			dst[0] = d
+			return nil
+		}
+	}
 	pks := make([]string, len(ops))
 	cur := make([]versioned, len(ops))
 	known := make([]bool, len(ops)) // read from the table, not remembered
@@ -269,6 +283,9 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 				continue
 			}
 			if !allowed {
+				if len(ops) == 1 && ops[0].Hits > 0 && ops[0].Policy.Algorithm != sluice.Concurrency {
+					s.denied.put(pks[0], t, ops[0].Hits, dst[0])
+				}
 				return nil
 			}
 		}

@@ -32,7 +32,7 @@ const (
 	skTenant   = "t"
 )
 
-func tenantPK(id string) string { return id + "#t" }
+func tenantPK(id string) string   { return id + "#t" }
 func keysPK(tenant string) string { return tenant + "#k" }
 
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }

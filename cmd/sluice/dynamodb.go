@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/dynamostore"
+)
+
+// dynamoFlags are the flags that reach a table.
+type dynamoFlags struct {
+	Table, Region, Endpoint string
+}
+
+func (f *dynamoFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Table, "dynamodb-table", "sluice", "DynamoDB `table` (see sluice dynamodb create-table)")
+	fs.StringVar(&f.Region, "dynamodb-region", "", "AWS `region`; default $AWS_REGION, then us-east-1")
+	fs.StringVar(&f.Endpoint, "dynamodb-endpoint", "", "DynamoDB endpoint `URL`, for a local emulator; default AWS's")
+}
+
+// client returns a DynamoDB client from the usual AWS environment and
+// credential chain, with the flags' region and endpoint.
+func (f *dynamoFlags) client(ctx context.Context) (*dynamodb.Client, error) {
+	var opts []func(*awsconfig.LoadOptions) error
+	region := f.Region
+	if region == "" && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		region = "us-east-1"
+	}
+	if region != "" {
+		opts = append(opts, awsconfig.WithRegion(region))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb: AWS configuration: %w", err)
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if f.Endpoint != "" {
+			o.BaseEndpoint = aws.String(f.Endpoint)
+		}
+		// Enough idle connections for a busy node.
+		o.HTTPClient = awsHTTPClient()
+	}), nil
+}
+
+const dynamoUsage = `Usage:
+  sluice dynamodb create-table [--dynamodb-table T] [--dynamodb-region R] [--dynamodb-endpoint URL]
+      create the table (idempotent): on-demand billing, TTL on, the gsi1 index
+  sluice dynamodb iam-policy --tenant T --table-arn ARN
+      print an IAM policy that reaches only tenant T's items (dynamodb:LeadingKeys)
+`
+
+func dynamodbCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, dynamoUsage)
+		return errors.New("dynamodb: no subcommand")
+	}
+	fs := flag.NewFlagSet("sluice dynamodb "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	switch args[0] {
+	case "create-table":
+		var f dynamoFlags
+		f.register(fs)
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		db, err := f.client(ctx)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		if err := dynamostore.CreateTable(ctx, db, f.Table); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "table %s is active, with TTL on attribute ttl\n", f.Table)
+		return nil
+	case "iam-policy":
+		var tenant, arn string
+		fs.StringVar(&tenant, "tenant", "", "the tenant the policy is for")
+		fs.StringVar(&arn, "table-arn", "", "the table's ARN, arn:aws:dynamodb:REGION:ACCOUNT:table/NAME")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if !sluice.ValidID(tenant) {
+			return fmt.Errorf("dynamodb iam-policy: --tenant %q is not a valid tenant id", tenant)
+		}
+		if arn == "" {
+			return errors.New("dynamodb iam-policy: --table-arn is required")
+		}
+		b, err := json.MarshalIndent(dynamostore.TenantPolicy(tenant, arn), "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(b))
+		return nil
+	}
+	fmt.Fprint(stderr, dynamoUsage)
+	return fmt.Errorf("dynamodb: unknown subcommand %q", args[0])
+}

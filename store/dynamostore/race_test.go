@@ -1,0 +1,53 @@
+package dynamostore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// TestTwoStoresOneTable: two stores (two nodes) on one table, racing, admit
+// exactly the limit: the conditions, not the stripes, keep them exact.
+func TestTwoStoresOneTable(t *testing.T) {
+	a := newStore(t)
+	b, err := New(a.db, Options{Table: a.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range sluice.Algorithms {
+		p := sluice.Policy{Name: alg.String(), Algorithm: alg, Limit: 200, Window: time.Hour, LeaseTTL: time.Hour}
+		if alg == sluice.Concurrency {
+			p.Window = 0
+		}
+		k := sluice.Key{Tenant: "acme", Policy: p.Name, Value: "k"}
+		now := time.Now()
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for w := range 16 {
+			s := a
+			if w%2 == 1 {
+				s = b
+			}
+			wg.Go(func() {
+				dst := make([]sluice.Decision, 1)
+				for range 30 {
+					if err := s.Apply(context.Background(), now, []sluice.Op{{Key: k, Policy: &p, Hits: 1}}, dst); err != nil {
+						t.Error(err)
+						return
+					}
+					if dst[0].Allowed {
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if got := admitted.Load(); got != 200 {
+			t.Errorf("%v: admitted %d of 480 at a limit of 200", alg, got)
+		}
+	}
+}
