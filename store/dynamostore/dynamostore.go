@@ -20,6 +20,7 @@ package dynamostore
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -122,6 +123,7 @@ const (
 	attrVersion = "v"   // version of st, incremented by every write
 	attrExpires = "exp" // when st expires, epoch milliseconds
 	attrTTL     = "ttl" // DynamoDB TTL, epoch seconds: exp plus a day
+	attrWrite   = "w"   // id of the write that put this version
 	skCounter   = "c"
 )
 
@@ -142,10 +144,11 @@ func key(pk, sk string) map[string]types.AttributeValue {
 }
 
 // versioned is a key's state at a version; version 0 is an item that does
-// not exist.
+// not exist. write is the id of the write that put it.
 type versioned struct {
 	state   algo.State
 	version int64
+	write   string
 }
 
 // decodeItem reads a counter item; a nil item is version 0.
@@ -165,12 +168,19 @@ func decodeItem(item map[string]types.AttributeValue) (versioned, error) {
 			return versioned{}, fmt.Errorf("dynamostore: counter version: %w", err)
 		}
 	}
+	if w, ok := item[attrWrite].(*types.AttributeValueMemberS); ok {
+		v.write = w.Value
+	}
 	return v, nil
 }
 
 // put returns the Put of a counter's new state, conditioned on the version
-// it was computed from.
-func (s *Store) put(pk string, st *algo.State, from int64) (*types.Put, error) {
+// it was computed from, and marked with the write's id: if the SDK retries
+// a write whose first try landed but whose answer was lost, the retry's
+// condition fails and the returned item bears this id, so the write is known
+// to have landed rather than taken for another's, which would count its
+// hits twice.
+func (s *Store) put(pk string, st *algo.State, from int64, id string) (*types.Put, error) {
 	b, err := st.MarshalBinary()
 	if err != nil {
 		return nil, err
@@ -181,6 +191,7 @@ func (s *Store) put(pk string, st *algo.State, from int64) (*types.Put, error) {
 	item[attrVersion] = &types.AttributeValueMemberN{Value: strconv.FormatInt(from+1, 10)}
 	item[attrExpires] = &types.AttributeValueMemberN{Value: strconv.FormatInt(expMs, 10)}
 	item[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(expMs/1000+86400, 10)}
+	item[attrWrite] = &types.AttributeValueMemberS{Value: id}
 	p := &types.Put{TableName: &s.table, Item: item, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
 	if from == 0 {
 		p.ConditionExpression = aws.String("attribute_not_exists(pk)")
@@ -332,9 +343,10 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 // it was computed from. It returns, for the ops whose condition failed, the
 // items as they are.
 func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first []int, next []algo.State, writes []int) (map[int]versioned, error) {
+	id := writeID()
 	if len(writes) == 1 {
 		i := writes[0]
-		p, err := s.put(pks[i], &next[i], cur[first[i]].version)
+		p, err := s.put(pks[i], &next[i], cur[first[i]].version, id)
 		if err != nil {
 			return nil, err
 		}
@@ -349,6 +361,9 @@ func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first 
 			if derr != nil {
 				return nil, derr
 			}
+			if v.write == id {
+				return nil, nil // our own write, landed on an earlier try
+			}
 			return map[int]versioned{i: v}, nil
 		}
 		if err != nil {
@@ -358,14 +373,15 @@ func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first 
 	}
 	items := make([]types.TransactWriteItem, 0, len(writes))
 	for _, i := range writes {
-		p, err := s.put(pks[i], &next[i], cur[first[i]].version)
+		p, err := s.put(pks[i], &next[i], cur[first[i]].version, id)
 		if err != nil {
 			return nil, err
 		}
 		items = append(items, types.TransactWriteItem{Put: p})
 	}
 	s.stats.transactions.Add(1)
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	// The token makes the SDK's retries of this transaction idempotent.
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: &id})
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
 		lost := map[int]versioned{}
@@ -435,6 +451,13 @@ func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p 
 		cur = lost[0]
 	}
 	return sluice.Decision{}, &sluice.Error{Op: "dynamostore.lease", Kind: sluice.KindUnavailable, Message: "no agreement under contention"}
+}
+
+// writeID returns a random id for one write.
+func writeID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 func anyPeek(ops []sluice.Op) bool {

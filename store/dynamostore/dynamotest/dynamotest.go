@@ -31,6 +31,7 @@ type Server struct {
 	cmd      *exec.Cmd
 	bin      string
 	port     int
+	dbPath   string // SQLite file, so that data outlives a restart; "" in memory
 }
 
 var (
@@ -88,21 +89,45 @@ func find() (string, error) {
 	}
 }
 
+// StartOwn starts a server of the test's own, with its data in a file so
+// that it survives Stop and Restart (for fault tests), and stops it at the
+// end of the test.
+func StartOwn(t testing.TB) *Server {
+	t.Helper()
+	Get(t) // skip, or fail, as the package's server would
+	bin, err := find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := start(bin, t.TempDir()+"/dynoxide.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
 // Start runs dynoxide from bin on a free loopback port and waits until it
 // answers.
-func Start(bin string) (*Server, error) {
+func Start(bin string) (*Server, error) { return start(bin, "") }
+
+func start(bin, dbPath string) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), bin: bin, port: port}
+	s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), bin: bin, port: port, dbPath: dbPath}
 	return s, s.start()
 }
 
 func (s *Server) start() error {
-	s.cmd = exec.Command(s.bin, "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(s.port))
+	args := []string{"serve", "--host", "127.0.0.1", "--port", strconv.Itoa(s.port)}
+	if s.dbPath != "" {
+		args = append(args, "--db-path", s.dbPath)
+	}
+	s.cmd = exec.Command(s.bin, args...)
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("starting dynoxide: %w", err)
 	}
@@ -119,15 +144,17 @@ func (s *Server) start() error {
 	return fmt.Errorf("dynoxide did not listen on port %d within 10s", s.port)
 }
 
-// Stop kills dynoxide and waits for it.
+// Stop kills dynoxide and waits for it. Stopping a stopped server does
+// nothing.
 func (s *Server) Stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
+	if s.cmd != nil && s.cmd.Process != nil && s.cmd.ProcessState == nil {
 		s.cmd.Process.Kill()
 		s.cmd.Wait()
 	}
 }
 
-// Restart starts dynoxide again on the same port, empty (it is in memory).
+// Restart starts dynoxide again on the same port: with its data if it has
+// a file (StartOwn), empty otherwise.
 func (s *Server) Restart() error { return s.start() }
 
 // Get returns the package's server, skipping the test if there is none
