@@ -65,7 +65,6 @@ type Store struct {
 	table  string
 	max    int
 	cache  *cache
-	denied *denials
 	closed chan struct{}
 	once   sync.Once
 	stats  Stats
@@ -91,7 +90,7 @@ func New(db API, opts Options) (*Store, error) {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 64
 	}
-	return &Store{db: db, table: opts.Table, max: opts.MaxAttempts, cache: newCache(opts.CacheKeys), denied: newDenials(opts.CacheKeys), closed: make(chan struct{}), seed: maphash.MakeSeed()}, nil
+	return &Store{db: db, table: opts.Table, max: opts.MaxAttempts, cache: newCache(opts.CacheKeys), closed: make(chan struct{}), seed: maphash.MakeSeed()}, nil
 }
 
 // Close implements sluice.Store. The client is the caller's.
@@ -236,13 +235,6 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 		return sluice.ErrStoreClosed
 	}
 	t := now.UnixNano()
-	if len(ops) == 1 && ops[0].Hits > 0 && ops[0].Policy.Algorithm != sluice.Concurrency {
-		if d, ok := s.denied.get(counterPK(&ops[0].Key), t, ops[0].Hits); ok {
-			s.stats.localDenials.Add(1)
-			dst[0] = d
-			return nil
-		}
-	}
 	pks := make([]string, len(ops))
 	cur := make([]versioned, len(ops))
 	known := make([]bool, len(ops)) // read from the table, not remembered
@@ -274,13 +266,16 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 			stored[i] = cur[first[i]].state
 		}
 		allowed := algo.DecideAll(ops, stored, next, t, dst)
-		// A denial, and a read with zero hits, answer from what the table
-		// holds now, not from memory; an admitted write is checked by its
-		// condition.
-		if mustRead := !allowed || anyPeek(ops); mustRead {
+		// An admitted write is checked by its condition. A denial stands
+		// on the state this node remembers: other nodes' admissions since
+		// only add hits, so the table would deny too (the deny cache: a
+		// key over its limit costs DynamoDB nothing), except for leases,
+		// which another node may have released. A read with zero hits
+		// answers from the table.
+		if mustRead := (!allowed && anyLease(ops)) || anyPeek(ops); mustRead {
 			stale := false
 			for i := range ops {
-				if first[i] == i && !known[i] && (!allowed || ops[i].Hits == 0) {
+				if first[i] == i && !known[i] && ((!allowed && ops[i].Policy.Algorithm == sluice.Concurrency) || ops[i].Hits == 0) {
 					v, err := s.read(ctx, pks[i])
 					if err != nil {
 						return err
@@ -293,12 +288,12 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 			if stale {
 				continue
 			}
-			if !allowed {
-				if len(ops) == 1 && ops[0].Hits > 0 && ops[0].Policy.Algorithm != sluice.Concurrency {
-					s.denied.put(pks[0], t, ops[0].Hits, dst[0])
-				}
-				return nil
+		}
+		if !allowed {
+			if !anyLease(ops) {
+				s.stats.localDenials.Add(1)
 			}
+			return nil
 		}
 		// The last op on each key carries its final state.
 		var writes []int
@@ -458,6 +453,15 @@ func writeID() string {
 	var b [12]byte
 	rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func anyLease(ops []sluice.Op) bool {
+	for i := range ops {
+		if ops[i].Policy.Algorithm == sluice.Concurrency {
+			return true
+		}
+	}
+	return false
 }
 
 func anyPeek(ops []sluice.Op) bool {
