@@ -3,6 +3,8 @@ package dynamostore
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // cache remembers the last state seen of each key, so that a decision can
@@ -39,7 +41,7 @@ func (c *cache) put(k string, v versioned) {
 // Stats counts a store's DynamoDB requests, for measuring round trips and
 // write units per decision.
 type Stats struct {
-	reads, writes, transactions, conflicts, localDenials atomic.Int64
+	reads, writes, transactions, conflicts, localDenials, writeUnits atomic.Int64
 }
 
 // StatsSnapshot is a copy of a store's counts.
@@ -47,11 +49,31 @@ type StatsSnapshot struct {
 	// Reads are consistent GetItems; Writes conditional PutItems;
 	// Transactions TransactWriteItems; Conflicts lost conditions;
 	// LocalDenials denials answered from remembered state, without a
-	// request (the deny cache).
-	Reads, Writes, Transactions, Conflicts, LocalDenials int64
+	// request (the deny cache). WriteUnits estimates the write capacity
+	// units consumed: per item written, its size in KiB rounded up, twice
+	// in a transaction; a failed condition still costs them.
+	Reads, Writes, Transactions, Conflicts, LocalDenials, WriteUnits int64
 }
 
 // Stats returns the store's counts so far.
 func (s *Store) Stats() StatsSnapshot {
-	return StatsSnapshot{s.stats.reads.Load(), s.stats.writes.Load(), s.stats.transactions.Load(), s.stats.conflicts.Load(), s.stats.localDenials.Load()}
+	return StatsSnapshot{s.stats.reads.Load(), s.stats.writes.Load(), s.stats.transactions.Load(), s.stats.conflicts.Load(), s.stats.localDenials.Load(), s.stats.writeUnits.Load()}
+}
+
+// writeUnits estimates the write units of putting item: its size (names and
+// values) in KiB, rounded up, as DynamoDB bills a write.
+func writeUnits(item map[string]types.AttributeValue) int64 {
+	size := 0
+	for name, v := range item {
+		size += len(name)
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			size += len(v.Value)
+		case *types.AttributeValueMemberB:
+			size += len(v.Value)
+		case *types.AttributeValueMemberN:
+			size += len(v.Value)/2 + 1
+		}
+	}
+	return int64((size + 1023) / 1024)
 }

@@ -346,6 +346,7 @@ func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first 
 			return nil, err
 		}
 		s.stats.writes.Add(1)
+		s.stats.writeUnits.Add(writeUnits(p.Item))
 		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: p.TableName, Item: p.Item, ConditionExpression: p.ConditionExpression,
 			ExpressionAttributeValues: p.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: p.ReturnValuesOnConditionCheckFailure,
@@ -373,6 +374,7 @@ func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first 
 			return nil, err
 		}
 		items = append(items, types.TransactWriteItem{Put: p})
+		s.stats.writeUnits.Add(2 * writeUnits(p.Item))
 	}
 	s.stats.transactions.Add(1)
 	// The token makes the SDK's retries of this transaction idempotent.

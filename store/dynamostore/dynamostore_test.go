@@ -12,7 +12,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
 
 // newStore returns a store on a new table of the package's emulator.
-func newStore(t *testing.T) *Store {
+func newStore(t testing.TB) *Store {
 	t.Helper()
 	db := dynamotest.Client(t)
 	table := dynamotest.TableName(t)
