@@ -43,6 +43,7 @@ import (
 type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
@@ -123,6 +124,7 @@ const (
 	attrExpires = "exp" // when st expires, epoch milliseconds
 	attrTTL     = "ttl" // DynamoDB TTL, epoch seconds: exp plus a day
 	attrWrite   = "w"   // id of the write that put this version
+	attrTAT     = "tat" // a token bucket's theoretical arrival time, epoch ns, instead of st and v
 	skCounter   = "c"
 )
 
@@ -142,20 +144,44 @@ func key(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: pk}, attrSK: &types.AttributeValueMemberS{Value: sk}}
 }
 
-// versioned is a key's state at a version; version 0 is an item that does
-// not exist. write is the id of the write that put it.
+// versioned is a key's state as an item holds it, with what pins that
+// item in a condition: nothing (no item), its version (v), or, for a token
+// bucket item, its arrival time (tat). write is the id of the write that put
+// it.
 type versioned struct {
 	state   algo.State
-	version int64
+	kind    itemKind
+	version int64 // of a generic item
 	write   string
 }
 
-// decodeItem reads a counter item; a nil item is version 0.
+type itemKind uint8
+
+const (
+	noItem      itemKind = iota
+	genericItem          // st and v
+	tatItem              // tat: a token bucket, updated without a read
+)
+
+// decodeItem reads a counter item; a nil item is noItem.
 func decodeItem(item map[string]types.AttributeValue) (versioned, error) {
 	if len(item) == 0 {
 		return versioned{}, nil
 	}
 	var v versioned
+	if w, ok := item[attrWrite].(*types.AttributeValueMemberS); ok {
+		v.write = w.Value
+	}
+	if n, ok := item[attrTAT].(*types.AttributeValueMemberN); ok {
+		tat, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			return versioned{}, fmt.Errorf("dynamostore: counter tat: %w", err)
+		}
+		v.kind = tatItem
+		v.state = algo.State{Algorithm: sluice.TokenBucket, TAT: tat, Expires: tat}
+		return v, nil
+	}
+	v.kind = genericItem
 	if b, ok := item[attrState].(*types.AttributeValueMemberB); ok {
 		if err := v.state.UnmarshalBinary(b.Value); err != nil {
 			return versioned{}, fmt.Errorf("dynamostore: counter state: %w", err)
@@ -167,39 +193,57 @@ func decodeItem(item map[string]types.AttributeValue) (versioned, error) {
 			return versioned{}, fmt.Errorf("dynamostore: counter version: %w", err)
 		}
 	}
-	if w, ok := item[attrWrite].(*types.AttributeValueMemberS); ok {
-		v.write = w.Value
-	}
 	return v, nil
 }
 
-// put returns the Put of a counter's new state, conditioned on the version
-// it was computed from, and marked with the write's id: if the SDK retries
-// a write whose first try landed but whose answer was lost, the retry's
+// after returns the versioned a write of st over from leaves.
+func after(from versioned, st algo.State, id string) versioned {
+	if st.Algorithm == sluice.TokenBucket {
+		return versioned{state: st, kind: tatItem, write: id}
+	}
+	return versioned{state: st, kind: genericItem, version: from.version + 1, write: id}
+}
+
+// put returns the Put of a counter's new state, conditioned on the item it
+// was computed from, and marked with the write's id: if the SDK retries a
+// write whose first try landed but whose answer was lost, the retry's
 // condition fails and the returned item bears this id, so the write is known
 // to have landed rather than taken for another's, which would count its
-// hits twice.
-func (s *Store) put(pk string, st *algo.State, from int64, id string) (*types.Put, error) {
-	b, err := st.MarshalBinary()
-	if err != nil {
-		return nil, err
-	}
-	expMs := st.Expires / int64(time.Millisecond)
+// hits twice. A token bucket is put as its arrival time alone (tat), as the
+// no-read updates (gcra) expect.
+func (s *Store) put(pk string, st *algo.State, from versioned, id string) (*types.Put, error) {
 	item := key(pk, skCounter)
-	item[attrState] = &types.AttributeValueMemberB{Value: b}
-	item[attrVersion] = &types.AttributeValueMemberN{Value: strconv.FormatInt(from+1, 10)}
-	item[attrExpires] = &types.AttributeValueMemberN{Value: strconv.FormatInt(expMs, 10)}
-	item[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(expMs/1000+86400, 10)}
 	item[attrWrite] = &types.AttributeValueMemberS{Value: id}
-	p := &types.Put{TableName: &s.table, Item: item, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
-	if from == 0 {
-		p.ConditionExpression = aws.String("attribute_not_exists(pk)")
+	to := after(from, *st, id)
+	if to.kind == tatItem {
+		item[attrTAT] = &types.AttributeValueMemberN{Value: strconv.FormatInt(st.TAT, 10)}
 	} else {
+		b, err := st.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		item[attrState] = &types.AttributeValueMemberB{Value: b}
+		item[attrVersion] = &types.AttributeValueMemberN{Value: strconv.FormatInt(to.version, 10)}
+		item[attrExpires] = &types.AttributeValueMemberN{Value: strconv.FormatInt(st.Expires/int64(time.Millisecond), 10)}
+	}
+	item[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ttlOf(st.Expires), 10)}
+	p := &types.Put{TableName: &s.table, Item: item, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
+	switch from.kind {
+	case noItem:
+		p.ConditionExpression = aws.String("attribute_not_exists(pk)")
+	case genericItem:
 		p.ConditionExpression = aws.String("v = :v")
-		p.ExpressionAttributeValues = map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(from, 10)}}
+		p.ExpressionAttributeValues = map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(from.version, 10)}}
+	case tatItem:
+		p.ConditionExpression = aws.String("tat = :tat")
+		p.ExpressionAttributeValues = map[string]types.AttributeValue{":tat": &types.AttributeValueMemberN{Value: strconv.FormatInt(from.state.TAT, 10)}}
 	}
 	return p, nil
 }
+
+// ttlOf is the TTL attribute of a state expiring at expires (epoch ns): a
+// day later, in epoch seconds.
+func ttlOf(expires int64) int64 { return expires/int64(time.Second) + 1 + 86400 }
 
 // lock locks the stripes of keys pks, in order, and returns the unlock.
 func (s *Store) lock(pks ...string) func() {
@@ -235,6 +279,13 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 		return sluice.ErrStoreClosed
 	}
 	t := now.UnixNano()
+	if len(ops) == 1 && ops[0].Policy.Algorithm == sluice.TokenBucket && ops[0].Hits > 0 {
+		pk := counterPK(&ops[0].Key)
+		defer s.lock(pk)()
+		d, err := s.gcra(ctx, t, &ops[0], pk)
+		dst[0] = d
+		return err
+	}
 	pks := make([]string, len(ops))
 	cur := make([]versioned, len(ops))
 	known := make([]bool, len(ops)) // read from the table, not remembered
@@ -320,8 +371,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 		}
 		if lost == nil {
 			for _, i := range writes {
-				v := versioned{state: next[i], version: cur[first[i]].version + 1}
-				s.cache.put(pks[i], v)
+				s.cache.put(pks[i], after(cur[first[i]], next[i], ""))
 			}
 			return nil
 		}
@@ -341,7 +391,7 @@ func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first 
 	id := writeID()
 	if len(writes) == 1 {
 		i := writes[0]
-		p, err := s.put(pks[i], &next[i], cur[first[i]].version, id)
+		p, err := s.put(pks[i], &next[i], cur[first[i]], id)
 		if err != nil {
 			return nil, err
 		}
@@ -369,7 +419,7 @@ func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first 
 	}
 	items := make([]types.TransactWriteItem, 0, len(writes))
 	for _, i := range writes {
-		p, err := s.put(pks[i], &next[i], cur[first[i]].version, id)
+		p, err := s.put(pks[i], &next[i], cur[first[i]], id)
 		if err != nil {
 			return nil, err
 		}
@@ -442,7 +492,7 @@ func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p 
 			return sluice.Decision{}, err
 		}
 		if lost == nil {
-			s.cache.put(pk, versioned{state: next, version: cur.version + 1})
+			s.cache.put(pk, after(cur, next, ""))
 			return d, nil
 		}
 		cur = lost[0]
