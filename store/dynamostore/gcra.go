@@ -41,7 +41,9 @@ func (s *Store) gcra(ctx context.Context, now int64, op *sluice.Op, pk string) (
 	}
 	active := ok && cached.kind == tatItem && cached.state.TAT > now
 	id := writeID()
-	num := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+	num := func(v int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	}
 	for range s.max {
 		in := &dynamodb.UpdateItemInput{
 			TableName: &s.table, Key: key(pk, skCounter),
