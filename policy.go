@@ -183,6 +183,13 @@ type Policy struct {
 	FailMode FailMode
 	// Penalty, if set, blocks a key that keeps being denied.
 	Penalty Penalty
+	// Leased, for a fixed window on a store shared by many nodes
+	// (DynamoDB), lets each node take a batch of the window's hits sized
+	// to its recent rate and admit from it locally: far fewer writes, never
+	// more than Limit admitted in a window, and at most the batches left
+	// unused by the nodes at a window's end not admitted. Single-node
+	// stores ignore it.
+	Leased bool
 }
 
 // FailMode is what a policy decides when its store fails.
@@ -298,6 +305,9 @@ func (p *Policy) Validate() error {
 		if p.Window < MinWindow || p.Window > MaxWindow {
 			return Invalid("window", "must be between %v and %v, got %v", MinWindow, MaxWindow, p.Window)
 		}
+	}
+	if p.Leased && p.Algorithm != FixedWindow {
+		return Invalid("leased", "applies to fixed_window policies only, for now")
 	}
 	if p.Calendar != Rolling && p.Algorithm != Quota {
 		return Invalid("calendar", "applies to quota policies only")

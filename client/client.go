@@ -53,7 +53,7 @@ func (c *Client) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 	in := checkRequest{Tenant: req.Tenant, Hits: &req.Hits, Checks: make([]checkJSON, len(req.Checks))}
 	for i, ch := range req.Checks {
 		p := ch.Policy
-		pj := policyJSON{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Burst: p.Burst, Buckets: p.Buckets, Calendar: p.Calendar.String(), Shadow: p.Shadow, FailMode: p.FailMode.String()}
+		pj := policyJSON{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Burst: p.Burst, Buckets: p.Buckets, Calendar: p.Calendar.String(), Shadow: p.Shadow, FailMode: p.FailMode.String(), Leased: p.Leased}
 		if p.Window > 0 {
 			pj.Window = p.Window.String()
 		}
@@ -150,6 +150,7 @@ type policyJSON struct {
 	Calendar  string `json:"calendar,omitempty"`
 	Shadow    bool   `json:"shadow,omitempty"`
 	FailMode  string `json:"failMode,omitempty"`
+	Leased    bool   `json:"leased,omitempty"`
 }
 
 type decisionJSON struct {

@@ -223,7 +223,7 @@ func (p *parser) settings(n *yaml.Node, path string, s *sluice.TenantSettings) e
 	})
 }
 
-var policyFields = []string{"algorithm", "limit", "window", "burst", "leaseTTL", "buckets", "calendar", "key", "shadow", "failMode", "penalty"}
+var policyFields = []string{"algorithm", "limit", "window", "burst", "leaseTTL", "buckets", "calendar", "key", "shadow", "failMode", "penalty", "leased"}
 
 func (p *parser) policies(n *yaml.Node) error {
 	return p.fields(n, "policies", nil, func(name string, v *yaml.Node) error {
@@ -262,6 +262,8 @@ func (p *parser) policies(n *yaml.Node) error {
 				np.Key, err = p.strings(v, field)
 			case "shadow":
 				np.Shadow, err = p.bool(v, field)
+			case "leased":
+				np.Leased, err = p.bool(v, field)
 			case "failMode":
 				if err := np.FailMode.UnmarshalText([]byte(v.Value)); err != nil {
 					return p.errf(v, field, "%v", err)

@@ -49,6 +49,7 @@ type policyJSON struct {
 	Shadow    bool            `json:"shadow"`
 	FailMode  string          `json:"failMode"`
 	Penalty   *penaltyJSON    `json:"penalty"`
+	Leased    bool            `json:"leased"`
 }
 
 // penaltyJSON is a policy's penalty: durations as in windows.
@@ -118,7 +119,7 @@ func decodePolicy(raw json.RawMessage, prefix string) (sluice.Policy, error) {
 	if err := p.FailMode.UnmarshalText([]byte(pj.FailMode)); err != nil {
 		return p, sluice.Invalid(prefix+".failMode", "%v", err)
 	}
-	p.Shadow = pj.Shadow
+	p.Shadow, p.Leased = pj.Shadow, pj.Leased
 	p.Penalty = pj.Penalty.penalty()
 	if p.Window, err = parseDuration(pj.Window); err != nil {
 		return p, sluice.Invalid(prefix+".window", "%v", err)
@@ -240,6 +241,7 @@ type fastPolicy struct {
 	Shadow    bool         `json:"shadow"`
 	FailMode  string       `json:"failMode"`
 	Penalty   *penaltyJSON `json:"penalty"`
+	Leased    bool         `json:"leased"`
 }
 
 type jsonDuration time.Duration
@@ -277,7 +279,7 @@ func decodeCheckBody(body []byte) (checkRequest, []sluice.Check, error) {
 	for i, c := range f.Checks {
 		fp := c.Policy
 		p := sluice.Policy{Name: fp.Name, Limit: fp.Limit, Window: time.Duration(fp.Window), Burst: fp.Burst,
-			LeaseTTL: time.Duration(fp.LeaseTTL), Buckets: fp.Buckets, Shadow: fp.Shadow, Penalty: fp.Penalty.penalty()}
+			LeaseTTL: time.Duration(fp.LeaseTTL), Buckets: fp.Buckets, Shadow: fp.Shadow, Penalty: fp.Penalty.penalty(), Leased: fp.Leased}
 		prefix := fmt.Sprintf("checks[%d].policy", i)
 		var err error
 		if fp.Algorithm != "" {

@@ -41,7 +41,7 @@ func (c *cache) put(k string, v versioned) {
 // Stats counts a store's DynamoDB requests, for measuring round trips and
 // write units per decision.
 type Stats struct {
-	reads, writes, transactions, conflicts, localDenials, writeUnits atomic.Int64
+	reads, writes, transactions, conflicts, localDenials, writeUnits, leasedLocal atomic.Int64
 }
 
 // StatsSnapshot is a copy of a store's counts.
@@ -53,11 +53,13 @@ type StatsSnapshot struct {
 	// units consumed: per item written, its size in KiB rounded up, twice
 	// in a transaction; a failed condition still costs them.
 	Reads, Writes, Transactions, Conflicts, LocalDenials, WriteUnits int64
+	// LeasedLocal counts decisions admitted from a leased batch, locally.
+	LeasedLocal int64
 }
 
 // Stats returns the store's counts so far.
 func (s *Store) Stats() StatsSnapshot {
-	return StatsSnapshot{s.stats.reads.Load(), s.stats.writes.Load(), s.stats.transactions.Load(), s.stats.conflicts.Load(), s.stats.localDenials.Load(), s.stats.writeUnits.Load()}
+	return StatsSnapshot{s.stats.reads.Load(), s.stats.writes.Load(), s.stats.transactions.Load(), s.stats.conflicts.Load(), s.stats.localDenials.Load(), s.stats.writeUnits.Load(), s.stats.leasedLocal.Load()}
 }
 
 // writeUnits estimates the write units of putting item: its size (names and

@@ -76,6 +76,8 @@ type Store struct {
 	// are settled by the conditions.
 	seed    maphash.Seed
 	stripes [1024]sync.Mutex
+
+	leases leases // leased mode's batches
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -286,6 +288,18 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 		dst[0] = d
 		return err
 	}
+	if len(ops) == 1 && ops[0].Policy.Leased && ops[0].Policy.Algorithm == sluice.FixedWindow && ops[0].Hits > 0 {
+		pk := counterPK(&ops[0].Key)
+		defer s.lock(pk)()
+		d, err := s.leased(ctx, t, &ops[0], pk)
+		dst[0] = d
+		return err
+	}
+	return s.applyVersioned(ctx, t, ops, dst)
+}
+
+// applyVersioned decides ops by versioned conditional writes.
+func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, dst []sluice.Decision) error {
 	pks := make([]string, len(ops))
 	cur := make([]versioned, len(ops))
 	known := make([]bool, len(ops)) // read from the table, not remembered
@@ -306,7 +320,9 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 			}
 		}
 	}
-	defer s.lock(pks...)()
+	if !s.leasedCaller(ops) {
+		defer s.lock(pks...)()
+	}
 	stored := make([]algo.State, len(ops))
 	next := make([]algo.State, len(ops))
 	for attempt := 0; ; attempt++ {
@@ -505,6 +521,12 @@ func writeID() string {
 	var b [12]byte
 	rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// leasedCaller reports whether ops is a leased batch, whose caller holds the
+// key's stripe lock already.
+func (s *Store) leasedCaller(ops []sluice.Op) bool {
+	return len(ops) == 1 && ops[0].Policy.Leased && ops[0].Policy.Algorithm == sluice.FixedWindow && ops[0].Hits > 0
 }
 
 func anyLease(ops []sluice.Op) bool {
