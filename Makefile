@@ -28,7 +28,9 @@ deps: $(DYNOXIDE)
 	cd bench && $(GO) mod download
 
 $(DYNOXIDE): tools/package.json tools/package-lock.json
-	@command -v npm >/dev/null || { echo "npm is needed to install dynoxide (Debian: apt-get install npm)"; exit 1; }
+	@command -v npm >/dev/null || { \
+		echo "npm is missing: installing Debian's nodejs and npm"; \
+		apt-get update && apt-get install -y --no-install-recommends nodejs npm; }
 	cd tools && npm ci --no-audit --no-fund
 	@touch $@
 

@@ -66,3 +66,30 @@ func BenchmarkCost(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCostMultiPolicy measures a request on two policies at once (a
+// fixed window and a sliding window on two keys), decided all-or-nothing by
+// one TransactWriteItems.
+func BenchmarkCostMultiPolicy(b *testing.B) {
+	s := newStore(b)
+	ps := []sluice.Policy{
+		{Name: "minute", Algorithm: sluice.FixedWindow, Limit: 1_000_000_000, Window: time.Minute},
+		{Name: "hour", Algorithm: sluice.SlidingWindow, Limit: 1_000_000_000, Window: time.Hour},
+	}
+	ops := []sluice.Op{
+		{Key: sluice.Key{Tenant: "acme", Policy: "minute", Value: "u"}, Policy: &ps[0], Hits: 1},
+		{Key: sluice.Key{Tenant: "acme", Policy: "hour", Value: "u"}, Policy: &ps[1], Hits: 1},
+	}
+	dst := make([]sluice.Decision, 2)
+	before := s.Stats()
+	now := time.Now()
+	for b.Loop() {
+		if err := s.Apply(context.Background(), now, ops, dst); err != nil || !dst[0].Allowed {
+			b.Fatal(dst, err)
+		}
+	}
+	st := s.Stats()
+	rt := st.Reads + st.Writes + st.Transactions - before.Reads - before.Writes - before.Transactions
+	b.ReportMetric(float64(rt)/float64(b.N), "rt/op")
+	b.ReportMetric(float64(st.WriteUnits-before.WriteUnits)/float64(b.N), "wu/op")
+}
