@@ -77,3 +77,7 @@ func TestListOverrides(t *testing.T) {
 		t.Fatalf("after removing beta's override: %v", got)
 	}
 }
+
+func TestSessionsConformance(t *testing.T) {
+	storetest.RunSessions(t, func(t *testing.T) sluice.SessionStore { return newStore(t) })
+}

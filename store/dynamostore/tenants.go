@@ -321,3 +321,13 @@ func cmpString(a, b string) int {
 	}
 	return 0
 }
+
+// conditionItem returns the item a failed single-item condition returned
+// (ALL_OLD), if any.
+func conditionItem(err error) map[string]types.AttributeValue {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item
+	}
+	return nil
+}

@@ -116,3 +116,7 @@ func TestCloseStopsSweep(t *testing.T) {
 func TestTenantsConformance(t *testing.T) {
 	storetest.RunTenants(t, func(t *testing.T) sluice.TenantStore { return &Tenants{} })
 }
+
+func TestSessionsConformance(t *testing.T) {
+	storetest.RunSessions(t, func(t *testing.T) sluice.SessionStore { return &Sessions{} })
+}

@@ -57,6 +57,8 @@ type Store struct {
 	// (create, update, delete, a key for a tenant), which Pebble alone
 	// would let race.
 	tenantMu sync.Mutex
+	// sessionMu serialises session writes, each a check, then a write.
+	sessionMu sync.Mutex
 
 	closeOnce sync.Once
 	closeErr  error

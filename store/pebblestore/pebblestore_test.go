@@ -111,3 +111,7 @@ func TestSweepDisk(t *testing.T) {
 		t.Fatalf("sweep of expired counters: %d %v", n, err)
 	}
 }
+
+func TestSessionsConformance(t *testing.T) {
+	storetest.RunSessions(t, func(t *testing.T) sluice.SessionStore { return open(t, t.TempDir()) })
+}

@@ -1,0 +1,79 @@
+package pebblestore
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sluicehq/sluice"
+)
+
+var _ sluice.SessionStore = (*Store)(nil)
+
+// prefixSession keys a session: S | tenant | id -> Session (JSON).
+const prefixSession = 'S'
+
+func sessionKey(tenant, id string) []byte {
+	return append(appendPart([]byte{prefixSession}, tenant), id...)
+}
+
+// CreateSession implements sluice.SessionStore.
+func (s *Store) CreateSession(ctx context.Context, x sluice.Session) error {
+	s.sessionMu.Lock()
+	defer s.sessionMu.Unlock()
+	if ok, err := s.get(sessionKey(x.Tenant, x.ID), new(sluice.Session)); err != nil {
+		return err
+	} else if ok {
+		return sluice.ErrSessionExists
+	}
+	return s.putJSON(sessionKey(x.Tenant, x.ID), x)
+}
+
+// liveLocked returns the session if it is live at now.
+func (s *Store) liveSessionLocked(now time.Time, tenant, id string) (sluice.Session, error) {
+	var x sluice.Session
+	ok, err := s.get(sessionKey(tenant, id), &x)
+	if err != nil {
+		return x, err
+	}
+	if !ok || !now.Before(x.ExpiresAt) {
+		return x, sluice.ErrSessionNotFound
+	}
+	return x, nil
+}
+
+// GetSession implements sluice.SessionStore.
+func (s *Store) GetSession(ctx context.Context, now time.Time, tenant, id string) (sluice.Session, error) {
+	s.sessionMu.Lock()
+	defer s.sessionMu.Unlock()
+	return s.liveSessionLocked(now, tenant, id)
+}
+
+// TouchSession implements sluice.SessionStore. Without a sync: a touch
+// lost to a crash only makes the session expire sooner.
+func (s *Store) TouchSession(ctx context.Context, now time.Time, tenant, id string, expiresAt time.Time) (sluice.Session, error) {
+	s.sessionMu.Lock()
+	defer s.sessionMu.Unlock()
+	x, err := s.liveSessionLocked(now, tenant, id)
+	if err != nil || !expiresAt.After(x.ExpiresAt) {
+		return x, err
+	}
+	x.ExpiresAt = expiresAt
+	b, err := json.Marshal(x)
+	if err != nil {
+		return x, err
+	}
+	return x, unavailable(s.db.Set(sessionKey(tenant, id), b, pebble.NoSync))
+}
+
+// DeleteSession implements sluice.SessionStore.
+func (s *Store) DeleteSession(ctx context.Context, now time.Time, tenant, id string) error {
+	s.sessionMu.Lock()
+	defer s.sessionMu.Unlock()
+	if _, err := s.liveSessionLocked(now, tenant, id); err != nil {
+		return err
+	}
+	return unavailable(s.db.Delete(sessionKey(tenant, id), pebble.Sync))
+}
