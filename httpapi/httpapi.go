@@ -9,6 +9,8 @@
 //	GET    /v1/tenants/{id}, PUT, DELETE      read, replace, delete a tenant
 //	POST   /v1/tenants/{id}/keys, GET         create (shown once), list API keys
 //	DELETE /v1/tenants/{id}/keys/{key}        delete an API key
+//	PUT    /v1/tenants/{id}/sessions          create a session (server-chosen id)
+//	GET    /v1/tenants/{id}/sessions/{s}, DELETE  read, delete a session
 //	GET    /v1/policies                       the configured policies
 //	GET    /healthz, /readyz, /metrics        operations
 //
@@ -32,6 +34,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/store/memstore"
 )
 
 // Limiter is what the API needs of the engine.
@@ -45,6 +48,11 @@ type Limiter interface {
 type Options struct {
 	Limiter Limiter
 	Tenants sluice.TenantStore
+	// Sessions keeps WebSocket sessions. Default: in memory.
+	Sessions sluice.SessionStore
+	// OnSessionDeleted is told of every deleted session, so that the
+	// gateway closes its connections at once. Optional.
+	OnSessionDeleted func(tenant, id string)
 	// Config returns the configuration in force; it may change between
 	// requests (reloads). Default: config.Default().
 	Config func() *config.Config
@@ -82,6 +90,9 @@ func New(opts Options) *Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Sessions == nil {
+		opts.Sessions = &memstore.Sessions{}
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -98,6 +109,9 @@ func New(opts Options) *Handler {
 	h.route("POST", "/v1/tenants/{id}/keys", h.createKey)
 	h.route("GET", "/v1/tenants/{id}/keys", h.listKeys)
 	h.route("DELETE", "/v1/tenants/{id}/keys/{key}", h.deleteKey)
+	h.route("PUT", "/v1/tenants/{id}/sessions", h.createSession)
+	h.route("GET", "/v1/tenants/{id}/sessions/{session}", h.getSession)
+	h.route("DELETE", "/v1/tenants/{id}/sessions/{session}", h.deleteSession)
 	h.route("GET", "/v1/policies", h.policies)
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

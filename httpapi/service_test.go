@@ -236,6 +236,7 @@ func TestCrossTenantRefused(t *testing.T) {
 		{"GET", "/v1/tenants/beta/keys", ""},
 		{"DELETE", "/v1/tenants/beta/keys/" + betaKey, ""},
 		{"PUT", "/v1/tenants/acme", `{"tier":"premium"}`}, // its own, but admin only
+		{"PUT", "/v1/tenants/beta/sessions", ""},
 	}
 	for _, rt := range routes {
 		if code, out := s.do(t, s.acme, rt.method, rt.path, rt.body); code != 403 {
@@ -396,5 +397,47 @@ func TestBadInputNamesTheRightField(t *testing.T) {
 	// Nothing was counted: all 5 of reports-running are free.
 	if code, out := s.do(t, s.acme, "POST", "/v1/leases", `{"policy":"reports-running","units":5}`); code != 200 {
 		t.Fatalf("after bad requests: %d %v", code, out)
+	}
+}
+
+func TestSessionsAPI(t *testing.T) {
+	s := newService(t)
+	code, out := s.do(t, s.acme, "PUT", "/v1/tenants/acme/sessions", "")
+	if code != 201 {
+		t.Fatalf("create: %d %v", code, out)
+	}
+	id := out["id"].(string)
+	if len(id) < 26 {
+		t.Fatalf("session id %q: fewer than 128 bits", id)
+	}
+	// The tenant's sessionTTL: acme has none of its own, so the example's
+	// default of 300 seconds.
+	exp, _ := time.Parse(time.RFC3339Nano, out["expiresAt"].(string))
+	if want := s.clock.t.Add(300 * time.Second); !exp.Equal(want) {
+		t.Fatalf("expires %v, want %v", exp, want)
+	}
+	if code, _ := s.do(t, s.acme, "GET", "/v1/tenants/acme/sessions/"+id, ""); code != 200 {
+		t.Fatalf("get: %d", code)
+	}
+	if code, _ := s.do(t, s.beta, "GET", "/v1/tenants/acme/sessions/"+id, ""); code != 403 {
+		t.Fatalf("beta reading acme's session: %d", code)
+	}
+	if code, _ := s.do(t, s.beta, "DELETE", "/v1/tenants/acme/sessions/"+id, ""); code != 403 {
+		t.Fatalf("beta deleting acme's session: %d", code)
+	}
+	if code, _ := s.do(t, s.acme, "DELETE", "/v1/tenants/acme/sessions/"+id, ""); code != 200 {
+		t.Fatalf("delete: %d", code)
+	}
+	if code, _ := s.do(t, s.acme, "GET", "/v1/tenants/acme/sessions/"+id, ""); code != 404 {
+		t.Fatalf("after delete: %d", code)
+	}
+	// Expiry: a session is gone at its expiry.
+	_, out = s.do(t, s.acme, "PUT", "/v1/tenants/acme/sessions", "")
+	s.clock.t = s.clock.t.Add(300 * time.Second)
+	if code, _ := s.do(t, s.acme, "GET", "/v1/tenants/acme/sessions/"+out["id"].(string), ""); code != 404 {
+		t.Fatalf("expired session: %d", code)
+	}
+	if code, _ := s.do(t, adminKey, "PUT", "/v1/tenants/ghost/sessions", ""); code != 404 {
+		t.Fatalf("session of an unknown tenant: %d", code)
 	}
 }

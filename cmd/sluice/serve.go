@@ -121,6 +121,7 @@ func loopback(addr string) bool {
 type stores struct {
 	counters sluice.Store
 	tenants  sluice.TenantStore
+	sessions sluice.SessionStore
 	ready    func(context.Context) error
 	close    func() error
 	local    bool // in process: no network between a decision and its state
@@ -137,11 +138,11 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 		if err != nil {
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
-		return stores{counters: s, tenants: s, ready: s.Ping, close: s.Close}, nil
+		return stores{counters: s, tenants: s, sessions: s, ready: s.Ping, close: s.Close}, nil
 	}
 	if c.Store == "memory" {
 		s := memstore.New(mem)
-		return stores{counters: s, tenants: &memstore.Tenants{}, close: s.Close, local: true}, nil
+		return stores{counters: s, tenants: &memstore.Tenants{}, sessions: &memstore.Sessions{}, close: s.Close, local: true}, nil
 	}
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return stores{}, fmt.Errorf("serve: data dir: %w", err)
@@ -150,7 +151,7 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 	if err != nil {
 		return stores{}, fmt.Errorf("serve: %w", err)
 	}
-	return stores{counters: s, tenants: s, ready: s.Ping, close: s.Close, local: true}, nil
+	return stores{counters: s, tenants: s, sessions: s, ready: s.Ping, close: s.Close, local: true}, nil
 }
 
 // serve runs the HTTP API until ctx is cancelled, then drains in-flight
