@@ -1,0 +1,233 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice"
+)
+
+// conn is one WebSocket connection. Its handler goroutine reads; one more
+// goroutine writes its send queue and renews its leases.
+type conn struct {
+	g               *Gateway
+	ws              *websocket.Conn
+	id              string
+	tenant, session string
+	settings        sluice.TenantSettings
+	checks          []sluice.Check // the two lease policies
+	leases          []uint64
+	send            chan []byte // bounded: a client that lets it fill is dropped
+	connectedAt     time.Time
+
+	mu           sync.Mutex
+	lastActiveAt time.Time
+
+	closeOnce sync.Once
+	done      chan struct{}
+	code      websocket.StatusCode
+	reason    string
+}
+
+// frame is a client's message.
+type frame struct {
+	Action string          `json:"action"`
+	Data   json.RawMessage `json:"data"`
+	ID     string          `json:"id,omitempty"`
+}
+
+// serve runs the connection until it closes, then releases its leases.
+func (c *conn) serve() {
+	defer c.g.wg.Done()
+	c.id = connID()
+	c.touch()
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); c.writeLoop() }()
+	c.readLoop()
+	c.close(websocket.StatusNormalClosure, "")
+	<-writerDone
+	c.g.unregister(c)
+	c.release()
+}
+
+func connID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (c *conn) touch() {
+	c.mu.Lock()
+	c.lastActiveAt = c.g.opts.Now()
+	c.mu.Unlock()
+}
+
+// close closes the connection with code, once; the loops see it and end.
+func (c *conn) close(code websocket.StatusCode, reason string) {
+	c.closeOnce.Do(func() {
+		c.code, c.reason = code, reason
+		close(c.done)
+	})
+}
+
+// release returns the connection's leases at once.
+func (c *conn) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i, id := range c.leases {
+		if id == 0 {
+			continue
+		}
+		if _, err := c.g.opts.Limiter.Release(ctx, c.tenant, c.checks[i], id); err != nil && !errors.Is(err, sluice.ErrLeaseNotFound) {
+			c.g.log.Warn("gateway: releasing a connection lease; it will expire", "tenant", c.tenant, "err", err)
+		}
+	}
+}
+
+// readLoop reads frames until the connection closes, fails, idles out or
+// reaches its maximum lifetime. Closing is the write loop's: it sends the
+// close frame with the code, and the read then returns with it; cancelling
+// a read instead would drop the connection without a code.
+func (c *conn) readLoop() {
+	watchDone := make(chan struct{})
+	defer close(watchDone)
+	go c.watch(watchDone)
+	for {
+		typ, b, err := c.ws.Read(context.Background())
+		if err != nil {
+			if code := websocket.CloseStatus(err); code != -1 {
+				c.close(code, "")
+			}
+			// A message over the read limit is closed 1009 by the
+			// library; anything else, the client is gone.
+			return
+		}
+		if typ == websocket.MessageText && !utf8.Valid(b) {
+			c.close(websocket.StatusInvalidFramePayloadData, "invalid UTF-8")
+			return
+		}
+		c.touch()
+		c.handle(context.Background(), b)
+	}
+}
+
+// watch closes the connection at its maximum lifetime or when it has been
+// idle too long.
+func (c *conn) watch(stop <-chan struct{}) {
+	lifetime := time.NewTimer(c.g.opts.MaxLifetime)
+	defer lifetime.Stop()
+	idle := time.NewTicker(max(c.g.opts.IdleTimeout/10, 10*time.Millisecond))
+	defer idle.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-c.done:
+			return
+		case <-lifetime.C:
+			c.close(websocket.StatusNormalClosure, "maximum connection time reached")
+		case <-idle.C:
+			c.mu.Lock()
+			last := c.lastActiveAt
+			c.mu.Unlock()
+			if c.g.opts.Now().Sub(last) >= c.g.opts.IdleTimeout {
+				c.close(websocket.StatusNormalClosure, "idle timeout")
+			}
+		}
+	}
+}
+
+// handle decides one message against the tenant's message limit, at the
+// door, then echoes it and fans it out to the session's other connections.
+func (c *conn) handle(ctx context.Context, b []byte) {
+	var f frame
+	if err := json.Unmarshal(b, &f); err != nil || (f.Action != "silo" && f.Action != "pooled") {
+		c.enqueue(mustJSON(map[string]any{"error": "Bad Request", "message": `want {"action": "silo" | "pooled", "data": ...}`}))
+		return
+	}
+	lim := sluice.Check{Policy: sluice.Policy{Name: policyTenantMessage, Algorithm: sluice.SlidingWindow, Limit: c.settings.MessagesPerMinute, Window: time.Minute}}
+	res, err := c.g.opts.Limiter.Check(ctx, sluice.Request{Tenant: c.tenant, Checks: []sluice.Check{lim}, Hits: 1})
+	if err != nil {
+		c.enqueue(mustJSON(map[string]any{"error": "Service Unavailable", "message": "limiter unavailable"}))
+		return
+	}
+	if !res.Allowed {
+		c.enqueue(mustJSON(map[string]any{"error": "Too Many Requests", "message": "message throttled: messagesPerMinute", "retryAfterMs": res.Decision.RetryAfter.Milliseconds(), "id": f.ID}))
+		return
+	}
+	// Activity refreshes the session.
+	ttl := time.Duration(c.settings.SessionTTL) * time.Second
+	if _, err := c.g.opts.Sessions.TouchSession(ctx, c.g.opts.Now(), c.tenant, c.session, c.g.opts.Now().Add(ttl)); errors.Is(err, sluice.ErrSessionNotFound) {
+		c.close(websocket.StatusCode(4000), "session expired")
+		return
+	}
+	c.enqueue(mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID}))
+	msg := mustJSON(map[string]any{"type": "message", "from": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
+	reply := mustJSON(map[string]any{"type": "reply", "to": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
+	for _, p := range c.g.peers(c.tenant, c.session) {
+		if p != c {
+			// A peer gone or too slow is skipped; the fan-out goes on.
+			p.enqueue(msg)
+			p.enqueue(reply)
+		}
+	}
+}
+
+// enqueue queues a frame; a full queue drops the connection rather than
+// block the sender.
+func (c *conn) enqueue(b []byte) {
+	select {
+	case <-c.done:
+	case c.send <- b:
+	default:
+		c.close(websocket.StatusPolicyViolation, "too slow: send queue full")
+	}
+}
+
+// writeLoop writes queued frames with a deadline each, and renews the
+// leases every renewal period, until the connection closes.
+func (c *conn) writeLoop() {
+	renew := time.NewTicker(c.g.opts.RenewEvery)
+	defer renew.Stop()
+	for {
+		select {
+		case <-c.done:
+			c.ws.Close(c.code, c.reason) // bounded by the library's own 5s handshake timeout
+			return
+		case b := <-c.send:
+			ctx, cancel := context.WithTimeout(context.Background(), c.g.opts.WriteTimeout)
+			err := c.ws.Write(ctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				c.close(websocket.StatusPolicyViolation, "write failed")
+			}
+		case <-renew.C:
+			ctx, cancel := context.WithTimeout(context.Background(), c.g.opts.RenewEvery)
+			for i, id := range c.leases {
+				if _, err := c.g.opts.Limiter.Renew(ctx, c.tenant, c.checks[i], id); errors.Is(err, sluice.ErrLeaseNotFound) {
+					// The lease ran out (this node stalled): the count
+					// may already be someone else's. Drop the connection.
+					c.leases[i] = 0
+					c.close(websocket.StatusTryAgainLater, "connection lease lost")
+				}
+			}
+			cancel()
+		}
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only maps of marshalable values get here
+	}
+	return b
+}

@@ -1,0 +1,308 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/store/memstore"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type fixture struct {
+	g        *Gateway
+	srv      *httptest.Server
+	eng      *engine.Engine
+	sessions *memstore.Sessions
+	clock    *clock
+	settings sluice.TenantSettings
+}
+
+func newFixture(t *testing.T, s sluice.TenantSettings, opts Options) *fixture {
+	t.Helper()
+	store := memstore.New(memstore.Options{})
+	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	f := &fixture{sessions: &memstore.Sessions{}, clock: c, settings: s}
+	f.eng = engine.New(store, engine.Options{Now: c.now})
+	opts.Limiter, opts.Sessions, opts.Now = f.eng, f.sessions, c.now
+	opts.Settings = func(ctx context.Context, tenant string) (sluice.TenantSettings, bool, error) {
+		return s, tenant == "acme", nil
+	}
+	f.g = New(opts)
+	f.srv = httptest.NewServer(f.g)
+	t.Cleanup(func() { f.srv.Close(); f.g.Close(); store.Close() })
+	return f
+}
+
+func (f *fixture) session(t *testing.T, id string) {
+	t.Helper()
+	now := f.clock.now()
+	if err := f.sessions.CreateSession(context.Background(), sluice.Session{Tenant: "acme", ID: id, CreatedAt: now, ExpiresAt: now.Add(time.Duration(f.settings.SessionTTL) * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) dial(tenant, session string) (*websocket.Conn, *http.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u := "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/v1/ws?tenant=" + tenant + "&session=" + session
+	return websocket.Dial(ctx, u, nil)
+}
+
+var roomy = sluice.TenantSettings{ConnectionsPerSession: 100, TenantConnections: 100, SessionPerMinute: 100, TenantPerMinute: 100, SessionTTL: 300, MessagesPerMinute: 100}
+
+// TestAdmissionExactAndRefusalsFree: 20 concurrent connects against a
+// tenant limit of 5 admit exactly 5; the 15 refused consumed nothing of the
+// per-minute rate.
+func TestAdmissionExactAndRefusalsFree(t *testing.T) {
+	s := roomy
+	s.TenantConnections, s.TenantPerMinute = 5, 7
+	f := newFixture(t, s, Options{})
+	f.session(t, "s1")
+	var admitted atomic.Int64
+	var mu sync.Mutex
+	var conns []*websocket.Conn
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			ws, resp, err := f.dial("acme", "s1")
+			if err == nil {
+				admitted.Add(1)
+				mu.Lock()
+				conns = append(conns, ws)
+				mu.Unlock()
+				return
+			}
+			if resp == nil || resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("refusal: %v %+v", err, resp)
+			}
+		})
+	}
+	wg.Wait()
+	if admitted.Load() != 5 {
+		t.Fatalf("admitted %d of 20 at a limit of 5", admitted.Load())
+	}
+	for _, ws := range conns {
+		ws.Close(websocket.StatusNormalClosure, "")
+	}
+	waitFor(t, "connections gone", func() bool { return f.g.Connections() == 0 })
+	// Disconnect released the leases at once (the clock has not moved).
+	tenantConns := sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: 5, LeaseTTL: 3 * f.g.opts.RenewEvery}
+	waitFor(t, "leases released", func() bool {
+		d, err := f.eng.Allow(context.Background(), "acme", &tenantConns, "", 0)
+		return err == nil && d.Remaining == 5
+	})
+	// 5 of the 7 per minute were spent by the admitted; the 15 refusals
+	// spent nothing: two more connect, the third is refused by the rate.
+	for i := range 3 {
+		ws, resp, err := f.dial("acme", "s1")
+		if i < 2 && err != nil {
+			t.Fatalf("connect %d after the refusals: %v", i, err)
+		}
+		if i == 2 {
+			if err == nil || resp.StatusCode != 429 {
+				t.Fatalf("third connect: %v", err)
+			}
+			var body refusal
+			json.NewDecoder(resp.Body).Decode(&body)
+			if body.Limit != policyTenantRate {
+				t.Fatalf("refused by %q, want the tenant rate", body.Limit)
+			}
+			continue
+		}
+		defer ws.Close(websocket.StatusNormalClosure, "")
+	}
+}
+
+func TestUnknownTenantOrSessionIs403(t *testing.T) {
+	f := newFixture(t, roomy, Options{})
+	f.session(t, "s1")
+	for _, q := range [][2]string{{"ghost", "s1"}, {"acme", "nope"}} {
+		_, resp, err := f.dial(q[0], q[1])
+		if err == nil || resp == nil || resp.StatusCode != 403 {
+			t.Errorf("%v: %v %+v", q, err, resp)
+		}
+	}
+}
+
+func read(t *testing.T, ws *websocket.Conn) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, b, err := ws.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("frame %s: %v", b, err)
+	}
+	return m
+}
+
+func write(t *testing.T, ws *websocket.Conn, s string) {
+	t.Helper()
+	if err := ws.Write(context.Background(), websocket.MessageText, []byte(s)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEchoAndFanOut: the sender gets its echo; every other connection of
+// the session gets the message and the reply; other sessions get nothing.
+func TestEchoAndFanOut(t *testing.T) {
+	f := newFixture(t, roomy, Options{})
+	f.session(t, "s1")
+	f.session(t, "s2")
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(websocket.StatusNormalClosure, "")
+	b, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(websocket.StatusNormalClosure, "")
+	other, _, err := f.dial("acme", "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(websocket.StatusNormalClosure, "")
+
+	write(t, a, `{"action":"silo","data":"hello","id":"m1"}`)
+	if m := read(t, a); m["type"] != "echo" || m["data"] != "hello" {
+		t.Fatalf("echo %v", m)
+	}
+	if m := read(t, b); m["type"] != "message" || m["data"] != "hello" {
+		t.Fatalf("peer's message %v", m)
+	}
+	if m := read(t, b); m["type"] != "reply" {
+		t.Fatalf("peer's reply %v", m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, _, err := other.Read(ctx); err == nil {
+		t.Fatal("another session received the message")
+	}
+}
+
+func TestMessageLimitAtTheDoor(t *testing.T) {
+	s := roomy
+	s.MessagesPerMinute = 2
+	f := newFixture(t, s, Options{})
+	f.session(t, "s1")
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(websocket.StatusNormalClosure, "")
+	for i := range 3 {
+		write(t, a, `{"action":"pooled","data":1}`)
+		m := read(t, a)
+		if i < 2 && m["type"] != "echo" {
+			t.Fatalf("message %d: %v", i, m)
+		}
+		if i == 2 && (m["error"] != "Too Many Requests" || m["retryAfterMs"].(float64) <= 0) {
+			t.Fatalf("third message: %v", m)
+		}
+	}
+}
+
+func closeCode(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := ws.Read(ctx); err != nil {
+			return websocket.CloseStatus(err)
+		}
+	}
+}
+
+func TestProtocolLimits(t *testing.T) {
+	f := newFixture(t, roomy, Options{MaxMessage: 1024})
+	f.session(t, "s1")
+	big, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big.Write(context.Background(), websocket.MessageText, []byte(strings.Repeat("x", 2048)))
+	if code := closeCode(t, big); code != websocket.StatusMessageTooBig {
+		t.Fatalf("oversized message closed with %v, want 1009", code)
+	}
+	bad, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Write(context.Background(), websocket.MessageText, []byte{'{', 0xff, 0xfe, '}'})
+	if code := closeCode(t, bad); code != websocket.StatusInvalidFramePayloadData {
+		t.Fatalf("invalid UTF-8 closed with %v, want 1007", code)
+	}
+}
+
+// TestDeletionAndExpiryClose: deleting a session closes its connections at
+// once; an expired session's are closed by the sweep; leases come back.
+func TestDeletionAndExpiryClose(t *testing.T) {
+	f := newFixture(t, roomy, Options{ExpiryEvery: 20 * time.Millisecond})
+	f.session(t, "del")
+	f.session(t, "exp")
+	d, _, err := f.dial("acme", "del")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, err := f.dial("acme", "exp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.sessions.DeleteSession(context.Background(), f.clock.now(), "acme", "del")
+	f.g.CloseSession("acme", "del")
+	if code := closeCode(t, d); code != 4001 {
+		t.Fatalf("deleted session closed with %v, want 4001", code)
+	}
+	f.clock.advance(301 * time.Second)
+	if code := closeCode(t, e); code != 4000 {
+		t.Fatalf("expired session closed with %v, want 4000", code)
+	}
+	waitFor(t, "connections gone", func() bool { return f.g.Connections() == 0 })
+	tenantConns := sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: roomy.TenantConnections, LeaseTTL: 3 * f.g.opts.RenewEvery}
+	if dec, err := f.eng.Allow(context.Background(), "acme", &tenantConns, "", 0); err != nil || dec.Remaining != roomy.TenantConnections {
+		t.Fatalf("tenant connections after both closed: %+v %v", dec, err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
