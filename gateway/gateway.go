@@ -210,6 +210,18 @@ func (g *Gateway) Admit(ctx context.Context, tenant, session string) (int, refus
 	return http.StatusOK, refusal{}
 }
 
+// AdmitHandler answers GET /v1/ws/admit?tenant=T&session=S with what a
+// connect would get now, as JSON, consuming nothing.
+func (g *Gateway) AdmitHandler(w http.ResponseWriter, r *http.Request) {
+	status, body := g.Admit(r.Context(), r.URL.Query().Get("tenant"), r.URL.Query().Get("session"))
+	if status == http.StatusOK {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"admit":true}` + "\n"))
+		return
+	}
+	refuse(w, status, body)
+}
+
 // ServeHTTP is the connect route: GET /v1/ws?tenant=T&session=S.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tenant, session := r.URL.Query().Get("tenant"), r.URL.Query().Get("session")
@@ -348,4 +360,3 @@ func (g *Gateway) expiryLoop() {
 		}
 	}
 }
-

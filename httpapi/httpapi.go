@@ -53,6 +53,9 @@ type Options struct {
 	// OnSessionDeleted is told of every deleted session, so that the
 	// gateway closes its connections at once. Optional.
 	OnSessionDeleted func(tenant, id string)
+	// Gateway serves GET /v1/ws (WebSocket connects, which authenticate by
+	// their session) and GET /v1/ws/admit. Optional.
+	Gateway Gateway
 	// Config returns the configuration in force; it may change between
 	// requests (reloads). Default: config.Default().
 	Config func() *config.Config
@@ -71,6 +74,12 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives errors. Default: discard.
 	Logger *slog.Logger
+}
+
+// Gateway is the WebSocket gateway's HTTP side.
+type Gateway interface {
+	http.Handler
+	AdmitHandler(w http.ResponseWriter, r *http.Request)
 }
 
 // Handler serves the API. Create it with New.
@@ -113,6 +122,15 @@ func New(opts Options) *Handler {
 	h.route("GET", "/v1/tenants/{id}/sessions/{session}", h.getSession)
 	h.route("DELETE", "/v1/tenants/{id}/sessions/{session}", h.deleteSession)
 	h.route("GET", "/v1/policies", h.policies)
+	if opts.Gateway != nil {
+		// A connect proves itself by its session id, which only its
+		// tenant's session creation returned: browsers cannot send an
+		// Authorization header on a WebSocket handshake.
+		h.mux.Handle("GET /v1/ws", opts.Gateway)
+		h.mux.HandleFunc("GET /v1/ws/admit", opts.Gateway.AdmitHandler)
+		h.allow["/v1/ws"] = []string{"GET"}
+		h.allow["/v1/ws/admit"] = []string{"GET"}
+	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

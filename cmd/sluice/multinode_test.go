@@ -15,8 +15,9 @@ import (
 	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
-// nodes starts n sluice servers sharing one new DynamoDB table.
-func nodes(t *testing.T, n int) []*process {
+// nodes starts n sluice servers sharing one new DynamoDB table, with extra
+// serve flags.
+func nodes(t *testing.T, n int, extra ...string) []*process {
 	t.Helper()
 	srv := dynamotest.Get(t)
 	table := dynamotest.TableName(t)
@@ -31,7 +32,7 @@ func nodes(t *testing.T, n int) []*process {
 	}
 	ps := make([]*process, n)
 	for i := range ps {
-		ps[i] = start(t, "--store", "dynamodb", "--dynamodb-endpoint", srv.Endpoint, "--dynamodb-table", table, "--config", cfg)
+		ps[i] = start(t, append([]string{"--store", "dynamodb", "--dynamodb-endpoint", srv.Endpoint, "--dynamodb-table", table, "--config", cfg}, extra...)...)
 	}
 	return ps
 }

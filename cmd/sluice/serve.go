@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/store/dynamostore"
@@ -43,6 +44,7 @@ type serveConfig struct {
 	LogFormat       string
 	DebugAddr       string
 	Dynamo          dynamoFlags
+	WSRenew         time.Duration
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -62,6 +64,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.IntVar(&c.MaxKeys, "max-keys", 1_000_000, "most counters held in memory; a request that would add one past it fails per its policy's fail mode")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node renews its WebSocket connections' leases; a dead node's connections return within three")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -92,6 +95,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		return c, fmt.Errorf("serve: --max-keys must be positive, got %d", c.MaxKeys)
 	case c.ShutdownTimeout <= 0:
 		return c, fmt.Errorf("serve: --shutdown-timeout must be positive, got %v", c.ShutdownTimeout)
+	case c.WSRenew < 10*time.Millisecond:
+		return c, fmt.Errorf("serve: --ws-renew must be at least 10ms, got %v", c.WSRenew)
 	case c.ConfigPoll <= 0:
 		return c, fmt.Errorf("serve: --config-poll must be positive, got %v", c.ConfigPoll)
 	case c.LogFormat != "text" && c.LogFormat != "json":
@@ -204,16 +209,39 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	gw := gateway.New(gateway.Options{
+		Limiter:  eng,
+		Sessions: st.sessions,
+		Settings: func(ctx context.Context, id string) (sluice.TenantSettings, bool, error) {
+			t, err := st.tenants.GetTenant(ctx, id)
+			switch {
+			case err == nil:
+				return current().Settings(&t, id), true, nil
+			case sluice.KindOf(err) != sluice.KindNotFound:
+				return sluice.TenantSettings{}, false, err
+			}
+			if _, ok := current().Tenants[id]; ok {
+				return current().Settings(nil, id), true, nil
+			}
+			return sluice.TenantSettings{}, false, nil
+		},
+		RenewEvery: c.WSRenew,
+		Logger:     log,
+	})
+	defer gw.Close()
 	var inflight sync.WaitGroup // handlers running, so that the store outlives them
 	api := httpapi.New(httpapi.Options{
-		Limiter:        eng,
-		Tenants:        st.tenants,
-		Config:         current,
-		AdminKey:       c.AdminKey,
-		TrustedProxies: c.TrustedProxies,
-		Ready:          st.ready,
-		Metrics:        metrics.Handler(),
-		Logger:         log,
+		Limiter:          eng,
+		Tenants:          st.tenants,
+		Sessions:         st.sessions,
+		Gateway:          gw,
+		OnSessionDeleted: gw.CloseSession,
+		Config:           current,
+		AdminKey:         c.AdminKey,
+		TrustedProxies:   c.TrustedProxies,
+		Ready:            st.ready,
+		Metrics:          metrics.Handler(),
+		Logger:           log,
 	})
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+func dialWS(t *testing.T, p *process, tenant, session string) (*websocket.Conn, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, "ws://"+p.addr+"/v1/ws?tenant="+tenant+"&session="+session, nil)
+	if err != nil {
+		if resp == nil {
+			t.Fatalf("dial: %v", err)
+		}
+		return nil, resp.StatusCode
+	}
+	return ws, 101
+}
+
+// TestGatewayEndToEnd: a session made over the API, a connection to it,
+// an echo, and the session's deletion closing the connection.
+func TestGatewayEndToEnd(t *testing.T) {
+	p := start(t, "--config", "../../examples/sluice.yaml")
+	code, out := p.call(t, "", "PUT", "/v1/tenants/demo/sessions", "")
+	if code != 201 {
+		t.Fatal(code, out)
+	}
+	id := out["id"].(string)
+	ws, status := dialWS(t, p, "demo", id)
+	if status != 101 {
+		t.Fatalf("connect: %d", status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws.Write(ctx, websocket.MessageText, []byte(`{"action":"silo","data":"hi"}`))
+	_, b, err := ws.Read(ctx)
+	var m map[string]any
+	if err != nil || json.Unmarshal(b, &m) != nil || m["type"] != "echo" {
+		t.Fatalf("echo: %s %v", b, err)
+	}
+	if code, _ := p.call(t, "", "DELETE", "/v1/tenants/demo/sessions/"+id, ""); code != 200 {
+		t.Fatal(code)
+	}
+	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != 4001 {
+		t.Fatalf("after the deletion: %v", err)
+	}
+	if _, status := dialWS(t, p, "demo", id); status != 403 {
+		t.Fatalf("connect to a deleted session: %d", status)
+	}
+}
+
+// TestGatewayNodeKilled: two nodes on one DynamoDB table share the tenant's
+// connection count; a node killed with SIGKILL stops renewing, and its
+// connections' counts come back within three renewal periods.
+func TestGatewayNodeKilled(t *testing.T) {
+	ps := nodes(t, 2, "--ws-renew", "200ms")
+	a, b := ps[0], ps[1]
+	if code, out := a.call(t, "", "POST", "/v1/tenants", `{"id":"acme","settings":{"tenantConnections":2,"connectionsPerSession":10,"tenantPerMinute":100,"sessionPerMinute":100,"sessionTTL":300,"messagesPerMinute":100}}`); code != 201 {
+		t.Fatal(code, out)
+	}
+	_, out := a.call(t, "", "PUT", "/v1/tenants/acme/sessions", "")
+	id := out["id"].(string)
+	for range 2 {
+		if _, status := dialWS(t, a, "acme", id); status != 101 {
+			t.Fatalf("connect on A: %d", status)
+		}
+	}
+	if _, status := dialWS(t, b, "acme", id); status != 429 {
+		t.Fatalf("third connect on B: %d, want 429: B sees A's connections", status)
+	}
+	a.kill9(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ws, status := dialWS(t, b, "acme", id)
+		if status == 101 {
+			ws.Close(websocket.StatusNormalClosure, "")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("A's connections still counted 5s after its SIGKILL (leases of 600ms)")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
