@@ -98,7 +98,7 @@ func TestConfigReload(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "sluice.yaml")
 	write := func(limit string) {
 		t.Helper()
-		y := "policies:\n  chat: {algorithm: fixed_window, limit: " + limit + ", window: 1h, key: [user]}\nendpoints:\n  chat: [chat]\n"
+		y := "policies:\n  chat: {algorithm: fixed_window, limit: " + limit + ", window: 8760h, key: [user]}\nendpoints:\n  chat: [chat]\n"
 		if err := os.WriteFile(file, []byte(y), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -95,8 +95,8 @@ func TestMultiNodeExact(t *testing.T) {
 func TestMultiNodeAllOrNothing(t *testing.T) {
 	ps := nodes(t, 3)
 	both := `{"tenant":"acme","hits":HITS,"checks":[
-		{"key":"k","policy":{"name":"tight","algorithm":"fixed_window","limit":3,"window":"1h"}},
-		{"key":"k","policy":{"name":"loose","algorithm":"token_bucket","limit":100,"window":"1h"}}]}`
+		{"key":"k","policy":{"name":"tight","algorithm":"fixed_window","limit":3,"window":"8760h"}},
+		{"key":"k","policy":{"name":"loose","algorithm":"token_bucket","limit":100,"window":"8760h"}}]}`
 	req := func(p *process, hits string) (int, map[string]any) {
 		return p.call(t, "", "POST", "/v1/check", strings.ReplaceAll(both, "HITS", hits))
 	}
