@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/queue"
 )
 
 // conn is one WebSocket connection. Its handler goroutine reads; one more
@@ -146,7 +147,8 @@ func (c *conn) watch(stop <-chan struct{}) {
 }
 
 // handle decides one message against the tenant's message limit, at the
-// door, then echoes it and fans it out to the session's other connections.
+// door, before it is queued; an admitted message goes to the silo or pooled
+// queue, whose consumer echoes it and fans it out (Gateway.deliver).
 func (c *conn) handle(ctx context.Context, b []byte) {
 	var f frame
 	if err := json.Unmarshal(b, &f); err != nil || (f.Action != "silo" && f.Action != "pooled") {
@@ -169,15 +171,19 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 		c.close(websocket.StatusCode(4000), "session expired")
 		return
 	}
-	c.enqueue(mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID}))
-	msg := mustJSON(map[string]any{"type": "message", "from": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
-	reply := mustJSON(map[string]any{"type": "reply", "to": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
-	for _, p := range c.g.peers(c.tenant, c.session) {
-		if p != c {
-			// A peer gone or too slow is skipped; the fan-out goes on.
-			p.enqueue(msg)
-			p.enqueue(reply)
-		}
+	q := c.g.pooled
+	if f.Action == "silo" {
+		q = c.g.silo(c.tenant)
+	}
+	if q == nil {
+		return // shutting down
+	}
+	err = q.Enqueue(queue.Message{Tenant: c.tenant, Group: c.tenant + ":" + c.session, ID: f.ID, Body: job{from: c, f: f}})
+	switch {
+	case errors.Is(err, queue.ErrFull):
+		c.enqueue(mustJSON(map[string]any{"error": "Queue Full", "message": "the " + f.Action + " queue is full; try again", "id": f.ID}))
+	case errors.Is(err, queue.ErrDuplicate):
+		c.enqueue(mustJSON(map[string]any{"duplicate": true, "message": "a message with this id was sent in the last 5 minutes", "id": f.ID}))
 	}
 }
 

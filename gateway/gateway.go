@@ -12,9 +12,10 @@
 // session's connections are closed within a second or two; a connection
 // that has gone away is skipped in a fan-out, which goes on.
 //
-// Not yet built: the FIFO queues (silo and pooled) between a message and
-// its reply, and fan-out across nodes. Messages are handled in order per
-// connection, on the node they arrive at.
+// Admitted messages go through FIFO queues (package queue): "silo", a queue
+// and worker per tenant, or "pooled", one queue whose workers serve tenants
+// fairly; order is strict within the message group tenant:session. Not yet
+// built: fan-out to the session's connections on other nodes.
 package gateway
 
 import (
@@ -32,6 +33,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/queue"
 )
 
 // Limiter is what the gateway needs of the engine.
@@ -66,6 +68,12 @@ type Options struct {
 	WriteTimeout time.Duration
 	// ExpiryEvery is how often sessions are checked for expiry. Default 1s.
 	ExpiryEvery time.Duration
+	// QueueCapacity caps the messages waiting in a tenant's silo queue,
+	// and, times PooledWorkers, in the pooled queue; a sender whose message
+	// does not fit is told so. Default 1,000.
+	QueueCapacity int
+	// PooledWorkers serve the pooled queue. Default 4.
+	PooledWorkers int
 	Now         func() time.Time
 	Logger      *slog.Logger
 }
@@ -77,6 +85,9 @@ type Gateway struct {
 
 	mu    sync.Mutex
 	conns map[sessionKey]map[*conn]struct{}
+	silos map[string]*queue.Queue // one queue and worker per tenant
+
+	pooled *queue.Queue // one queue for every tenant, fair between them
 
 	wg     sync.WaitGroup
 	stop   chan struct{}
@@ -108,13 +119,20 @@ func New(opts Options) *Gateway {
 	if opts.ExpiryEvery <= 0 {
 		opts.ExpiryEvery = time.Second
 	}
+	if opts.QueueCapacity <= 0 {
+		opts.QueueCapacity = 1000
+	}
+	if opts.PooledWorkers <= 0 {
+		opts.PooledWorkers = 4
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, stop: make(chan struct{})}
+	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
+	g.pooled = queue.New(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, Workers: opts.PooledWorkers, Now: opts.Now}, g.deliver)
 	g.wg.Go(g.expiryLoop)
 	return g
 }
@@ -140,6 +158,50 @@ func (g *Gateway) Close() {
 		c.close(websocket.StatusGoingAway, "server shutting down")
 	}
 	g.wg.Wait()
+	g.pooled.Close()
+	g.mu.Lock()
+	silos := g.silos
+	g.silos = nil
+	g.mu.Unlock()
+	for _, q := range silos {
+		q.Close()
+	}
+}
+
+// silo returns the tenant's queue, made on its first message.
+func (g *Gateway) silo(tenant string) *queue.Queue {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.silos[tenant]
+	if q == nil && g.silos != nil {
+		q = queue.New(queue.Options{Capacity: g.opts.QueueCapacity, Workers: 1, Now: g.opts.Now}, g.deliver)
+		g.silos[tenant] = q
+	}
+	return q
+}
+
+// job is a message waiting in a queue: its sender and its frame.
+type job struct {
+	from *conn
+	f    frame
+}
+
+// deliver is the queues' consumer (the sample's contract): it echoes the
+// message to its sender, and sends the message and the reply to every
+// other connection of the session. A connection gone or too slow is
+// skipped; the fan-out goes on.
+func (g *Gateway) deliver(ctx context.Context, m queue.Message) {
+	j := m.Body.(job)
+	c, f := j.from, j.f
+	c.enqueue(mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID}))
+	msg := mustJSON(map[string]any{"type": "message", "from": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
+	reply := mustJSON(map[string]any{"type": "reply", "to": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
+	for _, p := range g.peers(c.tenant, c.session) {
+		if p != c {
+			p.enqueue(msg)
+			p.enqueue(reply)
+		}
+	}
 }
 
 // The admission policies, from the tenant's settings. Connection counts are

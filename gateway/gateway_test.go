@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -304,5 +305,31 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestQueuedInOrder: a burst of messages through either queue comes back
+// in order, and a repeated id is refused as a duplicate.
+func TestQueuedInOrder(t *testing.T) {
+	f := newFixture(t, roomy, Options{})
+	f.session(t, "s1")
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(websocket.StatusNormalClosure, "")
+	for _, action := range []string{"silo", "pooled"} {
+		for i := range 20 {
+			write(t, a, `{"action":"`+action+`","data":`+strconv.Itoa(i)+`,"id":"`+action+strconv.Itoa(i)+`"}`)
+		}
+		for i := range 20 {
+			if m := read(t, a); m["type"] != "echo" || m["data"] != float64(i) {
+				t.Fatalf("%s message %d: %v", action, i, m)
+			}
+		}
+	}
+	write(t, a, `{"action":"pooled","data":0,"id":"pooled0"}`)
+	if m := read(t, a); m["duplicate"] != true {
+		t.Fatalf("repeated id: %v", m)
 	}
 }

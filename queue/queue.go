@@ -1,0 +1,265 @@
+// Package queue runs messages through bounded FIFO queues with SQS FIFO's
+// guarantees, in process: strict order within a message group, one message
+// of a group in flight at a time, and a message id seen in the last five
+// minutes not delivered twice. Its workers serve tenants fairly, by deficit
+// round robin in which every message costs one: each tenant with a message
+// ready takes one turn in rotation, so one busy tenant cannot starve the
+// others.
+//
+// The WebSocket gateway runs messages through a Queue per tenant with one
+// worker ("silo") or through one Queue shared by all tenants with several
+// workers ("pooled").
+package queue
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Message is one message. Group orders it: messages of one group are
+// handled in the order they were enqueued, one at a time.
+type Message struct {
+	Tenant string
+	Group  string
+	// ID deduplicates: a message whose tenant and id were enqueued in the
+	// last DedupWindow is refused with ErrDuplicate. Empty: no dedup.
+	ID   string
+	Body any
+}
+
+// Errors of Enqueue.
+var (
+	ErrFull      = errors.New("queue: full")
+	ErrDuplicate = errors.New("queue: duplicate message id")
+	ErrClosed    = errors.New("queue: closed")
+)
+
+// Handler handles one message. It must not block forever: the worker is
+// the queue's.
+type Handler func(ctx context.Context, m Message)
+
+// Options configures a Queue. The zero Options are the defaults.
+type Options struct {
+	// Capacity caps the messages waiting, across tenants. Default 10,000.
+	Capacity int
+	// Workers handle messages concurrently (never two of one group).
+	// Default 1.
+	Workers int
+	// DedupWindow is how long a message id is remembered. Default 5m.
+	DedupWindow time.Duration
+	// MaxDedup caps the ids remembered; past it the oldest are forgotten
+	// early. Default 100,000.
+	MaxDedup int
+	Now      func() time.Time
+}
+
+// Queue is a bounded, fair, group-ordered queue with its workers. It is safe
+// for concurrent use.
+type Queue struct {
+	opts   Options
+	handle Handler
+
+	mu      sync.Mutex
+	ready   *sync.Cond
+	tenants map[string]*tenantQ
+	ring    []*tenantQ // tenants with messages, in turn order
+	next    int        // whose turn
+	waiting int
+	closed  bool
+
+	seen  map[string]time.Time // dedup: tenant\x00id -> when enqueued
+	order *list.List           // of seenEntry, oldest first
+
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+}
+
+type tenantQ struct {
+	name     string
+	pending  *list.List      // of Message, in arrival order
+	inFlight map[string]bool // groups with a message being handled
+	inRing   bool
+}
+
+type seenEntry struct {
+	key string
+	at  time.Time
+}
+
+// New returns a Queue and starts its workers. Close stops them.
+func New(opts Options, handle Handler) *Queue {
+	if opts.Capacity <= 0 {
+		opts.Capacity = 10_000
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 1
+	}
+	if opts.DedupWindow <= 0 {
+		opts.DedupWindow = 5 * time.Minute
+	}
+	if opts.MaxDedup <= 0 {
+		opts.MaxDedup = 100_000
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	q := &Queue{opts: opts, handle: handle, tenants: map[string]*tenantQ{}, seen: map[string]time.Time{}, order: list.New(), cancel: cancel}
+	q.ready = sync.NewCond(&q.mu)
+	for range opts.Workers {
+		q.wg.Go(func() { q.work(ctx) })
+	}
+	return q
+}
+
+// Enqueue adds m. It returns ErrFull when Capacity messages wait (nothing
+// is dropped silently: the caller tells its sender), ErrDuplicate for an id
+// seen in the dedup window, ErrClosed after Close.
+func (q *Queue) Enqueue(m Message) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	if q.waiting >= q.opts.Capacity {
+		return ErrFull
+	}
+	if m.ID != "" {
+		now := q.opts.Now()
+		q.forgetLocked(now)
+		key := m.Tenant + "\x00" + m.ID
+		if at, ok := q.seen[key]; ok && now.Sub(at) < q.opts.DedupWindow {
+			return ErrDuplicate
+		}
+		q.seen[key] = now
+		q.order.PushBack(seenEntry{key, now})
+	}
+	t := q.tenants[m.Tenant]
+	if t == nil {
+		t = &tenantQ{name: m.Tenant, pending: list.New(), inFlight: map[string]bool{}}
+		q.tenants[m.Tenant] = t
+	}
+	t.pending.PushBack(m)
+	q.waiting++
+	if !t.inRing {
+		t.inRing = true
+		q.ring = append(q.ring, t)
+	}
+	q.ready.Signal()
+	return nil
+}
+
+// forgetLocked drops the dedup ids older than the window, and the oldest
+// beyond MaxDedup.
+func (q *Queue) forgetLocked(now time.Time) {
+	for e := q.order.Front(); e != nil; e = q.order.Front() {
+		s := e.Value.(seenEntry)
+		if now.Sub(s.at) < q.opts.DedupWindow && q.order.Len() < q.opts.MaxDedup {
+			return
+		}
+		q.order.Remove(e)
+		if q.seen[s.key] == s.at {
+			delete(q.seen, s.key)
+		}
+	}
+}
+
+// Len returns the number of messages waiting.
+func (q *Queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.waiting
+}
+
+// nextLocked takes the next message to handle: the tenants take turns
+// (deficit round robin with a quantum of one message), and within a tenant
+// the oldest message whose group has none in flight. It returns false if no
+// message can be handled now.
+func (q *Queue) nextLocked() (Message, *tenantQ, bool) {
+	for range len(q.ring) {
+		if q.next >= len(q.ring) {
+			q.next = 0
+		}
+		t := q.ring[q.next]
+		for e := t.pending.Front(); e != nil; e = e.Next() {
+			m := e.Value.(Message)
+			if t.inFlight[m.Group] {
+				continue
+			}
+			t.pending.Remove(e)
+			t.inFlight[m.Group] = true
+			q.waiting--
+			q.next++ // the next tenant's turn
+			return m, t, true
+		}
+		q.next++
+	}
+	return Message{}, nil, false
+}
+
+// work is one worker: it takes messages in turn and handles them, until
+// Close.
+func (q *Queue) work(ctx context.Context) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		m, t, ok := q.nextLocked()
+		for !ok {
+			if q.closed {
+				return
+			}
+			q.ready.Wait()
+			m, t, ok = q.nextLocked()
+		}
+		q.mu.Unlock()
+		q.handle(ctx, m)
+		q.mu.Lock()
+		delete(t.inFlight, m.Group)
+		if t.pending.Len() == 0 && len(t.inFlight) == 0 {
+			q.dropLocked(t)
+		}
+		// The group's next message may be ready for another worker.
+		q.ready.Broadcast()
+	}
+}
+
+// dropLocked takes an empty tenant out of the rotation.
+func (q *Queue) dropLocked(t *tenantQ) {
+	for i, x := range q.ring {
+		if x == t {
+			q.ring = append(q.ring[:i], q.ring[i+1:]...)
+			if q.next > i {
+				q.next--
+			}
+			break
+		}
+	}
+	t.inRing = false
+	delete(q.tenants, t.name)
+}
+
+// Close stops taking messages, lets the workers finish the messages in
+// flight, drops the rest, and waits for the workers. It returns the number
+// of messages dropped.
+func (q *Queue) Close() int {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		q.wg.Wait()
+		return 0
+	}
+	q.closed = true
+	dropped := q.waiting
+	for _, t := range q.tenants {
+		t.pending.Init()
+	}
+	q.waiting = 0
+	q.ready.Broadcast()
+	q.mu.Unlock()
+	q.cancel()
+	q.wg.Wait()
+	return dropped
+}

@@ -1,0 +1,160 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestGroupOrderUnderConcurrentSenders: 8 senders share 4 groups; with 4
+// workers, every group's messages are handled in the order they were
+// enqueued, never two of a group at once.
+func TestGroupOrderUnderConcurrentSenders(t *testing.T) {
+	var mu sync.Mutex
+	enqueued := map[string][]int{}
+	handled := map[string][]int{}
+	var inFlight sync.Map
+	var violations atomic.Int64
+	q := New(Options{Workers: 4}, func(ctx context.Context, m Message) {
+		n, _ := inFlight.LoadOrStore(m.Group, new(atomic.Int64))
+		if n.(*atomic.Int64).Add(1) > 1 {
+			violations.Add(1)
+		}
+		time.Sleep(time.Duration(m.Body.(int)%3) * 100 * time.Microsecond)
+		mu.Lock()
+		handled[m.Group] = append(handled[m.Group], m.Body.(int))
+		mu.Unlock()
+		n.(*atomic.Int64).Add(-1)
+	})
+	var seq atomic.Int64
+	var wg sync.WaitGroup
+	for s := range 8 {
+		wg.Go(func() {
+			for range 200 {
+				g := fmt.Sprintf("acme:s%d", s%4)
+				// Number and enqueue under one lock, so that the
+				// enqueue order of a group is known.
+				mu.Lock()
+				n := int(seq.Add(1))
+				if err := q.Enqueue(Message{Tenant: "acme", Group: g, Body: n}); err != nil {
+					mu.Unlock()
+					t.Error(err)
+					return
+				}
+				enqueued[g] = append(enqueued[g], n)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return total(handled) == 1600 })
+	q.Close()
+	for g, want := range enqueued {
+		got := handled[g]
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("group %s: handled %v..., enqueued %v...", g, got[:i+1], want[:i+1])
+			}
+		}
+	}
+	if violations.Load() > 0 {
+		t.Fatalf("%d times two messages of a group were in flight", violations.Load())
+	}
+}
+
+func total(m map[string][]int) int {
+	n := 0
+	for _, v := range m {
+		n += len(v)
+	}
+	return n
+}
+
+// TestFairAcrossTenants: a tenant that floods the pooled queue does not
+// starve another: with one worker, the quiet tenant's messages are handled
+// in turn with the busy one's.
+func TestFairAcrossTenants(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var order []string
+	q := New(Options{Workers: 1}, func(ctx context.Context, m Message) {
+		<-release
+		mu.Lock()
+		order = append(order, m.Tenant)
+		mu.Unlock()
+	})
+	for i := range 500 {
+		q.Enqueue(Message{Tenant: "busy", Group: fmt.Sprint("busy:", i%10), Body: i})
+	}
+	for i := range 10 {
+		q.Enqueue(Message{Tenant: "quiet", Group: "quiet:s", Body: i})
+	}
+	close(release)
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 510 })
+	q.Close()
+	last := 0
+	for i, tenant := range order {
+		if tenant == "quiet" {
+			last = i
+		}
+	}
+	if last > 25 {
+		t.Fatalf("the quiet tenant's last message was handled %dth of 510", last+1)
+	}
+}
+
+func TestDedupAndBounds(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	block := make(chan struct{})
+	q := New(Options{Capacity: 3, Now: clock}, func(ctx context.Context, m Message) { <-block })
+	defer func() { close(block); q.Close() }()
+	if err := q.Enqueue(Message{Tenant: "a", Group: "a:s", ID: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(Message{Tenant: "a", Group: "a:s", ID: "m1"}); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("same id again: %v", err)
+	}
+	if err := q.Enqueue(Message{Tenant: "b", Group: "b:s", ID: "m1"}); err != nil {
+		t.Fatalf("another tenant's id: %v", err)
+	}
+	mu.Lock()
+	now = now.Add(5 * time.Minute)
+	mu.Unlock()
+	if err := q.Enqueue(Message{Tenant: "a", Group: "a:s", ID: "m1"}); err != nil {
+		t.Fatalf("same id after the window: %v", err)
+	}
+	// The first message is in flight, blocked; 3 wait: full.
+	waitFor(t, func() bool { return q.Len() == 2 })
+	q.Enqueue(Message{Tenant: "a", Group: "a:s"})
+	if err := q.Enqueue(Message{Tenant: "a", Group: "a:s"}); !errors.Is(err, ErrFull) {
+		t.Fatalf("past capacity: %v", err)
+	}
+}
+
+func TestCloseStopsWorkers(t *testing.T) {
+	q := New(Options{Workers: 3}, func(ctx context.Context, m Message) {})
+	for i := range 10 {
+		q.Enqueue(Message{Tenant: "a", Group: fmt.Sprint(i)})
+	}
+	q.Close()
+	if err := q.Enqueue(Message{Tenant: "a"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
