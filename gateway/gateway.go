@@ -74,8 +74,8 @@ type Options struct {
 	QueueCapacity int
 	// PooledWorkers serve the pooled queue. Default 4.
 	PooledWorkers int
-	Now         func() time.Time
-	Logger      *slog.Logger
+	Now           func() time.Time
+	Logger        *slog.Logger
 }
 
 // Gateway serves WebSocket connections. Create it with New; Close it.
