@@ -26,6 +26,9 @@ const (
 	KindUnauthorized
 	// KindForbidden is a valid credential reaching for what is not its own.
 	KindForbidden
+	// KindGone is a thing that existed and is no more, such as a closed
+	// WebSocket connection (410, as API Gateway's management API).
+	KindGone
 )
 
 func (k Kind) String() string {
@@ -42,6 +45,8 @@ func (k Kind) String() string {
 		return "unauthorized"
 	case KindForbidden:
 		return "forbidden"
+	case KindGone:
+		return "gone"
 	}
 	return "internal"
 }

@@ -48,8 +48,6 @@ type frame struct {
 // serve runs the connection until it closes, then releases its leases.
 func (c *conn) serve() {
 	defer c.g.wg.Done()
-	c.id = connID()
-	c.touch()
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); c.writeLoop() }()
 	c.readLoop()

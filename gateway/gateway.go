@@ -85,6 +85,7 @@ type Gateway struct {
 
 	mu    sync.Mutex
 	conns map[sessionKey]map[*conn]struct{}
+	byID  map[string]*conn
 	silos map[string]*queue.Queue // one queue and worker per tenant
 
 	pooled *queue.Queue // one queue for every tenant, fair between them
@@ -131,7 +132,7 @@ func New(opts Options) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
+	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
 	g.pooled = queue.New(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, Workers: opts.PooledWorkers, Now: opts.Now}, g.deliver)
 	g.wg.Go(g.expiryLoop)
 	return g
@@ -325,6 +326,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &conn{g: g, tenant: tenant, session: session, checks: checks[:2], leases: []uint64{res.Decisions[0].Lease.ID, res.Decisions[1].Lease.ID},
 		settings: st, send: make(chan []byte, g.opts.SendQueue), done: make(chan struct{}), connectedAt: g.opts.Now()}
+	c.id = connID()
+	c.lastActiveAt = c.connectedAt
+	// The connection's id, for the management API.
+	w.Header().Set("Sluice-Connection", c.id)
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		c.release()
@@ -351,6 +356,7 @@ func (g *Gateway) register(c *conn) bool {
 		g.conns[k] = map[*conn]struct{}{}
 	}
 	g.conns[k][c] = struct{}{}
+	g.byID[c.id] = c
 	g.wg.Add(1)
 	return true
 }
@@ -363,6 +369,67 @@ func (g *Gateway) unregister(c *conn) {
 	if len(g.conns[k]) == 0 {
 		delete(g.conns, k)
 	}
+	delete(g.byID, c.id)
+}
+
+// ErrGone is the management API's answer for a connection that has gone
+// away, or never was, or is another tenant's (410, as API Gateway).
+var ErrGone = &sluice.Error{Kind: sluice.KindGone, Message: "connection gone"}
+
+// ConnectionInfo is what the management API tells of a connection.
+type ConnectionInfo struct {
+	ID           string    `json:"id"`
+	Tenant       string    `json:"tenant"`
+	Session      string    `json:"session"`
+	ConnectedAt  time.Time `json:"connectedAt"`
+	LastActiveAt time.Time `json:"lastActiveAt"`
+}
+
+// lookup returns tenant's live connection id, or ErrGone.
+func (g *Gateway) lookup(tenant, id string) (*conn, error) {
+	g.mu.Lock()
+	c := g.byID[id]
+	g.mu.Unlock()
+	if c == nil || c.tenant != tenant {
+		return nil, ErrGone
+	}
+	select {
+	case <-c.done:
+		return nil, ErrGone
+	default:
+		return c, nil
+	}
+}
+
+// PostToConnection sends data to a connection as a frame.
+func (g *Gateway) PostToConnection(tenant, id string, data []byte) error {
+	c, err := g.lookup(tenant, id)
+	if err != nil {
+		return err
+	}
+	c.enqueue(data)
+	return nil
+}
+
+// ConnectionInfo returns a connection's times.
+func (g *Gateway) ConnectionInfo(tenant, id string) (ConnectionInfo, error) {
+	c, err := g.lookup(tenant, id)
+	if err != nil {
+		return ConnectionInfo{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ConnectionInfo{ID: c.id, Tenant: c.tenant, Session: c.session, ConnectedAt: c.connectedAt.UTC(), LastActiveAt: c.lastActiveAt.UTC()}, nil
+}
+
+// CloseConnection closes a connection (1000, "closed by the server").
+func (g *Gateway) CloseConnection(tenant, id string) error {
+	c, err := g.lookup(tenant, id)
+	if err != nil {
+		return err
+	}
+	c.close(websocket.StatusNormalClosure, "closed by the server")
+	return nil
 }
 
 // peers returns the session's connections on this node.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -331,5 +332,43 @@ func TestQueuedInOrder(t *testing.T) {
 	write(t, a, `{"action":"pooled","data":0,"id":"pooled0"}`)
 	if m := read(t, a); m["duplicate"] != true {
 		t.Fatalf("repeated id: %v", m)
+	}
+}
+
+// TestManagementAPI: post to a connection, read its times, close it; a
+// gone connection, or another tenant's, answers ErrGone (410).
+func TestManagementAPI(t *testing.T) {
+	f := newFixture(t, roomy, Options{})
+	f.session(t, "s1")
+	a, resp, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get("Sluice-Connection")
+	if id == "" {
+		t.Fatal("no connection id in the handshake")
+	}
+	if err := f.g.PostToConnection("acme", id, []byte(`{"note":"from the backend"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if m := read(t, a); m["note"] != "from the backend" {
+		t.Fatalf("posted frame %v", m)
+	}
+	info, err := f.g.ConnectionInfo("acme", id)
+	if err != nil || info.ConnectedAt.IsZero() || info.LastActiveAt.Before(info.ConnectedAt) || info.Session != "s1" {
+		t.Fatalf("info %+v %v", info, err)
+	}
+	if _, err := f.g.ConnectionInfo("beta", id); !errors.Is(err, ErrGone) {
+		t.Fatalf("another tenant reading it: %v", err)
+	}
+	if err := f.g.CloseConnection("acme", id); err != nil {
+		t.Fatal(err)
+	}
+	if code := closeCode(t, a); code != websocket.StatusNormalClosure {
+		t.Fatalf("closed with %v", code)
+	}
+	waitFor(t, "gone", func() bool { return f.g.Connections() == 0 })
+	if err := f.g.PostToConnection("acme", id, []byte(`{}`)); !errors.Is(err, ErrGone) {
+		t.Fatalf("post to a gone connection: %v", err)
 	}
 }

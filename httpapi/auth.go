@@ -44,9 +44,10 @@ func newToken(tenant string) (id, token string, hash []byte) {
 }
 
 var (
-	errUnauthorized = &sluice.Error{Kind: sluice.KindUnauthorized, Message: "missing or unknown API key: send Authorization: Bearer <key>"}
-	errForbidden    = &sluice.Error{Kind: sluice.KindForbidden, Message: "this API key does not reach that tenant"}
-	errAdminOnly    = &sluice.Error{Kind: sluice.KindForbidden, Message: "this route needs the admin key"}
+	errUnauthorized    = &sluice.Error{Kind: sluice.KindUnauthorized, Message: "missing or unknown API key: send Authorization: Bearer <key>"}
+	errForbidden       = &sluice.Error{Kind: sluice.KindForbidden, Message: "this API key does not reach that tenant"}
+	errAdminOnly       = &sluice.Error{Kind: sluice.KindForbidden, Message: "this route needs the admin key"}
+	errInvalidJSONBody = sluice.Invalid("body", "is not a JSON value")
 )
 
 // authenticate returns who sent r. Without an admin key configured (a

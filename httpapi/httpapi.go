@@ -34,6 +34,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/store/memstore"
 )
 
@@ -80,6 +81,11 @@ type Options struct {
 type Gateway interface {
 	http.Handler
 	AdmitHandler(w http.ResponseWriter, r *http.Request)
+	// The connection management API (API Gateway's @connections); each
+	// answers sluice.KindGone for a connection that has gone away.
+	PostToConnection(tenant, id string, data []byte) error
+	ConnectionInfo(tenant, id string) (gateway.ConnectionInfo, error)
+	CloseConnection(tenant, id string) error
 }
 
 // Handler serves the API. Create it with New.
@@ -130,6 +136,9 @@ func New(opts Options) *Handler {
 		h.mux.HandleFunc("GET /v1/ws/admit", opts.Gateway.AdmitHandler)
 		h.allow["/v1/ws"] = []string{"GET"}
 		h.allow["/v1/ws/admit"] = []string{"GET"}
+		h.route("POST", "/v1/tenants/{id}/connections/{conn}", h.postToConnection)
+		h.route("GET", "/v1/tenants/{id}/connections/{conn}", h.connectionInfo)
+		h.route("DELETE", "/v1/tenants/{id}/connections/{conn}", h.closeConnection)
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -213,6 +222,7 @@ var statusOf = map[sluice.Kind]int{
 	sluice.KindConflict:     http.StatusConflict,
 	sluice.KindUnauthorized: http.StatusUnauthorized,
 	sluice.KindForbidden:    http.StatusForbidden,
+	sluice.KindGone:         http.StatusGone,
 }
 
 var codeOf = map[sluice.Kind]string{
@@ -223,6 +233,7 @@ var codeOf = map[sluice.Kind]string{
 	sluice.KindConflict:     "conflict",
 	sluice.KindUnauthorized: "unauthorized",
 	sluice.KindForbidden:    "forbidden",
+	sluice.KindGone:         "gone",
 }
 
 func writeError(w http.ResponseWriter, err error) {

@@ -11,6 +11,13 @@ import (
 
 func dialWS(t *testing.T, p *process, tenant, session string) (*websocket.Conn, int) {
 	t.Helper()
+	ws, status, _ := dialWSID(t, p, tenant, session)
+	return ws, status
+}
+
+// dialWSID also returns the connection's id, from the handshake.
+func dialWSID(t *testing.T, p *process, tenant, session string) (*websocket.Conn, int, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws, resp, err := websocket.Dial(ctx, "ws://"+p.addr+"/v1/ws?tenant="+tenant+"&session="+session, nil)
@@ -18,9 +25,9 @@ func dialWS(t *testing.T, p *process, tenant, session string) (*websocket.Conn, 
 		if resp == nil {
 			t.Fatalf("dial: %v", err)
 		}
-		return nil, resp.StatusCode
+		return nil, resp.StatusCode, ""
 	}
-	return ws, 101
+	return ws, 101, resp.Header.Get("Sluice-Connection")
 }
 
 // TestGatewayEndToEnd: a session made over the API, a connection to it,
@@ -43,6 +50,34 @@ func TestGatewayEndToEnd(t *testing.T) {
 	var m map[string]any
 	if err != nil || json.Unmarshal(b, &m) != nil || m["type"] != "echo" {
 		t.Fatalf("echo: %s %v", b, err)
+	}
+	// The management API: a second connection, read, closed, then gone.
+	ws2, status, cid := dialWSID(t, p, "demo", id)
+	if status != 101 || cid == "" {
+		t.Fatalf("second connect: %d %q", status, cid)
+	}
+	if code, out := p.call(t, "", "GET", "/v1/tenants/demo/connections/"+cid, ""); code != 200 || out["session"] != id {
+		t.Fatalf("connection info: %d %v", code, out)
+	}
+	if code, _ := p.call(t, "", "GET", "/v1/tenants/acme/connections/"+cid, ""); code != 410 {
+		t.Fatalf("another tenant's view of the connection: %d, want 410", code)
+	}
+	if code, _ := p.call(t, "", "DELETE", "/v1/tenants/demo/connections/"+cid, ""); code != 200 {
+		t.Fatalf("close: %d", code)
+	}
+	if _, _, err := ws2.Read(ctx); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Fatalf("closed by the API: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, _ := p.call(t, "", "POST", "/v1/tenants/demo/connections/"+cid, `{"x":1}`)
+		if code == 410 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("post to a closed connection: %d, want 410", code)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if code, _ := p.call(t, "", "DELETE", "/v1/tenants/demo/sessions/"+id, ""); code != 200 {
 		t.Fatal(code)
