@@ -21,9 +21,13 @@ run: build
 
 DYNOXIDE := tools/node_modules/@dynoxide/linux-x64/dynoxide
 
-## deps: install everything the tests need: Go modules, and the DynamoDB
-## emulator (dynoxide, pinned in tools/package-lock.json) from npm
+## deps: install everything the tests need: Go modules, the DynamoDB
+## emulator (dynoxide, pinned in tools/package-lock.json) from npm, and
+## Debian's chromium for the demo page's browser test
 deps: $(DYNOXIDE)
+	@command -v chromium >/dev/null || { \
+		echo "chromium is missing: installing Debian's chromium"; \
+		apt-get update && apt-get install -y --no-install-recommends chromium; }
 	$(GO) mod download
 	cd bench && $(GO) mod download
 

@@ -71,6 +71,8 @@ type Options struct {
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
 	Metrics http.Handler
+	// Page serves GET / (the gateway's demo page). Optional.
+	Page http.Handler
 	// Now is the clock of timestamps and headers. Default time.Now.
 	Now func() time.Time
 	// Logger receives errors. Default: discard.
@@ -146,6 +148,10 @@ func New(opts Options) *Handler {
 	h.allow["/healthz"] = []string{"GET"}
 	h.mux.HandleFunc("GET /readyz", h.readyz)
 	h.allow["/readyz"] = []string{"GET"}
+	if opts.Page != nil {
+		h.mux.Handle("GET /{$}", opts.Page)
+		h.allow["/"] = []string{"GET"}
+	}
 	if opts.Metrics != nil {
 		h.mux.Handle("GET /metrics", opts.Metrics)
 		h.allow["/metrics"] = []string{"GET"}

@@ -112,11 +112,21 @@ func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request, who princi
 		return
 	}
 	out := []tenantJSON{}
+	seen := map[string]bool{}
 	for _, t := range ts {
+		seen[t.ID] = true
 		if who.can(t.ID) {
 			out = append(out, tenantOut(t))
 		}
 	}
+	// The configuration file's tenants exist too.
+	cfg := h.opts.Config()
+	for id, ft := range cfg.Tenants {
+		if !seen[id] && who.can(id) {
+			out = append(out, tenantJSON{ID: id, Tier: ft.Tier, Settings: cfg.Settings(nil, id)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
 }
 

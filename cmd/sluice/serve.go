@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/store/dynamostore"
 	"github.com/sluicehq/sluice/store/memstore"
 	"github.com/sluicehq/sluice/store/pebblestore"
+	"github.com/sluicehq/sluice/web"
 )
 
 // serveConfig is the configuration of `sluice serve`.
@@ -241,6 +242,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		TrustedProxies:   c.TrustedProxies,
 		Ready:            st.ready,
 		Metrics:          metrics.Handler(),
+		Page:             web.Handler(),
 		Logger:           log,
 	})
 	srv := &http.Server{
