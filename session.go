@@ -41,3 +41,25 @@ type SessionStore interface {
 	// exist (expired sessions count as not existing).
 	DeleteSession(ctx context.Context, now time.Time, tenant, id string) error
 }
+
+// Registration says which node holds a connection of a session, so that a
+// message reaches the session's connections on every node. It expires
+// unless its node renews it, like the connection's leases.
+type Registration struct {
+	Tenant    string    `json:"tenant"`
+	Session   string    `json:"session"`
+	Conn      string    `json:"conn"`
+	Node      string    `json:"node"` // the node's base URL
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// Registry keeps registrations. Implementations: memstore, pebblestore,
+// dynamostore; each passes storetest.RunRegistry.
+type Registry interface {
+	// Register stores or renews r.
+	Register(ctx context.Context, r Registration) error
+	// Deregister removes a connection's registration; absent is no error.
+	Deregister(ctx context.Context, tenant, session, conn string) error
+	// Registrations returns a session's registrations live at now.
+	Registrations(ctx context.Context, now time.Time, tenant, session string) ([]Registration, error)
+}

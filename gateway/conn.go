@@ -77,8 +77,28 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 	})
 }
 
-// release returns the connection's leases at once.
+// registerRemote registers the connection for other nodes' fan-out, until
+// three renewal periods from now.
+func (c *conn) registerRemote() {
+	g := c.g
+	if g.opts.Registry == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.opts.RenewEvery)
+	defer cancel()
+	r := sluice.Registration{Tenant: c.tenant, Session: c.session, Conn: c.id, Node: g.opts.Node, ExpiresAt: g.opts.Now().Add(3 * g.opts.RenewEvery)}
+	if err := g.opts.Registry.Register(ctx, r); err != nil {
+		g.log.Warn("gateway: registering a connection", "err", err)
+	}
+}
+
+// release returns the connection's leases at once, and deregisters it.
 func (c *conn) release() {
+	if c.g.opts.Registry != nil && c.id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.g.opts.Registry.Deregister(ctx, c.tenant, c.session, c.id)
+		cancel()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i, id := range c.leases {
@@ -214,6 +234,7 @@ func (c *conn) writeLoop() {
 				c.close(websocket.StatusPolicyViolation, "write failed")
 			}
 		case <-renew.C:
+			c.registerRemote()
 			ctx, cancel := context.WithTimeout(context.Background(), c.g.opts.RenewEvery)
 			for i, id := range c.leases {
 				if _, err := c.g.opts.Limiter.Renew(ctx, c.tenant, c.checks[i], id); errors.Is(err, sluice.ErrLeaseNotFound) {

@@ -74,8 +74,16 @@ type Options struct {
 	QueueCapacity int
 	// PooledWorkers serve the pooled queue. Default 4.
 	PooledWorkers int
-	Now           func() time.Time
-	Logger        *slog.Logger
+	// Registry, Node and Peer reach a session's connections on other
+	// nodes: each connection is registered under its node's base URL
+	// (Node), renewed with its leases, and a message for a connection on
+	// another node goes through Peer (the management API). Optional: a
+	// single node needs none.
+	Registry sluice.Registry
+	Node     string
+	Peer     func(ctx context.Context, node, tenant, conn string, frame []byte) error
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Gateway serves WebSocket connections. Create it with New; Close it.
@@ -201,6 +209,39 @@ func (g *Gateway) deliver(ctx context.Context, m queue.Message) {
 		if p != c {
 			p.enqueue(msg)
 			p.enqueue(reply)
+		}
+	}
+	g.deliverRemote(ctx, c, msg, reply)
+}
+
+// deliverRemote sends the message and the reply to the session's
+// connections on other nodes. A connection gone there (410) is
+// deregistered and skipped; the fan-out goes on.
+func (g *Gateway) deliverRemote(ctx context.Context, c *conn, frames ...[]byte) {
+	if g.opts.Registry == nil || g.opts.Peer == nil {
+		return
+	}
+	regs, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), c.tenant, c.session)
+	if err != nil {
+		g.log.Warn("gateway: listing the session's connections on other nodes", "err", err)
+		return
+	}
+	for _, r := range regs {
+		if r.Node == g.opts.Node {
+			continue
+		}
+		for _, f := range frames {
+			pctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
+			err := g.opts.Peer(pctx, r.Node, r.Tenant, r.Conn, f)
+			cancel()
+			if sluice.KindOf(err) == sluice.KindGone {
+				g.opts.Registry.Deregister(ctx, r.Tenant, r.Session, r.Conn)
+				break
+			}
+			if err != nil {
+				g.log.Warn("gateway: delivering to another node", "node", r.Node, "err", err)
+				break
+			}
 		}
 	}
 }
@@ -342,6 +383,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ws.Close(websocket.StatusGoingAway, "server shutting down")
 		return
 	}
+	c.registerRemote()
 	c.serve()
 }
 

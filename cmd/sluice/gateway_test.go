@@ -123,3 +123,46 @@ func TestGatewayNodeKilled(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestGatewayTwoNodeFanOut: two nodes on one DynamoDB table; a session's
+// connection on node A receives the message and the reply of a message
+// sent by its connection on node B.
+func TestGatewayTwoNodeFanOut(t *testing.T) {
+	ps := nodes(t, 2)
+	a, b := ps[0], ps[1]
+	if code, out := a.call(t, "", "POST", "/v1/tenants", `{"id":"acme"}`); code != 201 {
+		t.Fatal(code, out)
+	}
+	_, out := a.call(t, "", "PUT", "/v1/tenants/acme/sessions", "")
+	id := out["id"].(string)
+	onA, status := dialWS(t, a, "acme", id)
+	if status != 101 {
+		t.Fatalf("connect on A: %d", status)
+	}
+	defer onA.Close(websocket.StatusNormalClosure, "")
+	onB, status := dialWS(t, b, "acme", id)
+	if status != 101 {
+		t.Fatalf("connect on B: %d", status)
+	}
+	defer onB.Close(websocket.StatusNormalClosure, "")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	onB.Write(ctx, websocket.MessageText, []byte(`{"action":"pooled","data":"across"}`))
+	got := map[string]bool{}
+	for len(got) < 2 {
+		_, b, err := onA.Read(ctx)
+		if err != nil {
+			t.Fatalf("A received %v, then: %v", got, err)
+		}
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		if m["data"] != "across" {
+			t.Fatalf("unexpected frame on A: %s", b)
+		}
+		got[m["type"].(string)] = true
+	}
+	if !got["message"] || !got["reply"] {
+		t.Fatalf("A received %v, want the message and the reply", got)
+	}
+}

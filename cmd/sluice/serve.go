@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -46,6 +48,7 @@ type serveConfig struct {
 	DebugAddr       string
 	Dynamo          dynamoFlags
 	WSRenew         time.Duration
+	AdvertiseURL    string
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -65,6 +68,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.IntVar(&c.MaxKeys, "max-keys", 1_000_000, "most counters held in memory; a request that would add one past it fails per its policy's fail mode")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.AdvertiseURL, "advertise-url", "", "this node's base `URL` as other nodes reach it, for a session's connections on several nodes; default http:// and the listening address")
 	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node renews its WebSocket connections' leases; a dead node's connections return within three")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")
 	if err := fs.Parse(args); err != nil {
@@ -128,6 +132,7 @@ type stores struct {
 	counters sluice.Store
 	tenants  sluice.TenantStore
 	sessions sluice.SessionStore
+	registry sluice.Registry
 	ready    func(context.Context) error
 	close    func() error
 	local    bool // in process: no network between a decision and its state
@@ -144,7 +149,7 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 		if err != nil {
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
-		return stores{counters: s, tenants: s, sessions: s, ready: s.Ping, close: s.Close}, nil
+		return stores{counters: s, tenants: s, sessions: s, registry: s, ready: s.Ping, close: s.Close}, nil
 	}
 	if c.Store == "memory" {
 		s := memstore.New(mem)
@@ -227,6 +232,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			return sluice.TenantSettings{}, false, nil
 		},
 		RenewEvery: c.WSRenew,
+		Registry:   st.registry,
+		Node:       c.advertise(ln),
+		Peer:       peer(c.AdminKey),
 		Logger:     log,
 	})
 	defer gw.Close()
@@ -322,4 +330,41 @@ func debugMux() *http.ServeMux {
 	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return m
+}
+
+// advertise returns the node's base URL for other nodes.
+func (c serveConfig) advertise(ln net.Listener) string {
+	if c.AdvertiseURL != "" {
+		return strings.TrimRight(c.AdvertiseURL, "/")
+	}
+	return "http://" + ln.Addr().String()
+}
+
+// peer delivers a frame to a connection on another node, through its
+// management API, with the admin key the nodes share.
+func peer(adminKey string) func(ctx context.Context, node, tenant, conn string, frame []byte) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	return func(ctx context.Context, node, tenant, conn string, frame []byte) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tenants/"+url.PathEscape(tenant)+"/connections/"+url.PathEscape(conn), bytes.NewReader(frame))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if adminKey != "" {
+			req.Header.Set("Authorization", "Bearer "+adminKey)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			return nil
+		case http.StatusGone:
+			return gateway.ErrGone
+		}
+		return fmt.Errorf("node %s answered %s", node, resp.Status)
+	}
 }

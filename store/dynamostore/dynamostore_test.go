@@ -81,3 +81,7 @@ func TestListOverrides(t *testing.T) {
 func TestSessionsConformance(t *testing.T) {
 	storetest.RunSessions(t, func(t *testing.T) sluice.SessionStore { return newStore(t) })
 }
+
+func TestRegistryConformance(t *testing.T) {
+	storetest.RunRegistry(t, func(t *testing.T) sluice.Registry { return newStore(t) })
+}

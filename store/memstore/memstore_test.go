@@ -120,3 +120,7 @@ func TestTenantsConformance(t *testing.T) {
 func TestSessionsConformance(t *testing.T) {
 	storetest.RunSessions(t, func(t *testing.T) sluice.SessionStore { return &Sessions{} })
 }
+
+func TestRegistryConformance(t *testing.T) {
+	storetest.RunRegistry(t, func(t *testing.T) sluice.Registry { return &Registry{} })
+}

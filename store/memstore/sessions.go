@@ -97,3 +97,51 @@ func (s *Sessions) Sweep(now time.Time) int {
 	}
 	return n
 }
+
+// Registry is an in-memory sluice.Registry; the zero Registry is ready.
+type Registry struct {
+	mu sync.Mutex
+	m  map[sessionKey]map[string]sluice.Registration
+}
+
+var _ sluice.Registry = (*Registry)(nil)
+
+// Register implements sluice.Registry.
+func (r *Registry) Register(ctx context.Context, x sluice.Registration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[sessionKey]map[string]sluice.Registration{}
+	}
+	k := sessionKey{x.Tenant, x.Session}
+	if r.m[k] == nil {
+		r.m[k] = map[string]sluice.Registration{}
+	}
+	r.m[k][x.Conn] = x
+	return nil
+}
+
+// Deregister implements sluice.Registry.
+func (r *Registry) Deregister(ctx context.Context, tenant, session, conn string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := sessionKey{tenant, session}
+	delete(r.m[k], conn)
+	if len(r.m[k]) == 0 {
+		delete(r.m, k)
+	}
+	return nil
+}
+
+// Registrations implements sluice.Registry.
+func (r *Registry) Registrations(ctx context.Context, now time.Time, tenant, session string) ([]sluice.Registration, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []sluice.Registration
+	for _, x := range r.m[sessionKey{tenant, session}] {
+		if now.Before(x.ExpiresAt) {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}

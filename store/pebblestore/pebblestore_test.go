@@ -115,3 +115,7 @@ func TestSweepDisk(t *testing.T) {
 func TestSessionsConformance(t *testing.T) {
 	storetest.RunSessions(t, func(t *testing.T) sluice.SessionStore { return open(t, t.TempDir()) })
 }
+
+func TestRegistryConformance(t *testing.T) {
+	storetest.RunRegistry(t, func(t *testing.T) sluice.Registry { return open(t, t.TempDir()) })
+}

@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"time"
@@ -76,4 +77,50 @@ func (s *Store) DeleteSession(ctx context.Context, now time.Time, tenant, id str
 		return err
 	}
 	return unavailable(s.db.Delete(sessionKey(tenant, id), pebble.Sync))
+}
+
+var _ sluice.Registry = (*Store)(nil)
+
+// prefixRegistration keys a registration: R | tenant | session | conn.
+const prefixRegistration = 'R'
+
+func registrationPrefix(tenant, session string) []byte {
+	return appendPart(appendPart([]byte{prefixRegistration}, tenant), session)
+}
+
+// Register implements sluice.Registry. Without a sync: a registration lost
+// to a crash belongs to connections that crash took.
+func (s *Store) Register(ctx context.Context, r sluice.Registration) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return unavailable(s.db.Set(append(registrationPrefix(r.Tenant, r.Session), r.Conn...), b, pebble.NoSync))
+}
+
+// Deregister implements sluice.Registry.
+func (s *Store) Deregister(ctx context.Context, tenant, session, conn string) error {
+	return unavailable(s.db.Delete(append(registrationPrefix(tenant, session), conn...), pebble.NoSync))
+}
+
+// Registrations implements sluice.Registry.
+func (s *Store) Registrations(ctx context.Context, now time.Time, tenant, session string) ([]sluice.Registration, error) {
+	lower := registrationPrefix(tenant, session)
+	upper := append(bytes.Clone(lower), 0xff)
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer iter.Close()
+	var out []sluice.Registration
+	for iter.First(); iter.Valid(); iter.Next() {
+		var r sluice.Registration
+		if err := json.Unmarshal(iter.Value(), &r); err != nil {
+			return nil, err
+		}
+		if now.Before(r.ExpiresAt) {
+			out = append(out, r)
+		}
+	}
+	return out, unavailable(iter.Error())
 }

@@ -110,3 +110,46 @@ func RunSessions(t *testing.T, newStore NewSessionStore) {
 		}
 	})
 }
+
+// NewRegistry returns a new, empty registry for one test.
+type NewRegistry func(t *testing.T) sluice.Registry
+
+// RunRegistry runs the registry's conformance suite.
+func RunRegistry(t *testing.T, newRegistry NewRegistry) {
+	ctx := context.Background()
+	r := newRegistry(t)
+	reg := func(session, conn, node string, ttl time.Duration) sluice.Registration {
+		return sluice.Registration{Tenant: "acme", Session: session, Conn: conn, Node: node, ExpiresAt: t0.Add(ttl)}
+	}
+	for _, x := range []sluice.Registration{reg("s1", "c1", "http://a", time.Minute), reg("s1", "c2", "http://b", time.Second), reg("s2", "c3", "http://a", time.Minute)} {
+		if err := r.Register(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := r.Registrations(ctx, t0, "acme", "s1")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("s1: %+v %v", got, err)
+	}
+	// c2 expires unless renewed; renewed, it lives on.
+	if got, _ := r.Registrations(ctx, t0.Add(2*time.Second), "acme", "s1"); len(got) != 1 || got[0].Conn != "c1" {
+		t.Fatalf("after c2's expiry: %+v", got)
+	}
+	if err := r.Register(ctx, reg("s1", "c2", "http://b", time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Registrations(ctx, t0.Add(2*time.Second), "acme", "s1"); len(got) != 2 {
+		t.Fatalf("after c2's renewal: %+v", got)
+	}
+	if err := r.Deregister(ctx, "acme", "s1", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Registrations(ctx, t0, "acme", "s1"); len(got) != 1 || got[0].Conn != "c2" || got[0].Node != "http://b" {
+		t.Fatalf("after deregistering c1: %+v", got)
+	}
+	if got, _ := r.Registrations(ctx, t0, "beta", "s1"); len(got) != 0 {
+		t.Fatalf("another tenant's view: %+v", got)
+	}
+	if err := r.Deregister(ctx, "acme", "s9", "nope"); err != nil {
+		t.Fatalf("deregistering nothing: %v", err)
+	}
+}
