@@ -372,3 +372,55 @@ func TestManagementAPI(t *testing.T) {
 		t.Fatalf("post to a gone connection: %v", err)
 	}
 }
+
+// TestFourLimitsExact: each of the four limits, alone the tight one, holds
+// exactly under 20 concurrent connects.
+func TestFourLimitsExact(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limit  func(*sluice.TenantSettings)
+		policy string
+		keep   bool // keep connections open: a count, not a rate
+	}{
+		{"tenantConnections", func(s *sluice.TenantSettings) { s.TenantConnections = 4 }, policyTenantConns, true},
+		{"connectionsPerSession", func(s *sluice.TenantSettings) { s.ConnectionsPerSession = 4 }, policySessionConns, true},
+		{"tenantPerMinute", func(s *sluice.TenantSettings) { s.TenantPerMinute = 4 }, policyTenantRate, false},
+		{"sessionPerMinute", func(s *sluice.TenantSettings) { s.SessionPerMinute = 4 }, policySessionRate, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := roomy
+			tc.limit(&s)
+			f := newFixture(t, s, Options{})
+			f.session(t, "s1")
+			var admitted atomic.Int64
+			var refusedBy sync.Map
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Go(func() {
+					ws, resp, err := f.dial("acme", "s1")
+					if err == nil {
+						admitted.Add(1)
+						if !tc.keep {
+							ws.Close(websocket.StatusNormalClosure, "")
+						} else {
+							t.Cleanup(func() { ws.Close(websocket.StatusNormalClosure, "") })
+						}
+						return
+					}
+					if resp != nil && resp.StatusCode == 429 {
+						var body refusal
+						json.NewDecoder(resp.Body).Decode(&body)
+						refusedBy.Store(body.Limit, true)
+					}
+				})
+			}
+			wg.Wait()
+			if admitted.Load() != 4 {
+				t.Fatalf("admitted %d of 20 at a limit of 4", admitted.Load())
+			}
+			if _, ok := refusedBy.Load(tc.policy); !ok {
+				t.Fatalf("no refusal named %s", tc.policy)
+			}
+		})
+	}
+}
