@@ -111,14 +111,11 @@ func (c *conn) release() {
 	}
 }
 
-// readLoop reads frames until the connection closes, fails, idles out or
-// reaches its maximum lifetime. Closing is the write loop's: it sends the
-// close frame with the code, and the read then returns with it; cancelling
-// a read instead would drop the connection without a code.
+// readLoop reads frames until the connection closes or fails. Closing is
+// the write loop's: it sends the close frame with the code, and the read
+// then returns with it; cancelling a read instead would drop the
+// connection without a code.
 func (c *conn) readLoop() {
-	watchDone := make(chan struct{})
-	defer close(watchDone)
-	go c.watch(watchDone)
 	for {
 		typ, b, err := c.ws.Read(context.Background())
 		if err != nil {
@@ -135,32 +132,6 @@ func (c *conn) readLoop() {
 		}
 		c.touch()
 		c.handle(context.Background(), b)
-	}
-}
-
-// watch closes the connection at its maximum lifetime or when it has been
-// idle too long.
-func (c *conn) watch(stop <-chan struct{}) {
-	lifetime := time.NewTimer(c.g.opts.MaxLifetime)
-	defer lifetime.Stop()
-	idle := time.NewTicker(max(c.g.opts.IdleTimeout/10, 10*time.Millisecond))
-	defer idle.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-c.done:
-			return
-		case <-lifetime.C:
-			c.close(websocket.StatusNormalClosure, "maximum connection time reached")
-		case <-idle.C:
-			c.mu.Lock()
-			last := c.lastActiveAt
-			c.mu.Unlock()
-			if c.g.opts.Now().Sub(last) >= c.g.opts.IdleTimeout {
-				c.close(websocket.StatusNormalClosure, "idle timeout")
-			}
-		}
 	}
 }
 
@@ -216,13 +187,30 @@ func (c *conn) enqueue(b []byte) {
 	}
 }
 
-// writeLoop writes queued frames with a deadline each, and renews the
-// leases every renewal period, until the connection closes.
+// writeLoop writes queued frames with a deadline each, renews the leases
+// every renewal period, and closes the connection at its maximum lifetime
+// or when it has been idle too long (checked every renewal, or every tenth
+// of the idle timeout if that is sooner), until the connection closes. One
+// goroutine for all of it keeps a connection's memory small.
 func (c *conn) writeLoop() {
-	renew := time.NewTicker(c.g.opts.RenewEvery)
+	every := c.g.opts.RenewEvery
+	renew := time.NewTicker(every)
 	defer renew.Stop()
+	idle := time.NewTicker(max(min(every, c.g.opts.IdleTimeout/10), 10*time.Millisecond))
+	defer idle.Stop()
+	lifetime := time.NewTimer(c.g.opts.MaxLifetime)
+	defer lifetime.Stop()
 	for {
 		select {
+		case <-lifetime.C:
+			c.close(websocket.StatusNormalClosure, "maximum connection time reached")
+		case <-idle.C:
+			c.mu.Lock()
+			last := c.lastActiveAt
+			c.mu.Unlock()
+			if c.g.opts.Now().Sub(last) >= c.g.opts.IdleTimeout {
+				c.close(websocket.StatusNormalClosure, "idle timeout")
+			}
 		case <-c.done:
 			c.ws.Close(c.code, c.reason) // bounded by the library's own 5s handshake timeout
 			return

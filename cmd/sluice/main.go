@@ -21,6 +21,7 @@ Usage:
   sluice serve [flags]        serve the HTTP API (sluice serve -h for flags)
   sluice config check FILE    validate a configuration file
   sluice bench [flags]        load a local server and measure it (sluice bench -h)
+  sluice bench-ws [flags]     load a local server's WebSocket gateway and measure it
   sluice dynamodb create-table|iam-policy [flags]
                               set up the DynamoDB table; print a tenant's IAM policy
   sluice version              print the version
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return configCmd(args[1:], stdout)
 	case "bench":
 		return bench(ctx, args[1:], stdout, stderr)
+	case "bench-ws":
+		return benchWS(ctx, args[1:], stdout, stderr)
 	case "dynamodb":
 		return dynamodbCmd(ctx, args[1:], stdout, stderr)
 	case "version":
