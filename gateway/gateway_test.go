@@ -54,7 +54,7 @@ func newFixture(t *testing.T, s sluice.TenantSettings, opts Options) *fixture {
 	f.eng = engine.New(store, engine.Options{Now: c.now})
 	opts.Limiter, opts.Sessions, opts.Now = f.eng, f.sessions, c.now
 	opts.Settings = func(ctx context.Context, tenant string) (sluice.TenantSettings, bool, error) {
-		return s, tenant == "acme", nil
+		return s, tenant == "acme" || tenant == "beta", nil
 	}
 	f.g = New(opts)
 	f.srv = httptest.NewServer(f.g)
@@ -145,7 +145,8 @@ func TestAdmissionExactAndRefusalsFree(t *testing.T) {
 func TestUnknownTenantOrSessionIs403(t *testing.T) {
 	f := newFixture(t, roomy, Options{})
 	f.session(t, "s1")
-	for _, q := range [][2]string{{"ghost", "s1"}, {"acme", "nope"}} {
+	// beta exists, but s1 is acme's: a session id reaches only its tenant.
+	for _, q := range [][2]string{{"ghost", "s1"}, {"acme", "nope"}, {"beta", "s1"}} {
 		_, resp, err := f.dial(q[0], q[1])
 		if err == nil || resp == nil || resp.StatusCode != 403 {
 			t.Errorf("%v: %v %+v", q, err, resp)

@@ -49,6 +49,9 @@ type serveConfig struct {
 	Dynamo          dynamoFlags
 	WSRenew         time.Duration
 	AdvertiseURL    string
+	WSMaxMessage    int64
+	WSIdle          time.Duration
+	WSLifetime      time.Duration
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
@@ -69,6 +72,9 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.AdvertiseURL, "advertise-url", "", "this node's base `URL` as other nodes reach it, for a session's connections on several nodes; default http:// and the listening address")
+	fs.Int64Var(&c.WSMaxMessage, "ws-max-message", 128<<10, "largest WebSocket message in `bytes`; larger closes with 1009")
+	fs.DurationVar(&c.WSIdle, "ws-idle-timeout", 10*time.Minute, "close a WebSocket connection idle this long")
+	fs.DurationVar(&c.WSLifetime, "ws-max-lifetime", 2*time.Hour, "close any WebSocket connection after this long")
 	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node renews its WebSocket connections' leases; a dead node's connections return within three")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")
 	if err := fs.Parse(args); err != nil {
@@ -100,6 +106,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		return c, fmt.Errorf("serve: --max-keys must be positive, got %d", c.MaxKeys)
 	case c.ShutdownTimeout <= 0:
 		return c, fmt.Errorf("serve: --shutdown-timeout must be positive, got %v", c.ShutdownTimeout)
+	case c.WSMaxMessage < 1 || c.WSIdle <= 0 || c.WSLifetime <= 0:
+		return c, errors.New("serve: --ws-max-message, --ws-idle-timeout and --ws-max-lifetime must be positive")
 	case c.WSRenew < 10*time.Millisecond:
 		return c, fmt.Errorf("serve: --ws-renew must be at least 10ms, got %v", c.WSRenew)
 	case c.ConfigPoll <= 0:
@@ -231,11 +239,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			}
 			return sluice.TenantSettings{}, false, nil
 		},
-		RenewEvery: c.WSRenew,
-		Registry:   st.registry,
-		Node:       c.advertise(ln),
-		Peer:       peer(c.AdminKey),
-		Logger:     log,
+		RenewEvery:  c.WSRenew,
+		MaxMessage:  c.WSMaxMessage,
+		IdleTimeout: c.WSIdle,
+		MaxLifetime: c.WSLifetime,
+		Registry:    st.registry,
+		Node:        c.advertise(ln),
+		Peer:        peer(c.AdminKey),
+		Logger:      log,
 	})
 	defer gw.Close()
 	var inflight sync.WaitGroup // handlers running, so that the store outlives them
