@@ -144,6 +144,9 @@ type stores struct {
 	ready    func(context.Context) error
 	close    func() error
 	local    bool // in process: no network between a decision and its state
+	// sweepSessions removes expired sessions' state, periodically (not
+	// for DynamoDB, whose TTL does it, eventually).
+	sweepSessions func(now time.Time)
 }
 
 func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, error) {
@@ -161,7 +164,9 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 	}
 	if c.Store == "memory" {
 		s := memstore.New(mem)
-		return stores{counters: s, tenants: &memstore.Tenants{}, sessions: &memstore.Sessions{}, close: s.Close, local: true}, nil
+		sessions := &memstore.Sessions{}
+		return stores{counters: s, tenants: &memstore.Tenants{}, sessions: sessions, close: s.Close, local: true,
+			sweepSessions: func(now time.Time) { sessions.Sweep(now) }}, nil
 	}
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return stores{}, fmt.Errorf("serve: data dir: %w", err)
@@ -170,7 +175,12 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 	if err != nil {
 		return stores{}, fmt.Errorf("serve: %w", err)
 	}
-	return stores{counters: s, tenants: s, sessions: s, ready: s.Ping, close: s.Close, local: true}, nil
+	return stores{counters: s, tenants: s, sessions: s, ready: s.Ping, close: s.Close, local: true,
+		sweepSessions: func(now time.Time) {
+			if _, err := s.SweepSessions(now); err != nil {
+				log.Warn("sweeping expired sessions", "err", err)
+			}
+		}}, nil
 }
 
 // serve runs the HTTP API until ctx is cancelled, then drains in-flight
@@ -282,6 +292,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var wg sync.WaitGroup
 	wctx, stopWatch := context.WithCancel(context.Background())
 	defer func() { stopWatch(); wg.Wait() }()
+	if st.sweepSessions != nil {
+		wg.Go(func() {
+			t := time.NewTicker(time.Minute)
+			defer t.Stop()
+			for {
+				select {
+				case <-wctx.Done():
+					return
+				case now := <-t.C:
+					st.sweepSessions(now)
+				}
+			}
+		})
+	}
 	if watcher != nil {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)

@@ -92,6 +92,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	} else if n > 0 {
 		opts.Logger.Info("pebblestore: removed expired counters", "count", n)
 	}
+	if n, err := s.SweepSessions(now()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("pebblestore: sweeping expired sessions: %w", err)
+	} else if n > 0 {
+		opts.Logger.Info("pebblestore: removed expired sessions", "count", n)
+	}
 	opts.Memory.Backing = &backing{db: db, durableAfter: opts.DurableAfter, log: opts.Logger}
 	s.Store = memstore.New(opts.Memory)
 	return s, nil

@@ -119,3 +119,23 @@ func TestSessionsConformance(t *testing.T) {
 func TestRegistryConformance(t *testing.T) {
 	storetest.RunRegistry(t, func(t *testing.T) sluice.Registry { return open(t, t.TempDir()) })
 }
+
+// TestExpiredSessionsRemoved: an expired session's state is removed when
+// met, and by the sweep.
+func TestExpiredSessionsRemoved(t *testing.T) {
+	s := open(t, t.TempDir())
+	ctx := context.Background()
+	t0 := time.Now()
+	for _, id := range []string{"met", "swept"} {
+		if err := s.CreateSession(ctx, sluice.Session{Tenant: "acme", ID: id, CreatedAt: t0, ExpiresAt: t0.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := t0.Add(2 * time.Minute)
+	if _, err := s.GetSession(ctx, later, "acme", "met"); err == nil {
+		t.Fatal("expired session found")
+	}
+	if n, err := s.SweepSessions(later); err != nil || n != 1 {
+		t.Fatalf("sweep removed %d (%v), want 1: the met one is gone already", n, err)
+	}
+}

@@ -39,10 +39,45 @@ func (s *Store) liveSessionLocked(now time.Time, tenant, id string) (sluice.Sess
 	if err != nil {
 		return x, err
 	}
-	if !ok || !now.Before(x.ExpiresAt) {
+	if !ok {
+		return x, sluice.ErrSessionNotFound
+	}
+	if !now.Before(x.ExpiresAt) {
+		// Expired: its state goes now (no sync needed: it reads as
+		// expired anyway).
+		if err := s.db.Delete(sessionKey(tenant, id), pebble.NoSync); err != nil {
+			s.log.Warn("pebblestore: removing an expired session", "err", err)
+		}
 		return x, sluice.ErrSessionNotFound
 	}
 	return x, nil
+}
+
+// SweepSessions removes every session expired at now, and returns how
+// many. Sessions met expired are removed as they are met; this catches the
+// rest.
+func (s *Store) SweepSessions(now time.Time) (int, error) {
+	s.sessionMu.Lock()
+	defer s.sessionMu.Unlock()
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixSession}, UpperBound: []byte{prefixSession + 1}})
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	defer iter.Close()
+	batch := s.db.NewBatch()
+	defer batch.Close()
+	n := 0
+	for iter.First(); iter.Valid(); iter.Next() {
+		var x sluice.Session
+		if json.Unmarshal(iter.Value(), &x) != nil || !now.Before(x.ExpiresAt) {
+			batch.Delete(bytes.Clone(iter.Key()), nil)
+			n++
+		}
+	}
+	if err := iter.Error(); err != nil {
+		return 0, unavailable(err)
+	}
+	return n, unavailable(batch.Commit(pebble.NoSync))
 }
 
 // GetSession implements sluice.SessionStore.
