@@ -34,6 +34,8 @@ type conn struct {
 
 	closeOnce sync.Once
 	done      chan struct{}
+	ctx       context.Context // cancelled at close, and by the gateway's Close
+	cancel    context.CancelFunc
 	code      websocket.StatusCode
 	reason    string
 }
@@ -74,6 +76,7 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 	c.closeOnce.Do(func() {
 		c.code, c.reason = code, reason
 		close(c.done)
+		c.cancel()
 	})
 }
 
@@ -131,7 +134,11 @@ func (c *conn) readLoop() {
 			return
 		}
 		c.touch()
-		c.handle(context.Background(), b)
+		// A store that hangs cannot hold the connection past its own
+		// close nor the gateway's.
+		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		c.handle(ctx, b)
+		cancel()
 	}
 }
 

@@ -97,6 +97,10 @@ type Gateway struct {
 	silos map[string]*queue.Queue // one queue and worker per tenant
 
 	pooled *queue.Queue // one queue for every tenant, fair between them
+	dedup  *queue.Dedup // message ids, shared by the queues
+
+	ctx    context.Context // cancelled by Close: no store call outlives it
+	cancel context.CancelFunc
 
 	wg     sync.WaitGroup
 	stop   chan struct{}
@@ -141,7 +145,9 @@ func New(opts Options) *Gateway {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
-	g.pooled = queue.New(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, Workers: opts.PooledWorkers, Now: opts.Now}, g.deliver)
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.dedup = queue.NewDedup(5*time.Minute, 100_000)
+	g.pooled = queue.New(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, TenantCapacity: opts.QueueCapacity, Workers: opts.PooledWorkers, Dedup: g.dedup, Now: opts.Now}, g.deliver)
 	g.wg.Go(g.expiryLoop)
 	return g
 }
@@ -156,6 +162,7 @@ func (g *Gateway) Close() {
 	}
 	g.closed = true
 	close(g.stop)
+	g.cancel()
 	var all []*conn
 	for _, cs := range g.conns {
 		for c := range cs {
@@ -183,7 +190,7 @@ func (g *Gateway) silo(tenant string) *queue.Queue {
 	defer g.mu.Unlock()
 	q := g.silos[tenant]
 	if q == nil && g.silos != nil {
-		q = queue.New(queue.Options{Capacity: g.opts.QueueCapacity, Workers: 1, Now: g.opts.Now}, g.deliver)
+		q = queue.New(queue.Options{Capacity: g.opts.QueueCapacity, Workers: 1, Dedup: g.dedup, Now: g.opts.Now}, g.deliver)
 		g.silos[tenant] = q
 	}
 	return q
@@ -367,6 +374,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &conn{g: g, tenant: tenant, session: session, checks: checks[:2], leases: []uint64{res.Decisions[0].Lease.ID, res.Decisions[1].Lease.ID},
 		settings: st, send: make(chan []byte, g.opts.SendQueue), done: make(chan struct{}), connectedAt: g.opts.Now()}
+	c.ctx, c.cancel = context.WithCancel(g.ctx)
 	c.id = connID()
 	c.lastActiveAt = c.connectedAt
 	// The connection's id, for the management API.
@@ -520,7 +528,7 @@ func (g *Gateway) expiryLoop() {
 		}
 		g.mu.Unlock()
 		for _, k := range keys {
-			ctx, cancel := context.WithTimeout(context.Background(), g.opts.ExpiryEvery)
+			ctx, cancel := context.WithTimeout(g.ctx, g.opts.ExpiryEvery)
 			_, err := g.opts.Sessions.GetSession(ctx, g.opts.Now(), k.tenant, k.id)
 			cancel()
 			if errors.Is(err, sluice.ErrSessionNotFound) {

@@ -24,8 +24,8 @@ import (
 type Message struct {
 	Tenant string
 	Group  string
-	// ID deduplicates: a message whose tenant and id were enqueued in the
-	// last DedupWindow is refused with ErrDuplicate. Empty: no dedup.
+	// ID deduplicates: a message whose group and id were enqueued in the
+	// last dedup window is refused with ErrDuplicate. Empty: no dedup.
 	ID   string
 	Body any
 }
@@ -45,6 +45,13 @@ type Handler func(ctx context.Context, m Message)
 type Options struct {
 	// Capacity caps the messages waiting, across tenants. Default 10,000.
 	Capacity int
+	// TenantCapacity caps one tenant's messages waiting, so that one
+	// tenant cannot fill a shared queue. Default Capacity.
+	TenantCapacity int
+	// Dedup remembers message ids; queues that share one refuse an id
+	// seen by any of them. Default: the queue's own, with DedupWindow and
+	// MaxDedup.
+	Dedup *Dedup
 	// Workers handle messages concurrently (never two of one group).
 	// Default 1.
 	Workers int
@@ -70,9 +77,6 @@ type Queue struct {
 	waiting int
 	closed  bool
 
-	seen  map[string]time.Time // dedup: tenant\x00id -> when enqueued
-	order *list.List           // of seenEntry, oldest first
-
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
 }
@@ -84,9 +88,49 @@ type tenantQ struct {
 	inRing   bool
 }
 
+// Dedup remembers message ids for a window, by message group. It is safe
+// for concurrent use; queues may share one.
+type Dedup struct {
+	mu     sync.Mutex
+	window time.Duration
+	max    int
+	seen   map[string]time.Time // group\x00id -> when seen
+	order  *list.List           // of seenEntry, oldest first
+}
+
 type seenEntry struct {
 	key string
 	at  time.Time
+}
+
+// NewDedup returns a Dedup remembering ids for window, at most max of them
+// (past it the oldest are forgotten early).
+func NewDedup(window time.Duration, max int) *Dedup {
+	return &Dedup{window: window, max: max, seen: map[string]time.Time{}, order: list.New()}
+}
+
+// seen records group and id at now, and reports whether they were seen in
+// the window.
+func (d *Dedup) check(now time.Time, group, id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for e := d.order.Front(); e != nil; e = d.order.Front() {
+		s := e.Value.(seenEntry)
+		if now.Sub(s.at) < d.window && d.order.Len() < d.max {
+			break
+		}
+		d.order.Remove(e)
+		if d.seen[s.key] == s.at {
+			delete(d.seen, s.key)
+		}
+	}
+	key := group + "\x00" + id
+	if at, ok := d.seen[key]; ok && now.Sub(at) < d.window {
+		return true
+	}
+	d.seen[key] = now
+	d.order.PushBack(seenEntry{key, now})
+	return false
 }
 
 // New returns a Queue and starts its workers. Close stops them.
@@ -103,11 +147,17 @@ func New(opts Options, handle Handler) *Queue {
 	if opts.MaxDedup <= 0 {
 		opts.MaxDedup = 100_000
 	}
+	if opts.TenantCapacity <= 0 {
+		opts.TenantCapacity = opts.Capacity
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Dedup == nil {
+		opts.Dedup = NewDedup(opts.DedupWindow, opts.MaxDedup)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	q := &Queue{opts: opts, handle: handle, tenants: map[string]*tenantQ{}, seen: map[string]time.Time{}, order: list.New(), cancel: cancel}
+	q := &Queue{opts: opts, handle: handle, tenants: map[string]*tenantQ{}, cancel: cancel}
 	q.ready = sync.NewCond(&q.mu)
 	for range opts.Workers {
 		q.wg.Go(func() { q.work(ctx) })
@@ -115,29 +165,23 @@ func New(opts Options, handle Handler) *Queue {
 	return q
 }
 
-// Enqueue adds m. It returns ErrFull when Capacity messages wait (nothing
-// is dropped silently: the caller tells its sender), ErrDuplicate for an id
-// seen in the dedup window, ErrClosed after Close.
+// Enqueue adds m. It returns ErrFull when Capacity messages wait, or
+// TenantCapacity of m's tenant (nothing is dropped silently: the caller
+// tells its sender), ErrDuplicate for an id of m's group seen in the dedup
+// window, ErrClosed after Close.
 func (q *Queue) Enqueue(m Message) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return ErrClosed
 	}
-	if q.waiting >= q.opts.Capacity {
+	t := q.tenants[m.Tenant]
+	if q.waiting >= q.opts.Capacity || (t != nil && t.pending.Len() >= q.opts.TenantCapacity) {
 		return ErrFull
 	}
-	if m.ID != "" {
-		now := q.opts.Now()
-		q.forgetLocked(now)
-		key := m.Tenant + "\x00" + m.ID
-		if at, ok := q.seen[key]; ok && now.Sub(at) < q.opts.DedupWindow {
-			return ErrDuplicate
-		}
-		q.seen[key] = now
-		q.order.PushBack(seenEntry{key, now})
+	if m.ID != "" && q.opts.Dedup.check(q.opts.Now(), m.Group, m.ID) {
+		return ErrDuplicate
 	}
-	t := q.tenants[m.Tenant]
 	if t == nil {
 		t = &tenantQ{name: m.Tenant, pending: list.New(), inFlight: map[string]bool{}}
 		q.tenants[m.Tenant] = t
@@ -150,21 +194,6 @@ func (q *Queue) Enqueue(m Message) error {
 	}
 	q.ready.Signal()
 	return nil
-}
-
-// forgetLocked drops the dedup ids older than the window, and the oldest
-// beyond MaxDedup.
-func (q *Queue) forgetLocked(now time.Time) {
-	for e := q.order.Front(); e != nil; e = q.order.Front() {
-		s := e.Value.(seenEntry)
-		if now.Sub(s.at) < q.opts.DedupWindow && q.order.Len() < q.opts.MaxDedup {
-			return
-		}
-		q.order.Remove(e)
-		if q.seen[s.key] == s.at {
-			delete(q.seen, s.key)
-		}
-	}
 }
 
 // Len returns the number of messages waiting.

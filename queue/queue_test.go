@@ -117,11 +117,16 @@ func TestDedupAndBounds(t *testing.T) {
 	if err := q.Enqueue(Message{Tenant: "a", Group: "a:s", ID: "m1"}); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, func() bool { return q.Len() == 0 }) // in flight, blocked
 	if err := q.Enqueue(Message{Tenant: "a", Group: "a:s", ID: "m1"}); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("same id again: %v", err)
 	}
 	if err := q.Enqueue(Message{Tenant: "b", Group: "b:s", ID: "m1"}); err != nil {
 		t.Fatalf("another tenant's id: %v", err)
+	}
+	// Ids are a group's own: another session cannot suppress these.
+	if err := q.Enqueue(Message{Tenant: "a", Group: "a:other", ID: "m1"}); err != nil {
+		t.Fatalf("another group's id: %v", err)
 	}
 	mu.Lock()
 	now = now.Add(5 * time.Minute)
@@ -129,9 +134,8 @@ func TestDedupAndBounds(t *testing.T) {
 	if err := q.Enqueue(Message{Tenant: "a", Group: "a:s", ID: "m1"}); err != nil {
 		t.Fatalf("same id after the window: %v", err)
 	}
-	// The first message is in flight, blocked; 3 wait: full.
-	waitFor(t, func() bool { return q.Len() == 2 })
-	q.Enqueue(Message{Tenant: "a", Group: "a:s"})
+	// The first message is in flight, blocked; the other 3 wait: full.
+	waitFor(t, func() bool { return q.Len() == 3 })
 	if err := q.Enqueue(Message{Tenant: "a", Group: "a:s"}); !errors.Is(err, ErrFull) {
 		t.Fatalf("past capacity: %v", err)
 	}
@@ -156,5 +160,36 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestTenantCapacityAndSharedDedup: one tenant cannot fill a shared queue;
+// queues sharing a Dedup refuse an id any of them has seen.
+func TestTenantCapacityAndSharedDedup(t *testing.T) {
+	block := make(chan struct{})
+	d := NewDedup(time.Minute, 100)
+	q := New(Options{Capacity: 10, TenantCapacity: 3, Dedup: d}, func(ctx context.Context, m Message) { <-block })
+	other := New(Options{Dedup: d}, func(ctx context.Context, m Message) {})
+	defer func() { close(block); q.Close(); other.Close() }()
+	for i := range 5 {
+		err := q.Enqueue(Message{Tenant: "busy", Group: fmt.Sprint("busy:", i)})
+		if i == 0 {
+			waitFor(t, func() bool { return q.Len() == 0 }) // in flight, blocked
+		}
+		if i <= 3 && err != nil { // one in flight, three waiting
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if i == 4 && !errors.Is(err, ErrFull) {
+			t.Fatalf("past the tenant's capacity: %v", err)
+		}
+	}
+	if err := q.Enqueue(Message{Tenant: "quiet", Group: "quiet:s"}); err != nil {
+		t.Fatalf("another tenant refused: %v", err)
+	}
+	if err := q.Enqueue(Message{Tenant: "quiet", Group: "quiet:s", ID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Enqueue(Message{Tenant: "quiet", Group: "quiet:s", ID: "x"}); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("the other queue took a seen id: %v", err)
 	}
 }

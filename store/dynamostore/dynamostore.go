@@ -211,7 +211,9 @@ func after(from versioned, st algo.State, id string) versioned {
 // write whose first try landed but whose answer was lost, the retry's
 // condition fails and the returned item bears this id, so the write is known
 // to have landed rather than taken for another's, which would count its
-// hits twice. A token bucket is put as its arrival time alone (tat), as the
+// hits twice. If another node wrote between the landing and the retry, the
+// returned item bears its id and the hits are counted again: at most one
+// request's hits, erring on the side of the limit. A token bucket is put as its arrival time alone (tat), as the
 // no-read updates (gcra) expect.
 func (s *Store) put(pk string, st *algo.State, from versioned, id string) (*types.Put, error) {
 	item := key(pk, skCounter)
@@ -234,8 +236,15 @@ func (s *Store) put(pk string, st *algo.State, from versioned, id string) (*type
 	case noItem:
 		p.ConditionExpression = aws.String("attribute_not_exists(pk)")
 	case genericItem:
+		// The version, and the write that put it: a version number can
+		// come round again if DynamoDB deletes an expired item and it is
+		// made anew, but not with the same write id.
 		p.ConditionExpression = aws.String("v = :v")
 		p.ExpressionAttributeValues = map[string]types.AttributeValue{":v": &types.AttributeValueMemberN{Value: strconv.FormatInt(from.version, 10)}}
+		if from.write != "" {
+			p.ConditionExpression = aws.String("v = :v AND w = :from")
+			p.ExpressionAttributeValues[":from"] = &types.AttributeValueMemberS{Value: from.write}
+		}
 	case tatItem:
 		p.ConditionExpression = aws.String("tat = :tat")
 		p.ExpressionAttributeValues = map[string]types.AttributeValue{":tat": &types.AttributeValueMemberN{Value: strconv.FormatInt(from.state.TAT, 10)}}
@@ -247,11 +256,18 @@ func (s *Store) put(pk string, st *algo.State, from versioned, id string) (*type
 // day later, in epoch seconds.
 func ttlOf(expires int64) int64 { return expires/int64(time.Second) + 1 + 86400 }
 
+func (s *Store) stripeIndex(pk string) int {
+	return int(maphash.String(s.seed, pk) % uint64(len(s.stripes)))
+}
+
+// stripe returns pk's stripe lock.
+func (s *Store) stripe(pk string) *sync.Mutex { return &s.stripes[s.stripeIndex(pk)] }
+
 // lock locks the stripes of keys pks, in order, and returns the unlock.
 func (s *Store) lock(pks ...string) func() {
 	idx := make([]int, 0, len(pks))
 	for _, pk := range pks {
-		idx = append(idx, int(maphash.String(s.seed, pk)%uint64(len(s.stripes))))
+		idx = append(idx, s.stripeIndex(pk))
 	}
 	slices.Sort(idx)
 	idx = slices.Compact(idx)
@@ -381,13 +397,13 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 		if len(writes) == 0 {
 			return nil
 		}
-		lost, err := s.write(ctx, pks, cur, first, next, writes)
+		lost, id, err := s.write(ctx, pks, cur, first, next, writes)
 		if err != nil {
 			return err
 		}
 		if lost == nil {
 			for _, i := range writes {
-				s.cache.put(pks[i], after(cur[first[i]], next[i], ""))
+				s.cache.put(pks[i], after(cur[first[i]], next[i], id))
 			}
 			return nil
 		}
@@ -402,14 +418,14 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 
 // write puts the new states of ops writes, each conditioned on the version
 // it was computed from. It returns, for the ops whose condition failed, the
-// items as they are.
-func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first []int, next []algo.State, writes []int) (map[int]versioned, error) {
+// items as they are, and the write's id.
+func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first []int, next []algo.State, writes []int) (map[int]versioned, string, error) {
 	id := writeID()
 	if len(writes) == 1 {
 		i := writes[0]
 		p, err := s.put(pks[i], &next[i], cur[first[i]], id)
 		if err != nil {
-			return nil, err
+			return nil, id, err
 		}
 		s.stats.writes.Add(1)
 		s.stats.writeUnits.Add(writeUnits(p.Item))
@@ -421,23 +437,23 @@ func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first 
 		if errors.As(err, &ccf) {
 			v, derr := decodeItem(ccf.Item)
 			if derr != nil {
-				return nil, derr
+				return nil, id, derr
 			}
 			if v.write == id {
-				return nil, nil // our own write, landed on an earlier try
+				return nil, id, nil // our own write, landed on an earlier try
 			}
-			return map[int]versioned{i: v}, nil
+			return map[int]versioned{i: v}, id, nil
 		}
 		if err != nil {
-			return nil, unavailable("write", err)
+			return nil, id, unavailable("write", err)
 		}
-		return nil, nil
+		return nil, id, nil
 	}
 	items := make([]types.TransactWriteItem, 0, len(writes))
 	for _, i := range writes {
 		p, err := s.put(pks[i], &next[i], cur[first[i]], id)
 		if err != nil {
-			return nil, err
+			return nil, id, err
 		}
 		items = append(items, types.TransactWriteItem{Put: p})
 		s.stats.writeUnits.Add(2 * writeUnits(p.Item))
@@ -454,7 +470,7 @@ func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first 
 			}
 			v, derr := decodeItem(r.Item)
 			if derr != nil {
-				return nil, derr
+				return nil, id, derr
 			}
 			lost[writes[n]] = v
 		}
@@ -464,17 +480,17 @@ func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first 
 			for _, i := range writes {
 				v, err := s.read(ctx, pks[i])
 				if err != nil {
-					return nil, err
+					return nil, id, err
 				}
 				lost[i] = v
 			}
 		}
-		return lost, nil
+		return lost, id, nil
 	}
 	if err != nil {
-		return nil, unavailable("transact", err)
+		return nil, id, unavailable("transact", err)
 	}
-	return nil, nil
+	return nil, id, nil
 }
 
 // Release implements sluice.Store.
@@ -503,12 +519,12 @@ func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p 
 		if !ok {
 			return sluice.Decision{}, sluice.ErrLeaseNotFound
 		}
-		lost, err := s.write(ctx, []string{pk}, []versioned{cur}, []int{0}, []algo.State{next}, []int{0})
+		lost, id, err := s.write(ctx, []string{pk}, []versioned{cur}, []int{0}, []algo.State{next}, []int{0})
 		if err != nil {
 			return sluice.Decision{}, err
 		}
 		if lost == nil {
-			s.cache.put(pk, after(cur, next, ""))
+			s.cache.put(pk, after(cur, next, id))
 			return d, nil
 		}
 		cur = lost[0]

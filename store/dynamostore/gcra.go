@@ -26,7 +26,9 @@ import (
 // the other or to deny: an arrival time beyond the bucket's depth is a
 // denial, with Retry-After from it, and no further request. Every write
 // carries its id, and the first update refuses to repeat one, so that an
-// SDK retry of a write that landed is recognised, not counted twice.
+// SDK retry of a write that landed is recognised, not counted twice, unless
+// another node wrote in between: then the hits are counted again, erring on
+// the side of the limit.
 func (s *Store) gcra(ctx context.Context, now int64, op *sluice.Op, pk string) (sluice.Decision, error) {
 	p := op.Policy
 	cost := op.Hits * algo.EmissionInterval(p)

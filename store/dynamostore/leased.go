@@ -39,18 +39,27 @@ type lease struct {
 	resetAt time.Time
 }
 
-func (l *leases) get(pk string, now int64) *lease {
+// get returns pk's lease, made if need be. The caller holds pk's stripe
+// lock; every 4096 calls, get drops the batches of windows over, each
+// under its key's stripe lock taken with TryLock, so that the map stays
+// bounded by the keys of current windows without touching an entry in use
+// (nor blocking: the caller holds a stripe).
+func (l *leases) get(pk string, now int64, stripe func(pk string) *sync.Mutex) *lease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m == nil {
 		l.m = map[string]*lease{}
 	}
 	if l.calls++; l.calls%4096 == 0 {
-		// Drop the batches of windows over, so that the map stays
-		// bounded by the keys of current windows.
 		for k, e := range l.m {
-			if e.end <= now && k != pk {
-				delete(l.m, k)
+			if k == pk {
+				continue
+			}
+			if mu := stripe(k); mu.TryLock() {
+				if e.end != 0 && e.end <= now {
+					delete(l.m, k)
+				}
+				mu.Unlock()
 			}
 		}
 	}
@@ -68,7 +77,7 @@ func (s *Store) leased(ctx context.Context, now int64, op *sluice.Op, pk string)
 	p := op.Policy
 	w := int64(p.Window)
 	start := now - ((now%w)+w)%w
-	e := s.leases.get(pk, now)
+	e := s.leases.get(pk, now, s.stripe)
 	e.count++
 	if e.window == start && e.left >= op.Hits {
 		e.left -= op.Hits
