@@ -120,15 +120,15 @@ func New(opts Options) *Handler {
 	h.route("DELETE", "/v1/leases/{token}", h.release)
 	h.route("GET", "/v1/tenants", h.listTenants)
 	h.route("POST", "/v1/tenants", h.createTenant)
-	h.route("GET", "/v1/tenants/{id}", h.getTenant)
+	h.tenantRoute("GET", "/v1/tenants/{id}", h.getTenant)
 	h.route("PUT", "/v1/tenants/{id}", h.putTenant)
 	h.route("DELETE", "/v1/tenants/{id}", h.deleteTenant)
 	h.route("POST", "/v1/tenants/{id}/keys", h.createKey)
-	h.route("GET", "/v1/tenants/{id}/keys", h.listKeys)
-	h.route("DELETE", "/v1/tenants/{id}/keys/{key}", h.deleteKey)
-	h.route("PUT", "/v1/tenants/{id}/sessions", h.createSession)
-	h.route("GET", "/v1/tenants/{id}/sessions/{session}", h.getSession)
-	h.route("DELETE", "/v1/tenants/{id}/sessions/{session}", h.deleteSession)
+	h.tenantRoute("GET", "/v1/tenants/{id}/keys", h.listKeys)
+	h.tenantRoute("DELETE", "/v1/tenants/{id}/keys/{key}", h.deleteKey)
+	h.tenantRoute("PUT", "/v1/tenants/{id}/sessions", h.createSession)
+	h.tenantRoute("GET", "/v1/tenants/{id}/sessions/{session}", h.getSession)
+	h.tenantRoute("DELETE", "/v1/tenants/{id}/sessions/{session}", h.deleteSession)
 	h.route("GET", "/v1/policies", h.policies)
 	if opts.Gateway != nil {
 		// A connect proves itself by its session id, which only its
@@ -138,9 +138,9 @@ func New(opts Options) *Handler {
 		h.mux.HandleFunc("GET /v1/ws/admit", opts.Gateway.AdmitHandler)
 		h.allow["/v1/ws"] = []string{"GET"}
 		h.allow["/v1/ws/admit"] = []string{"GET"}
-		h.route("POST", "/v1/tenants/{id}/connections/{conn}", h.postToConnection)
-		h.route("GET", "/v1/tenants/{id}/connections/{conn}", h.connectionInfo)
-		h.route("DELETE", "/v1/tenants/{id}/connections/{conn}", h.closeConnection)
+		h.tenantRoute("POST", "/v1/tenants/{id}/connections/{conn}", h.postToConnection)
+		h.tenantRoute("GET", "/v1/tenants/{id}/connections/{conn}", h.connectionInfo)
+		h.tenantRoute("DELETE", "/v1/tenants/{id}/connections/{conn}", h.closeConnection)
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -172,6 +172,19 @@ func (h *Handler) route(method, path string, fn authedHandler) {
 		fn(w, r, p)
 	})
 	h.allow[path] = append(h.allow[path], method)
+}
+
+// tenantRoute routes a tenant's path, /v1/tenants/{id}/...: the caller must
+// reach tenant {id} (403 otherwise) and fn gets its id.
+func (h *Handler) tenantRoute(method, path string, fn func(w http.ResponseWriter, r *http.Request, tenant string)) {
+	h.route(method, path, func(w http.ResponseWriter, r *http.Request, who principal) {
+		tenant := r.PathValue("id")
+		if !who.can(tenant) {
+			writeError(w, errForbidden)
+			return
+		}
+		fn(w, r, tenant)
+	})
 }
 
 // ServeHTTP routes r, answering unknown routes 404 and known paths with the
