@@ -83,9 +83,23 @@ type Result struct {
 	Decisions []Decision
 }
 
-// Limiter decides requests. It is implemented in-process by engine.Engine.
+// Limiter decides requests. It is implemented in-process by engine.Engine,
+// and over HTTP by client.Client.
 type Limiter interface {
 	Check(ctx context.Context, req Request) (Result, error)
+}
+
+// LeaseLimiter is a Limiter that also releases and renews the leases its
+// concurrency decisions hand out. engine.Engine implements it; the HTTP API
+// and the WebSocket gateway use it.
+type LeaseLimiter interface {
+	Limiter
+	// Release returns a lease's units at once; ErrLeaseNotFound if it was
+	// released or has expired.
+	Release(ctx context.Context, tenant string, c Check, lease uint64) (Decision, error)
+	// Renew extends a live lease; ErrLeaseNotFound if it was released or
+	// has expired.
+	Renew(ctx context.Context, tenant string, c Check, lease uint64) (Decision, error)
 }
 
 // Limits on the size of a request's parts.

@@ -83,7 +83,7 @@ type batch struct {
 	box [2 * sluice.MaxChecks]sluice.Policy
 }
 
-var _ sluice.Limiter = (*Engine)(nil)
+var _ sluice.LeaseLimiter = (*Engine)(nil)
 
 // New returns an Engine deciding on store. The caller still owns the store
 // and closes it.

@@ -36,17 +36,10 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// Limiter is what the gateway needs of the engine.
-type Limiter interface {
-	Check(ctx context.Context, req sluice.Request) (sluice.Result, error)
-	Release(ctx context.Context, tenant string, c sluice.Check, lease uint64) (sluice.Decision, error)
-	Renew(ctx context.Context, tenant string, c sluice.Check, lease uint64) (sluice.Decision, error)
-}
-
 // Options configures a Gateway. Limiter, Sessions and Settings are
 // required; the zero values of the rest are API Gateway's limits.
 type Options struct {
-	Limiter  Limiter
+	Limiter  sluice.LeaseLimiter
 	Sessions sluice.SessionStore
 	// Settings returns a tenant's settings, and false if the tenant does
 	// not exist.

@@ -38,16 +38,9 @@ import (
 	"github.com/sluicehq/sluice/store/memstore"
 )
 
-// Limiter is what the API needs of the engine.
-type Limiter interface {
-	Check(ctx context.Context, req sluice.Request) (sluice.Result, error)
-	Release(ctx context.Context, tenant string, c sluice.Check, lease uint64) (sluice.Decision, error)
-	Renew(ctx context.Context, tenant string, c sluice.Check, lease uint64) (sluice.Decision, error)
-}
-
 // Options configures a Handler. Limiter and Tenants are required.
 type Options struct {
-	Limiter Limiter
+	Limiter sluice.LeaseLimiter
 	Tenants sluice.TenantStore
 	// Sessions keeps WebSocket sessions. Default: in memory.
 	Sessions sluice.SessionStore
