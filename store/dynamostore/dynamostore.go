@@ -58,17 +58,25 @@ type Options struct {
 	// MaxAttempts bounds the conditional writes of one decision under
 	// contention. Default 64.
 	MaxAttempts int
+	// TenantTTL is how long GetTenant remembers a tenant, or its absence,
+	// before reading the table again: how long another node's change to a
+	// tenant takes to be seen here. This node's own changes are seen at
+	// once. Default 1s; negative reads the table every time.
+	TenantTTL time.Duration
+	// Now is the clock of the tenant cache. Default time.Now.
+	Now func() time.Time
 }
 
 // Store is a sluice.Store on DynamoDB. It is safe for concurrent use.
 type Store struct {
-	db     API
-	table  string
-	max    int
-	cache  *cache
-	closed chan struct{}
-	once   sync.Once
-	stats  Stats
+	db      API
+	table   string
+	max     int
+	cache   *cache
+	tenants *tenantCache
+	closed  chan struct{}
+	once    sync.Once
+	stats   Stats
 
 	// stripes serialise this node's decisions on one key, so that they do
 	// not race each other through conditional writes (each lost race costs
@@ -93,7 +101,18 @@ func New(db API, opts Options) (*Store, error) {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 64
 	}
-	return &Store{db: db, table: opts.Table, max: opts.MaxAttempts, cache: newCache(opts.CacheKeys), closed: make(chan struct{}), seed: maphash.MakeSeed()}, nil
+	if opts.TenantTTL == 0 {
+		opts.TenantTTL = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{
+		db: db, table: opts.Table, max: opts.MaxAttempts,
+		cache:   newCache(opts.CacheKeys),
+		tenants: newTenantCache(opts.TenantTTL, opts.CacheKeys, opts.Now),
+		closed:  make(chan struct{}), seed: maphash.MakeSeed(),
+	}, nil
 }
 
 // Close implements sluice.Store. The client is the caller's.

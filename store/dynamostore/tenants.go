@@ -81,6 +81,7 @@ func (st *Store) CreateTenant(ctx context.Context, t sluice.Tenant) error {
 		return err
 	}
 	_, err = st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	st.tenants.forget(t.ID)
 	if conditionFailed(err, 0) {
 		return sluice.ErrTenantExists
 	}
@@ -89,7 +90,7 @@ func (st *Store) CreateTenant(ctx context.Context, t sluice.Tenant) error {
 
 // UpdateTenant implements sluice.TenantStore.
 func (st *Store) UpdateTenant(ctx context.Context, t sluice.Tenant) error {
-	old, err := st.GetTenant(ctx, t.ID)
+	old, err := st.readTenant(ctx, t.ID)
 	if err != nil {
 		return err
 	}
@@ -98,14 +99,35 @@ func (st *Store) UpdateTenant(ctx context.Context, t sluice.Tenant) error {
 		return err
 	}
 	_, err = st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	st.tenants.forget(t.ID)
 	if conditionFailed(err, 0) {
 		return sluice.ErrTenantNotFound
 	}
 	return unavailableIf("update tenant", err)
 }
 
-// GetTenant implements sluice.TenantStore.
+// GetTenant implements sluice.TenantStore. It answers from the tenant
+// cache (Options.TenantTTL) when it can.
 func (st *Store) GetTenant(ctx context.Context, id string) (sluice.Tenant, error) {
+	t, found, ok, gen := st.tenants.get(id)
+	if ok {
+		if !found {
+			return sluice.Tenant{}, sluice.ErrTenantNotFound
+		}
+		return t, nil
+	}
+	t, err := st.readTenant(ctx, id)
+	switch {
+	case err == nil:
+		st.tenants.put(id, t, true, gen)
+	case errors.Is(err, sluice.ErrTenantNotFound):
+		st.tenants.put(id, sluice.Tenant{}, false, gen)
+	}
+	return t, err
+}
+
+// readTenant reads the tenant from the table, consistently.
+func (st *Store) readTenant(ctx context.Context, id string) (sluice.Tenant, error) {
 	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &st.table, Key: key(tenantPK(id), skTenant), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return sluice.Tenant{}, unavailable("get tenant", err)
@@ -161,7 +183,7 @@ func (st *Store) ListOverrides(ctx context.Context, policy string) (map[string]s
 // DeleteTenant implements sluice.TenantStore: the tenant, its overrides and
 // its API keys. Counters are left to expire.
 func (st *Store) DeleteTenant(ctx context.Context, id string) error {
-	t, err := st.GetTenant(ctx, id)
+	t, err := st.readTenant(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -172,6 +194,7 @@ func (st *Store) DeleteTenant(ctx context.Context, id string) error {
 	// The tenant item goes first and alone, conditioned on existing, so
 	// that two deletes cannot both succeed; the rest follows.
 	_, err = st.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &st.table, Key: key(tenantPK(id), skTenant), ConditionExpression: aws.String("attribute_exists(pk)")})
+	st.tenants.forget(id)
 	if conditionFailed(err, -1) {
 		return sluice.ErrTenantNotFound
 	}
