@@ -57,6 +57,20 @@ type Check struct {
 	// IP address, a descriptor. It may be empty (one counter per tenant and
 	// policy) and is at most MaxKeyLen bytes.
 	Key string
+	// Internal puts the counter in Sluice's own key space (SpaceInternal),
+	// which no request can name, whatever its policy's name: for Sluice's
+	// components, such as the gateway's connection and message limits. No
+	// transport sets it from a client's input.
+	Internal bool
+}
+
+// CounterKey returns the key of c's counter for tenant.
+func (c *Check) CounterKey(tenant string) Key {
+	space := SpacePolicy
+	if c.Internal {
+		space = SpaceInternal
+	}
+	return Key{Tenant: tenant, Space: space, Algorithm: c.Policy.Algorithm, Policy: c.Policy.Name, Value: c.Key}
 }
 
 // Request asks whether a tenant may spend Hits against every check at once.
@@ -111,12 +125,30 @@ const (
 )
 
 // Key identifies one counter in a store. The tenant leads so that no two
-// tenants can ever share state, whatever their policy names and keys.
+// tenants can ever share state, whatever their policy names and keys. The
+// space and the algorithm are part of the identity: a request cannot name
+// Sluice's own counters (SpaceInternal), and one policy name used with two
+// algorithms names two counters, so that a check of another algorithm can
+// never read another's state as empty and so reset it.
 type Key struct {
-	Tenant string
-	Policy string
-	Value  string
+	Tenant    string
+	Space     Space
+	Algorithm Algorithm
+	Policy    string
+	Value     string
 }
+
+// Space is a key space within a tenant's counters.
+type Space uint8
+
+const (
+	// SpacePolicy holds the counters of the policies that requests name,
+	// configured or inline.
+	SpacePolicy Space = iota
+	// SpaceInternal holds Sluice's own counters (Check.Internal): the
+	// gateway's connection and message limits. No request reaches it.
+	SpaceInternal
+)
 
 // Reporting picks the decision to report among decisions of one request:
 // the denial with the longest RetryAfter if any check denied, otherwise the

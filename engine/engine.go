@@ -218,20 +218,20 @@ func report(checks []sluice.Check, ds []sluice.Decision) (sluice.Decision, bool)
 }
 
 func op(tenant string, c *sluice.Check, hits int64) sluice.Op {
-	return sluice.Op{Key: sluice.Key{Tenant: tenant, Policy: c.Policy.Name, Value: c.Key}, Policy: &c.Policy, Hits: hits}
+	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits}
 }
 
-// boxSuffix names a policy's penalty box in the store: policy names cannot
-// hold a NUL, so no policy's counter can be taken for a box.
-const boxSuffix = "\x00penalty"
-
 // boxOp is the op on c's penalty box; box is scratch space for its policy.
+// A box is keyed as its check's counter but under the PenaltyBox algorithm,
+// which no policy can have, so no policy's counter can be taken for a box.
 func boxOp(tenant string, c *sluice.Check, box *sluice.Policy, hits int64) sluice.Op {
 	*box = sluice.Policy{Name: c.Policy.Name, Algorithm: sluice.PenaltyBox, Window: c.Policy.Window, Penalty: c.Policy.Penalty}
 	if box.Window == 0 {
 		box.Window = c.Policy.EffectiveLeaseTTL()
 	}
-	return sluice.Op{Key: sluice.Key{Tenant: tenant, Policy: c.Policy.Name + boxSuffix, Value: c.Key}, Policy: box, Hits: hits}
+	k := c.CounterKey(tenant)
+	k.Algorithm = sluice.PenaltyBox
+	return sluice.Op{Key: k, Policy: box, Hits: hits}
 }
 
 // recordOffences puts an offence in the penalty box of every enforced check
@@ -329,7 +329,7 @@ func (e *Engine) Allow(ctx context.Context, tenant string, p *sluice.Policy, key
 		res, err := e.Check(ctx, sluice.Request{Tenant: tenant, Hits: hits, Checks: []sluice.Check{{Policy: *p, Key: key}}})
 		return res.Decision, err
 	}
-	op := sluice.Op{Key: sluice.Key{Tenant: tenant, Policy: p.Name, Value: key}, Policy: p, Hits: hits}
+	op := sluice.Op{Key: sluice.Key{Tenant: tenant, Algorithm: p.Algorithm, Policy: p.Name, Value: key}, Policy: p, Hits: hits}
 	var d sluice.Decision
 	var err error
 	if e.one != nil {
@@ -357,7 +357,7 @@ func (e *Engine) Release(ctx context.Context, tenant string, c sluice.Check, lea
 	if err := validateLease(tenant, &c); err != nil {
 		return sluice.Decision{}, sluice.WithOp("engine.release", err)
 	}
-	d, err := e.store.Release(ctx, e.now(), sluice.Key{Tenant: tenant, Policy: c.Policy.Name, Value: c.Key}, &c.Policy, lease)
+	d, err := e.store.Release(ctx, e.now(), c.CounterKey(tenant), &c.Policy, lease)
 	return d, sluice.WithOp("engine.release", err)
 }
 
@@ -368,7 +368,7 @@ func (e *Engine) Renew(ctx context.Context, tenant string, c sluice.Check, lease
 	if err := validateLease(tenant, &c); err != nil {
 		return sluice.Decision{}, sluice.WithOp("engine.renew", err)
 	}
-	d, err := e.store.Renew(ctx, e.now(), sluice.Key{Tenant: tenant, Policy: c.Policy.Name, Value: c.Key}, &c.Policy, lease)
+	d, err := e.store.Renew(ctx, e.now(), c.CounterKey(tenant), &c.Policy, lease)
 	return d, sluice.WithOp("engine.renew", err)
 }
 

@@ -361,3 +361,35 @@ func TestShadowNeverDeniesOrReports(t *testing.T) {
 		t.Fatalf("store down: %+v %v", res, err)
 	}
 }
+
+// TestOtherAlgorithmIsAnotherCounter: a check that names a spent counter's
+// policy under another algorithm counts a new counter; it never reads the
+// spent one as empty and resets it. Nor does an internal check share a
+// counter with a request's check of the same name.
+func TestOtherAlgorithmIsAnotherCounter(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	fixed := sluice.Policy{Name: "shared-name", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute}
+	check := func(p sluice.Policy, internal bool) bool {
+		t.Helper()
+		res, err := e.Check(ctx, sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: p, Key: "k", Internal: internal}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Allowed
+	}
+	if !check(fixed, false) || check(fixed, false) {
+		t.Fatal("a limit of 1 did not admit exactly one")
+	}
+	sliding := fixed
+	sliding.Algorithm = sluice.SlidingWindow
+	if !check(sliding, false) {
+		t.Fatal("the sliding window of the same name is a new counter, and admits")
+	}
+	if check(fixed, false) {
+		t.Fatal("the fixed window was reset by a check under another algorithm")
+	}
+	if !check(fixed, true) || check(fixed, true) {
+		t.Fatal("the internal counter of the same name is its own, with its own limit of 1")
+	}
+}

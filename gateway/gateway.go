@@ -249,6 +249,8 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, frames ...[]byte) 
 // The admission policies, from the tenant's settings. Connection counts are
 // leases, so that a dead node's connections return; connection rates are
 // sliding windows, so that no minute boundary lets twice the limit through.
+// Their counters are internal (sluice.SpaceInternal): a tenant's check of a
+// policy of the same name counts elsewhere, and cannot reset them.
 const (
 	policyTenantConns   = "gw:tenant-connections"
 	policySessionConns  = "gw:session-connections"
@@ -260,10 +262,10 @@ const (
 func (g *Gateway) admission(s sluice.TenantSettings, session string) []sluice.Check {
 	ttl := 3 * g.opts.RenewEvery
 	return []sluice.Check{
-		{Policy: sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: s.TenantConnections, LeaseTTL: ttl, FailMode: sluice.FailClosed}},
-		{Policy: sluice.Policy{Name: policySessionConns, Algorithm: sluice.Concurrency, Limit: s.ConnectionsPerSession, LeaseTTL: ttl, FailMode: sluice.FailClosed}, Key: session},
-		{Policy: sluice.Policy{Name: policyTenantRate, Algorithm: sluice.SlidingWindow, Limit: s.TenantPerMinute, Window: time.Minute, FailMode: sluice.FailClosed}},
-		{Policy: sluice.Policy{Name: policySessionRate, Algorithm: sluice.SlidingWindow, Limit: s.SessionPerMinute, Window: time.Minute, FailMode: sluice.FailClosed}, Key: session},
+		{Policy: sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: s.TenantConnections, LeaseTTL: ttl, FailMode: sluice.FailClosed}, Internal: true},
+		{Policy: sluice.Policy{Name: policySessionConns, Algorithm: sluice.Concurrency, Limit: s.ConnectionsPerSession, LeaseTTL: ttl, FailMode: sluice.FailClosed}, Key: session, Internal: true},
+		{Policy: sluice.Policy{Name: policyTenantRate, Algorithm: sluice.SlidingWindow, Limit: s.TenantPerMinute, Window: time.Minute, FailMode: sluice.FailClosed}, Internal: true},
+		{Policy: sluice.Policy{Name: policySessionRate, Algorithm: sluice.SlidingWindow, Limit: s.SessionPerMinute, Window: time.Minute, FailMode: sluice.FailClosed}, Key: session, Internal: true},
 	}
 }
 

@@ -62,6 +62,12 @@ func newFixture(t *testing.T, s sluice.TenantSettings, opts Options) *fixture {
 	return f
 }
 
+// peekInternal reads one of the gateway's own counters without consuming.
+func (f *fixture) peekInternal(tenant string, p sluice.Policy, key string) (sluice.Decision, error) {
+	res, err := f.eng.Check(context.Background(), sluice.Request{Tenant: tenant, Checks: []sluice.Check{{Policy: p, Key: key, Internal: true}}})
+	return res.Decision, err
+}
+
 func (f *fixture) session(t *testing.T, id string) {
 	t.Helper()
 	now := f.clock.now()
@@ -117,7 +123,7 @@ func TestAdmissionExactAndRefusalsFree(t *testing.T) {
 	// Disconnect released the leases at once (the clock has not moved).
 	tenantConns := sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: 5, LeaseTTL: 3 * f.g.opts.RenewEvery}
 	waitFor(t, "leases released", func() bool {
-		d, err := f.eng.Allow(context.Background(), "acme", &tenantConns, "", 0)
+		d, err := f.peekInternal("acme", tenantConns, "")
 		return err == nil && d.Remaining == 5
 	})
 	// 5 of the 7 per minute were spent by the admitted; the 15 refusals
@@ -237,6 +243,37 @@ func TestMessageLimitAtTheDoor(t *testing.T) {
 	}
 }
 
+// TestTenantCannotResetGatewayCounters: a tenant's own check named as the
+// gateway's message limit, under another algorithm, counts elsewhere: the
+// gateway's counter is untouched, and the next message is still throttled.
+func TestTenantCannotResetGatewayCounters(t *testing.T) {
+	s := roomy
+	s.MessagesPerMinute = 1
+	f := newFixture(t, s, Options{})
+	f.session(t, "s1")
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(websocket.StatusNormalClosure, "")
+	write(t, a, `{"action":"pooled","data":1}`)
+	if m := read(t, a); m["type"] != "echo" {
+		t.Fatalf("first message: %v", m)
+	}
+	// What POST /v1/check with an inline policy of that name does.
+	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow, sluice.TokenBucket} {
+		p := sluice.Policy{Name: policyTenantMessage, Algorithm: alg, Limit: 1000, Window: time.Minute}
+		res, err := f.eng.Check(context.Background(), sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: p}}})
+		if err != nil || !res.Allowed {
+			t.Fatalf("tenant's own %s check: %v %+v", alg, err, res)
+		}
+	}
+	write(t, a, `{"action":"pooled","data":2}`)
+	if m := read(t, a); m["error"] != "Too Many Requests" {
+		t.Fatalf("second message after the tenant's checks: %v, want throttled", m)
+	}
+}
+
 func closeCode(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -294,7 +331,7 @@ func TestDeletionAndExpiryClose(t *testing.T) {
 	}
 	waitFor(t, "connections gone", func() bool { return f.g.Connections() == 0 })
 	tenantConns := sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: roomy.TenantConnections, LeaseTTL: 3 * f.g.opts.RenewEvery}
-	if dec, err := f.eng.Allow(context.Background(), "acme", &tenantConns, "", 0); err != nil || dec.Remaining != roomy.TenantConnections {
+	if dec, err := f.peekInternal("acme", tenantConns, ""); err != nil || dec.Remaining != roomy.TenantConnections {
 		t.Fatalf("tenant connections after both closed: %+v %v", dec, err)
 	}
 }

@@ -150,15 +150,21 @@ const (
 )
 
 // counterPK is a counter's partition key: the tenant's id first (see
-// docs/dynamodb.md), then the policy and the key, the key as it is when it
-// is UTF-8 ("u:") and in base64 otherwise ("b:"). Tenant ids and policy
-// names cannot hold '#', so the parts cannot run into each other.
+// docs/dynamodb.md), then the key space ("c" for the policies requests
+// name, "i" for Sluice's own counters), the algorithm's number, the policy
+// and the key, the key as it is when it is UTF-8 ("u:") and in base64
+// otherwise ("b:"). Tenant ids and policy names cannot hold '#', so the
+// parts cannot run into each other.
 func counterPK(k *sluice.Key) string {
 	v := "u:" + k.Value
 	if !utf8.ValidString(k.Value) {
 		v = "b:" + base64.RawURLEncoding.EncodeToString([]byte(k.Value))
 	}
-	return k.Tenant + "#c#" + k.Policy + "#" + v
+	space := "#c#"
+	if k.Space == sluice.SpaceInternal {
+		space = "#i#"
+	}
+	return k.Tenant + space + strconv.Itoa(int(k.Algorithm)) + "#" + k.Policy + "#" + v
 }
 
 func key(pk, sk string) map[string]types.AttributeValue {

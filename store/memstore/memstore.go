@@ -132,7 +132,7 @@ func (s *Store) hash(k *sluice.Key) uint64 {
 	// Three string hashes cost less than maphash.Comparable, which also
 	// moves the key to the heap.
 	h := maphash.String(s.seed, k.Value)
-	h = (h ^ maphash.String(s.seed, k.Policy)) * 0x9e3779b97f4a7c15
+	h = (h ^ maphash.String(s.seed, k.Policy) ^ uint64(k.Space)<<56 ^ uint64(k.Algorithm)<<48) * 0x9e3779b97f4a7c15
 	return (h ^ maphash.String(s.seed, k.Tenant)) * 0xbf58476d1ce4e5b9
 }
 
@@ -427,5 +427,5 @@ func (s *Store) Close() error {
 func cloneKey(k sluice.Key) sluice.Key {
 	a, b := len(k.Tenant), len(k.Tenant)+len(k.Policy)
 	all := k.Tenant + k.Policy + k.Value
-	return sluice.Key{Tenant: all[:a], Policy: all[a:b], Value: all[b:]}
+	return sluice.Key{Tenant: all[:a], Space: k.Space, Algorithm: k.Algorithm, Policy: all[a:b], Value: all[b:]}
 }

@@ -127,7 +127,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Key prefixes. Every key of a tenant's data leads with the tenant's id,
 // length-prefixed, so that no two tenants' keys can collide.
 const (
-	prefixCounter   = 'c' // c | tenant | policy | value -> algo.State
+	prefixCounter   = 'c' // c | tenant | space | algorithm | policy | value -> algo.State
 	prefixTenant    = 't' // t | id -> Tenant (JSON)
 	prefixTenantKey = 'K' // K | tenant | key id -> APIKey (JSON)
 	prefixMeta      = 'm'
@@ -142,6 +142,7 @@ func counterKey(k *sluice.Key) []byte {
 	b := make([]byte, 0, 1+len(k.Tenant)+len(k.Policy)+len(k.Value)+6)
 	b = append(b, prefixCounter)
 	b = appendPart(b, k.Tenant)
+	b = append(b, byte(k.Space), byte(k.Algorithm))
 	b = appendPart(b, k.Policy)
 	return append(b, k.Value...)
 }

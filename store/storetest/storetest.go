@@ -87,6 +87,11 @@ func key(tenant, policy, value string) sluice.Key {
 	return sluice.Key{Tenant: tenant, Policy: policy, Value: value}
 }
 
+// keyIn is key in a space and for an algorithm.
+func keyIn(space sluice.Space, alg sluice.Algorithm, tenant, policy, value string) sluice.Key {
+	return sluice.Key{Tenant: tenant, Space: space, Algorithm: alg, Policy: policy, Value: value}
+}
+
 // peek reads a key's decision without consuming.
 func peek(t *testing.T, s sluice.Store, now time.Time, k sluice.Key, p *sluice.Policy) sluice.Decision {
 	t.Helper()
@@ -210,6 +215,12 @@ func testTenantsAreWalls(t *testing.T, s sluice.Store) {
 		key("a", "p", "k"), key("b", "p", "k"),
 		key("a:p", "", "k"), key("a", "p:k", ""), key("", "a:p", "k"), key("a", "p", ":k"),
 		key("a\x00p", "k", ""), key("a", "p\x00k", ""),
+		// The same names in Sluice's own space, and under other
+		// algorithms, are other counters.
+		keyIn(sluice.SpaceInternal, 0, "a", "p", "k"),
+		keyIn(sluice.SpacePolicy, sluice.SlidingWindow, "a", "p", "k"),
+		keyIn(sluice.SpaceInternal, sluice.SlidingWindow, "a", "p", "k"),
+		keyIn(sluice.SpacePolicy, sluice.PenaltyBox, "a", "p", "k"),
 	}
 	for i, k := range keys {
 		if d := apply(t, s, t0, sluice.Op{Key: k, Policy: &p, Hits: 1})[0]; !d.Allowed {
