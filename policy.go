@@ -145,6 +145,10 @@ const (
 	MaxWindow       = 366 * 24 * time.Hour
 	MaxBuckets      = 100
 	DefaultLeaseTTL = time.Minute
+
+	// maxBucketDepth bounds a token bucket's depth in time, Burst
+	// emission intervals, far from overflowing int64 nanoseconds.
+	maxBucketDepth = 4 * MaxWindow
 )
 
 // Policy says how much may be spent. The zero values of the optional fields
@@ -253,6 +257,15 @@ func (p *Policy) EffectiveBurst() int64 {
 	return p.Burst
 }
 
+// Capacity returns the most hits one request can be admitted: a token
+// bucket's burst, every other policy's limit.
+func (p *Policy) Capacity() int64 {
+	if p.Algorithm == TokenBucket {
+		return p.EffectiveBurst()
+	}
+	return p.Limit
+}
+
 // EffectiveLeaseTTL returns LeaseTTL, or DefaultLeaseTTL if it is zero.
 func (p *Policy) EffectiveLeaseTTL() time.Duration {
 	if p.LeaseTTL == 0 {
@@ -322,8 +335,9 @@ func (p *Policy) Validate() error {
 		if p.Penalty.Max < p.Penalty.Base || p.Penalty.Max > MaxWindow {
 			return Invalid("penalty.max", "must be between penalty.base (%v) and %v, got %v", p.Penalty.Base, MaxWindow, p.Penalty.Max)
 		}
-	} else if p.Penalty.After < 0 {
-		return Invalid("penalty.after", "must not be negative")
+	} else if p.Penalty.After < 0 || p.Penalty != (Penalty{}) {
+		// A penalty with a time but no count would silently be off.
+		return Invalid("penalty.after", "must be at least 1 to turn the penalty on (omit penalty to leave it off), got %d", p.Penalty.After)
 	}
 	switch p.Algorithm {
 	case TokenBucket:
@@ -331,10 +345,11 @@ func (p *Policy) Validate() error {
 			return Invalid("burst", "must be between 0 (meaning limit) and %d, got %d", MaxLimit, p.Burst)
 		}
 		// The bucket's depth in time, Burst emission intervals, must stay
-		// far from overflowing int64 nanoseconds.
+		// far from overflowing int64 nanoseconds. Bound the operand before
+		// the product: a product that overflowed could wrap to anything.
 		interval := (p.Window + time.Duration(p.Limit) - 1) / time.Duration(p.Limit)
-		if interval*time.Duration(p.EffectiveBurst()) > 4*MaxWindow || interval*time.Duration(p.EffectiveBurst()) < 0 {
-			return Invalid("burst", "%d refills of %v each exceed %v", p.EffectiveBurst(), interval, 4*MaxWindow)
+		if p.EffectiveBurst() > int64(maxBucketDepth/interval) {
+			return Invalid("burst", "%d refills of %v each exceed %v", p.EffectiveBurst(), interval, maxBucketDepth)
 		}
 	case Concurrency:
 		if p.LeaseTTL < 0 || p.LeaseTTL > MaxWindow || (p.LeaseTTL > 0 && p.LeaseTTL < MinWindow) {

@@ -247,7 +247,7 @@ func (p *parser) policies(n *yaml.Node) error {
 			case "window":
 				np.Window, err = p.duration(v, field)
 			case "burst":
-				np.Burst, err = p.int(v, field, 0, sluice.MaxLimit)
+				np.Burst, err = p.int(v, field, 1, sluice.MaxLimit) // 0 would silently mean the limit: omit it
 			case "leaseTTL":
 				np.LeaseTTL, err = p.duration(v, field)
 			case "buckets":
@@ -413,7 +413,7 @@ func (p *parser) overrides(n *yaml.Node, path string) (map[string]sluice.PolicyO
 				o.Limit = &x
 				return err
 			case "burst":
-				x, err := p.int(v, f, 0, sluice.MaxLimit)
+				x, err := p.int(v, f, 1, sluice.MaxLimit) // 0 would silently mean the limit: omit it
 				o.Burst = &x
 				return err
 			case "window":
