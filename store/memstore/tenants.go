@@ -15,6 +15,7 @@ type Tenants struct {
 	mu      sync.RWMutex
 	tenants map[string]sluice.Tenant
 	keys    map[string]sluice.APIKey // by id
+	secrets map[string][]byte        // by tenant and name
 }
 
 var _ sluice.TenantStore = (*Tenants)(nil)

@@ -59,6 +59,8 @@ type Store struct {
 	tenantMu sync.Mutex
 	// sessionMu serialises session writes, each a check, then a write.
 	sessionMu sync.Mutex
+	// secretMu makes a secret once (Secret).
+	secretMu sync.Mutex
 
 	closeOnce sync.Once
 	closeErr  error

@@ -24,6 +24,27 @@ func RunTenants(t *testing.T, newStore NewTenantStore) {
 		CreatedAt: t0, UpdatedAt: t0,
 	}
 
+	t.Run("Secrets", func(t *testing.T) {
+		s, ok := newStore(t).(sluice.SecretStore)
+		if !ok {
+			t.Fatal("the tenant store keeps no secrets (sluice.SecretStore)")
+		}
+		a, err := s.Secret(ctx, "acme", "lease")
+		if err != nil || len(a) != sluice.SecretLen {
+			t.Fatalf("secret: %x %v", a, err)
+		}
+		again, err := s.Secret(ctx, "acme", "lease")
+		if err != nil || string(again) != string(a) {
+			t.Fatalf("the same secret read again differs: %x, %v", again, err)
+		}
+		for _, other := range [][2]string{{"beta", "lease"}, {"acme", "other"}} {
+			b, err := s.Secret(ctx, other[0], other[1])
+			if err != nil || string(b) == string(a) {
+				t.Fatalf("secret %v is acme's lease secret: %v", other, err)
+			}
+		}
+	})
+
 	t.Run("CRUD", func(t *testing.T) {
 		s := newStore(t)
 		if _, err := s.GetTenant(ctx, "acme"); !errors.Is(err, sluice.ErrTenantNotFound) {
