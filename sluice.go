@@ -41,6 +41,10 @@ type Decision struct {
 	// FailedOpen is set when the store could not decide and the policy's
 	// fail mode admitted the hits.
 	FailedOpen bool
+	// FailedClosed is set when the store could not decide and the
+	// policy's fail mode denied: a fault, not a limit anybody reached.
+	// Transports answer it as unavailable (503), never as 429.
+	FailedClosed bool
 }
 
 // Lease is a claim on a concurrency policy's capacity. It returns its
@@ -149,6 +153,48 @@ const (
 	// gateway's connection and message limits. No request reaches it.
 	SpaceInternal
 )
+
+// Failed is c's decision when the store could not decide at now: the
+// policy's fail mode admits (FailedOpen) or denies (FailedClosed), asking
+// for a retry a second later. A shadow policy never denies.
+func (c *Check) Failed(now time.Time) Decision {
+	capacity := c.Policy.Capacity()
+	if c.Policy.FailMode == FailClosed && !c.Policy.Shadow {
+		return Decision{Policy: c.Policy.Name, FailedClosed: true, Limit: capacity, ResetAt: now.Add(FailedRetry), RetryAfter: FailedRetry}
+	}
+	return Decision{Policy: c.Policy.Name, Allowed: true, FailedOpen: true, Limit: capacity, Remaining: capacity, ResetAt: now}
+}
+
+// FailedRetry is the Retry-After of a fail-closed denial: the store may be
+// back soon.
+const FailedRetry = time.Second
+
+// FailedResult is the result of req when the store could not decide: each
+// check's fail mode decides.
+func FailedResult(req Request, now time.Time) Result {
+	res := Result{Decisions: make([]Decision, len(req.Checks))}
+	for i := range req.Checks {
+		res.Decisions[i] = req.Checks[i].Failed(now)
+	}
+	res.Decision, res.Allowed = Report(req.Checks, res.Decisions)
+	return res
+}
+
+// Report picks the decision to report for checks, as Reporting does,
+// leaving out shadow policies, which clients should not see limit them,
+// unless every check is one.
+func Report(checks []Check, ds []Decision) (Decision, bool) {
+	enforced := make([]Decision, 0, len(ds))
+	for i := range ds {
+		if !checks[i].Policy.Shadow {
+			enforced = append(enforced, ds[i])
+		}
+	}
+	if len(enforced) == 0 {
+		return Reporting(ds)
+	}
+	return Reporting(enforced)
+}
 
 // Reporting picks the decision to report among decisions of one request:
 // the denial with the longest RetryAfter if any check denied, otherwise the

@@ -103,8 +103,9 @@ func (t *Tenant) Validate() error {
 		if o.Window != nil && (*o.Window < MinWindow || *o.Window > MaxWindow) {
 			return Invalid("overrides."+name+".window", "must be between %v and %v", MinWindow, MaxWindow)
 		}
-		if o.Burst != nil && (*o.Burst < 0 || *o.Burst > MaxLimit) {
-			return Invalid("overrides."+name+".burst", "must be between 0 and %d", MaxLimit)
+		if o.Burst != nil && (*o.Burst < 1 || *o.Burst > MaxLimit) {
+			// Zero would silently mean "burst = limit": omit it for that.
+			return Invalid("overrides."+name+".burst", "must be between 1 and %d (omit it for a burst equal to the limit)", MaxLimit)
 		}
 		if o.LeaseTTL != nil && (*o.LeaseTTL < MinWindow || *o.LeaseTTL > MaxWindow) {
 			return Invalid("overrides."+name+".leaseTTL", "must be between %v and %v", MinWindow, MaxWindow)
@@ -159,3 +160,17 @@ type TenantStore interface {
 	// has no key of that id.
 	DeleteAPIKey(ctx context.Context, tenant, id string) error
 }
+
+// SecretStore keeps secrets that every node sharing a store must agree on,
+// such as the key that signs a tenant's lease tokens, so that a token made
+// by one node is good on another and after a restart. Implementations:
+// memstore.Tenants, pebblestore, dynamostore.
+type SecretStore interface {
+	// Secret returns tenant's secret named name: 32 random bytes made on
+	// first use, the same for every caller from then on. The tenant leads
+	// its key, as every tenant's data does (docs/dynamodb.md).
+	Secret(ctx context.Context, tenant, name string) ([]byte, error)
+}
+
+// SecretLen is the length of a secret.
+const SecretLen = 32

@@ -103,12 +103,7 @@ func pure(f func(*sluice.Policy, *State, int64, int64, *sluice.Decision), p *slu
 }
 
 // Capacity returns the most hits one request can be admitted under p.
-func Capacity(p *sluice.Policy) int64 {
-	if p.Algorithm == sluice.TokenBucket {
-		return p.EffectiveBurst()
-	}
-	return p.Limit
-}
+func Capacity(p *sluice.Policy) int64 { return p.Capacity() }
 
 // decide writes a Decision. used is what is used of capacity after the
 // decision; resetAt and retryAt are absolute times, clamped to now.

@@ -198,23 +198,8 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 		}
 		res.Decisions[i] = d
 	}
-	res.Decision, res.Allowed = report(req.Checks, res.Decisions)
+	res.Decision, res.Allowed = sluice.Report(req.Checks, res.Decisions)
 	return res, nil
-}
-
-// report picks the decision to report, leaving out shadow policies, which
-// clients should not see limit them, unless every check is one.
-func report(checks []sluice.Check, ds []sluice.Decision) (sluice.Decision, bool) {
-	enforced := make([]sluice.Decision, 0, len(ds))
-	for i := range ds {
-		if !checks[i].Policy.Shadow {
-			enforced = append(enforced, ds[i])
-		}
-	}
-	if len(enforced) == 0 {
-		return sluice.Reporting(ds)
-	}
-	return sluice.Reporting(enforced)
 }
 
 func op(tenant string, c *sluice.Check, hits int64) sluice.Op {
@@ -280,7 +265,7 @@ func (e *Engine) failed(req sluice.Request, res sluice.Result, err error) (sluic
 	for i := range req.Checks {
 		res.Decisions[i] = e.failure(&req.Checks[i], now, err)
 	}
-	res.Decision, res.Allowed = report(req.Checks, res.Decisions)
+	res.Decision, res.Allowed = sluice.Report(req.Checks, res.Decisions)
 	return res, nil
 }
 
@@ -290,21 +275,17 @@ func storeFailure(err error) bool {
 	return sluice.KindOf(err) == sluice.KindUnavailable || errors.Is(err, context.DeadlineExceeded)
 }
 
-// failure is check c's decision when the store could not decide. A shadow
-// policy never denies, whatever its fail mode.
+// failure is check c's decision when the store could not decide: its
+// fail mode's, counted.
 func (e *Engine) failure(c *sluice.Check, now time.Time, err error) sluice.Decision {
-	capacity := algo.Capacity(&c.Policy)
-	if c.Policy.FailMode == sluice.FailClosed && !c.Policy.Shadow {
+	d := c.Failed(now)
+	if d.FailedClosed {
 		e.observe(c.Policy.Name, FailedClosed)
-		return sluice.Decision{Policy: c.Policy.Name, Limit: capacity, ResetAt: now.Add(failedRetry), RetryAfter: failedRetry}
+	} else {
+		e.observe(c.Policy.Name, FailedOpen)
 	}
-	e.observe(c.Policy.Name, FailedOpen)
-	return sluice.Decision{Policy: c.Policy.Name, Allowed: true, FailedOpen: true, Limit: capacity, Remaining: capacity, ResetAt: now}
+	return d
 }
-
-// failedRetry is the Retry-After of a fail-closed denial: the store may be
-// back soon.
-const failedRetry = time.Second
 
 func (e *Engine) observe(policy string, o Outcome) {
 	if e.obs != nil {

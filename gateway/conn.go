@@ -153,8 +153,12 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	}
 	lim := sluice.Check{Policy: sluice.Policy{Name: policyTenantMessage, Algorithm: sluice.SlidingWindow, Limit: c.settings.MessagesPerMinute, Window: time.Minute}, Internal: true}
 	res, err := c.g.opts.Limiter.Check(ctx, sluice.Request{Tenant: c.tenant, Checks: []sluice.Check{lim}, Hits: 1})
-	if err != nil {
-		c.enqueue(mustJSON(map[string]any{"error": "Service Unavailable", "message": "limiter unavailable"}))
+	if err != nil || (!res.Allowed && res.Decision.FailedClosed) {
+		// A fault, never a throttle.
+		if err != nil {
+			c.g.log.Warn("gateway: deciding a message failed", "tenant", c.tenant, "err", err)
+		}
+		c.enqueue(mustJSON(map[string]any{"error": "Service Unavailable", "message": "limiter unavailable; try again", "id": f.ID}))
 		return
 	}
 	if !res.Allowed {
@@ -164,7 +168,7 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	// Activity refreshes the session.
 	ttl := time.Duration(c.settings.SessionTTL) * time.Second
 	if _, err := c.g.opts.Sessions.TouchSession(ctx, c.g.opts.Now(), c.tenant, c.session, c.g.opts.Now().Add(ttl)); errors.Is(err, sluice.ErrSessionNotFound) {
-		c.close(websocket.StatusCode(4000), "session expired")
+		c.close(statusExpired, "session expired")
 		return
 	}
 	q := c.g.pooled

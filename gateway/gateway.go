@@ -20,20 +20,22 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // Options configures a Gateway. Limiter, Sessions and Settings are
@@ -67,6 +69,15 @@ type Options struct {
 	QueueCapacity int
 	// PooledWorkers serve the pooled queue. Default 4.
 	PooledWorkers int
+	// AllowedOrigins are the browser origins, besides the server's own
+	// host, that may open connections: host patterns ("app.example.com",
+	// "*.example.com") or, with a scheme, origin patterns
+	// ("https://*.example.com"), matched as path.Match does, case
+	// insensitively. A connect whose Origin header is present and matches
+	// neither is refused with 403 before it is admitted: the session id in
+	// its query string is a credential, which any page a user visits could
+	// otherwise use. Clients that send no Origin (not browsers) are let in.
+	AllowedOrigins []string
 	// Registry, Node and Peer reach a session's connections on other
 	// nodes: each connection is registered under its node's base URL
 	// (Node), renewed with its leases, and a message for a connection on
@@ -269,7 +280,7 @@ func (g *Gateway) admission(s sluice.TenantSettings, session string) []sluice.Ch
 	}
 }
 
-// refusal is the JSON body of a refused connect.
+// refusal is the JSON body of a connect refused by a limit (429).
 type refusal struct {
 	Error      string `json:"error"`
 	Message    string `json:"message"`
@@ -277,94 +288,135 @@ type refusal struct {
 	RetryAfter int64  `json:"retryAfter,omitempty"`
 }
 
-func refuse(w http.ResponseWriter, status int, body refusal) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	if body.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(body.RetryAfter, 10))
-	}
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
+// refuseLimit answers a connect over a limit: 429 with Retry-After.
+func refuseLimit(w http.ResponseWriter, policy string, retryAfter int64, message string) {
+	w.Header().Set("Retry-After", strconv.FormatInt(retryAfter, 10))
+	wire.WriteJSON(w, http.StatusTooManyRequests, refusal{Error: "Too Many Requests", Message: message, Limit: policy, RetryAfter: retryAfter})
 }
 
-// Admit decides whether tenant may connect to session now, without
-// connecting: the demo page asks it first, since browsers hide a refused
-// handshake's status. It consumes nothing.
-func (g *Gateway) Admit(ctx context.Context, tenant, session string) (int, refusal) {
+// Errors of a refused connect, answered by wire.WriteError: every other
+// refusal than a limit's is an error of the API's kinds.
+var (
+	errUnknownSession = &sluice.Error{Kind: sluice.KindForbidden, Message: "unknown or expired session"}
+	errBadConnect     = sluice.Invalid("tenant", "and session query parameters are required")
+)
+
+func errUnknownTenant(tenant string) error {
+	return &sluice.Error{Kind: sluice.KindForbidden, Message: fmt.Sprintf("unknown tenant %q", tenant)}
+}
+
+// unavailable is a store's failure, logged, as the client sees it: a
+// fault, never a limit.
+func (g *Gateway) unavailable(what, tenant string, err error) error {
+	g.log.Warn("gateway: "+what+" failed", "tenant", tenant, "err", err)
+	return &sluice.Error{Kind: sluice.KindUnavailable, Message: what + " unavailable", Err: err}
+}
+
+// admissible reads the tenant and the session a connect names: the tenant's
+// settings, or the error to answer.
+func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluice.TenantSettings, error) {
 	st, ok, err := g.opts.Settings(ctx, tenant)
 	switch {
 	case err != nil:
-		return http.StatusServiceUnavailable, refusal{Error: "unavailable", Message: err.Error()}
+		return st, g.unavailable("tenant settings", tenant, err)
 	case !ok:
-		return http.StatusForbidden, refusal{Error: "forbidden", Message: fmt.Sprintf("unknown tenant %q", tenant)}
+		return st, errUnknownTenant(tenant)
 	}
 	if _, err := g.opts.Sessions.GetSession(ctx, g.opts.Now(), tenant, session); err != nil {
 		if sluice.KindOf(err) == sluice.KindNotFound {
-			return http.StatusForbidden, refusal{Error: "forbidden", Message: "unknown or expired session"}
+			return st, errUnknownSession
 		}
-		return http.StatusServiceUnavailable, refusal{Error: "unavailable", Message: err.Error()}
+		return st, g.unavailable("session store", tenant, err)
 	}
-	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: g.admission(st, session), Hits: 0})
-	if err != nil {
-		return http.StatusServiceUnavailable, refusal{Error: "unavailable", Message: err.Error()}
-	}
-	for _, d := range res.Decisions {
-		if d.Remaining < 1 {
-			return http.StatusTooManyRequests, refusal{Error: "Too Many Requests", Message: "over the limit " + d.Policy, Limit: d.Policy, RetryAfter: max(1, httplimit.CeilSeconds(d.ResetAt.Sub(g.opts.Now())))}
-		}
-	}
-	return http.StatusOK, refusal{}
+	return st, nil
 }
 
 // AdmitHandler answers GET /v1/ws/admit?tenant=T&session=S with what a
-// connect would get now, as JSON, consuming nothing.
+// connect would get now, as JSON, consuming nothing: the demo page asks it
+// first, since browsers hide a refused handshake's status.
 func (g *Gateway) AdmitHandler(w http.ResponseWriter, r *http.Request) {
-	status, body := g.Admit(r.Context(), r.URL.Query().Get("tenant"), r.URL.Query().Get("session"))
-	if status == http.StatusOK {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"admit":true}` + "\n"))
+	ctx, tenant, session := r.Context(), r.URL.Query().Get("tenant"), r.URL.Query().Get("session")
+	st, err := g.admissible(ctx, tenant, session)
+	if err != nil {
+		wire.WriteError(w, err)
 		return
 	}
-	refuse(w, status, body)
+	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: g.admission(st, session), Hits: 0})
+	if err != nil {
+		wire.WriteError(w, g.unavailable("limiter", tenant, err))
+		return
+	}
+	for _, d := range res.Decisions {
+		if d.FailedClosed {
+			wire.WriteError(w, wire.FailedClosed(d.Policy))
+			return
+		}
+		if d.Remaining < 1 {
+			refuseLimit(w, d.Policy, max(1, wire.CeilSeconds(d.ResetAt.Sub(g.opts.Now()))), "over the limit "+d.Policy)
+			return
+		}
+	}
+	wire.WriteJSON(w, http.StatusOK, map[string]bool{"admit": true})
+}
+
+// originAllowed reports whether r's Origin, if it has one, is the
+// server's own host or matches an allowed origin.
+func (g *Gateway) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, pat := range g.opts.AllowedOrigins {
+		target := u.Host
+		if strings.Contains(pat, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(pat), strings.ToLower(target)); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // ServeHTTP is the connect route: GET /v1/ws?tenant=T&session=S.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tenant, session := r.URL.Query().Get("tenant"), r.URL.Query().Get("session")
 	if !sluice.ValidID(tenant) || session == "" || len(session) > 128 {
-		refuse(w, http.StatusBadRequest, refusal{Error: "invalid_request", Message: "tenant and session query parameters are required"})
+		wire.WriteError(w, errBadConnect)
+		return
+	}
+	if !g.originAllowed(r) {
+		g.log.Info("gateway: connect refused: origin not allowed", "tenant", tenant, "origin", r.Header.Get("Origin"))
+		wire.WriteError(w, &sluice.Error{Kind: sluice.KindForbidden, Message: fmt.Sprintf("origin %q may not connect: see --ws-allowed-origins", r.Header.Get("Origin"))})
 		return
 	}
 	ctx := r.Context()
-	st, ok, err := g.opts.Settings(ctx, tenant)
+	st, err := g.admissible(ctx, tenant, session)
 	if err != nil {
-		refuse(w, http.StatusServiceUnavailable, refusal{Error: "unavailable", Message: "tenant settings unavailable"})
-		return
-	}
-	if !ok {
-		refuse(w, http.StatusForbidden, refusal{Error: "forbidden", Message: fmt.Sprintf("unknown tenant %q", tenant)})
-		return
-	}
-	if _, err := g.opts.Sessions.GetSession(ctx, g.opts.Now(), tenant, session); err != nil {
-		status, msg := http.StatusForbidden, "unknown or expired session"
-		if sluice.KindOf(err) != sluice.KindNotFound {
-			status, msg = http.StatusServiceUnavailable, "session store unavailable"
-		}
-		refuse(w, status, refusal{Error: http.StatusText(status), Message: msg})
+		wire.WriteError(w, err)
 		return
 	}
 	// The four limits, all or nothing, before the upgrade.
 	checks := g.admission(st, session)
 	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: checks, Hits: 1})
-	if err != nil {
-		refuse(w, http.StatusServiceUnavailable, refusal{Error: "unavailable", Message: "limiter unavailable"})
+	switch {
+	case err != nil:
+		wire.WriteError(w, g.unavailable("limiter", tenant, err))
 		return
-	}
-	if !res.Allowed {
-		refuse(w, http.StatusTooManyRequests, refusal{
-			Error: "Too Many Requests", Message: "connection refused: over the limit " + res.Decision.Policy,
-			Limit: res.Decision.Policy, RetryAfter: max(1, httplimit.CeilSeconds(res.Decision.RetryAfter)),
-		})
+	case !res.Allowed && res.Decision.FailedClosed:
+		// The store could not decide: a fault, never a limit.
+		wire.WriteError(w, wire.FailedClosed(res.Decision.Policy))
+		return
+	case !res.Allowed:
+		g.log.Info("gateway: connect refused", "tenant", tenant, "limit", res.Decision.Policy)
+		refuseLimit(w, res.Decision.Policy, max(1, wire.CeilSeconds(res.Decision.RetryAfter)), "connection refused: over the limit "+res.Decision.Policy)
 		return
 	}
 	c := &conn{g: g, tenant: tenant, session: session, checks: checks[:2], leases: []uint64{res.Decisions[0].Lease.ID, res.Decisions[1].Lease.ID},
@@ -372,21 +424,25 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.ctx, c.cancel = context.WithCancel(g.ctx)
 	c.id = connID()
 	c.lastActiveAt = c.connectedAt
-	// The connection's id, for the management API.
-	w.Header().Set("Sluice-Connection", c.id)
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
-	if err != nil {
+	// Registered before the 101 answer hands out its id: the management
+	// API knows every connection its client was told of.
+	if !g.register(c) {
 		c.release()
+		wire.WriteError(w, &sluice.Error{Kind: sluice.KindUnavailable, Message: "server shutting down"})
+		return
+	}
+	c.registerRemote()
+	w.Header().Set("Sluice-Connection", c.id)
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.opts.AllowedOrigins})
+	if err != nil {
+		c.close(websocket.StatusInternalError, "upgrade failed")
+		g.unregister(c)
+		c.release()
+		g.wg.Done()
 		return
 	}
 	ws.SetReadLimit(g.opts.MaxMessage)
 	c.ws = ws
-	if !g.register(c) {
-		c.release()
-		ws.Close(websocket.StatusGoingAway, "server shutting down")
-		return
-	}
-	c.registerRemote()
 	c.serve()
 }
 
@@ -491,8 +547,38 @@ func (g *Gateway) peers(tenant, session string) []*conn {
 // CloseSession closes a session's connections at once (its deletion).
 func (g *Gateway) CloseSession(tenant, session string) {
 	for _, c := range g.peers(tenant, session) {
-		c.close(websocket.StatusCode(4001), "session deleted")
+		c.close(statusDeleted, "session deleted")
 	}
+}
+
+// CloseTenant closes every connection of a tenant at once (its deletion).
+// Other nodes close theirs at their next expiry sweep, which finds the
+// tenant gone.
+func (g *Gateway) CloseTenant(tenant string) {
+	for _, c := range g.tenantConns(tenant) {
+		c.close(statusDeleted, "tenant deleted")
+	}
+}
+
+// Close codes of the gateway, in the range for applications.
+const (
+	statusExpired = websocket.StatusCode(4000) // the session expired
+	statusDeleted = websocket.StatusCode(4001) // the session or its tenant was deleted
+)
+
+// tenantConns returns a tenant's connections on this node.
+func (g *Gateway) tenantConns(tenant string) []*conn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*conn
+	for k, cs := range g.conns {
+		if k.tenant == tenant {
+			for c := range cs {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // Connections returns the number of live connections on this node.
@@ -522,13 +608,31 @@ func (g *Gateway) expiryLoop() {
 			keys = append(keys, k)
 		}
 		g.mu.Unlock()
+		// A tenant deleted through another node: its connections close
+		// here too.
+		tenants := map[string]bool{}
 		for _, k := range keys {
+			if _, seen := tenants[k.tenant]; seen {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(g.ctx, g.opts.ExpiryEvery)
+			_, ok, err := g.opts.Settings(ctx, k.tenant)
+			cancel()
+			tenants[k.tenant] = err != nil || ok // a failed read proves nothing
+			if err == nil && !ok {
+				g.CloseTenant(k.tenant)
+			}
+		}
+		for _, k := range keys {
+			if !tenants[k.tenant] {
+				continue
+			}
 			ctx, cancel := context.WithTimeout(g.ctx, g.opts.ExpiryEvery)
 			_, err := g.opts.Sessions.GetSession(ctx, g.opts.Now(), k.tenant, k.id)
 			cancel()
 			if errors.Is(err, sluice.ErrSessionNotFound) {
 				for _, c := range g.peers(k.tenant, k.id) {
-					c.close(websocket.StatusCode(4000), "session expired")
+					c.close(statusExpired, "session expired")
 				}
 			}
 		}

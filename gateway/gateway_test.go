@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -41,20 +43,40 @@ type fixture struct {
 	g        *Gateway
 	srv      *httptest.Server
 	eng      *engine.Engine
+	store    *stallingStore
 	sessions *memstore.Sessions
 	clock    *clock
 	settings sluice.TenantSettings
+	deleted  sync.Map // tenant -> true once deleted
 }
 
+// stallingStore is a memory store that, while stalled, answers nothing
+// until the caller's deadline: a store that has become slow.
+type stallingStore struct {
+	*memstore.Store
+	stalled atomic.Bool
+}
+
+func (s *stallingStore) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst []sluice.Decision) error {
+	if s.stalled.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.Store.Apply(ctx, now, ops, dst)
+}
+
+// newFixture is a gateway on a memory store, for tenants acme and beta
+// with settings s. Its engine gives the store 200ms to decide.
 func newFixture(t *testing.T, s sluice.TenantSettings, opts Options) *fixture {
 	t.Helper()
-	store := memstore.New(memstore.Options{})
+	store := &stallingStore{Store: memstore.New(memstore.Options{})}
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
-	f := &fixture{sessions: &memstore.Sessions{}, clock: c, settings: s}
-	f.eng = engine.New(store, engine.Options{Now: c.now})
+	f := &fixture{sessions: &memstore.Sessions{}, clock: c, settings: s, store: store}
+	f.eng = engine.New(store, engine.Options{Now: c.now, Timeout: 200 * time.Millisecond})
 	opts.Limiter, opts.Sessions, opts.Now = f.eng, f.sessions, c.now
 	opts.Settings = func(ctx context.Context, tenant string) (sluice.TenantSettings, bool, error) {
-		return s, tenant == "acme" || tenant == "beta", nil
+		_, gone := f.deleted.Load(tenant)
+		return s, (tenant == "acme" || tenant == "beta") && !gone, nil
 	}
 	f.g = New(opts)
 	f.srv = httptest.NewServer(f.g)
@@ -271,6 +293,158 @@ func TestTenantCannotResetGatewayCounters(t *testing.T) {
 	write(t, a, `{"action":"pooled","data":2}`)
 	if m := read(t, a); m["error"] != "Too Many Requests" {
 		t.Fatalf("second message after the tenant's checks: %v, want throttled", m)
+	}
+}
+
+// TestStoreFailureIsNotALimit: a store that misses the deadline fails the
+// connect with 503, never a 429 naming a limit nobody reached (the
+// connection limits fail closed); a message is never throttled by it (the
+// message limit fails open).
+func TestStoreFailureIsNotALimit(t *testing.T) {
+	f := newFixture(t, roomy, Options{})
+	f.session(t, "s1")
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(websocket.StatusNormalClosure, "")
+	f.store.stalled.Store(true)
+	_, resp, err := f.dial("acme", "s1")
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("connect on a stalled store: %v %+v, want 503", err, resp)
+	}
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	if body["error"] != "unavailable" || body["limit"] != nil {
+		t.Fatalf("refusal body %v, want unavailable and no limit", body)
+	}
+	// The message limit fails open: the message goes through.
+	write(t, a, `{"action":"pooled","data":1,"id":"m1"}`)
+	if m := read(t, a); m["type"] != "echo" {
+		t.Fatalf("message on a stalled store: %v, want it through (fail open), never throttled", m)
+	}
+	f.store.stalled.Store(false)
+	write(t, a, `{"action":"pooled","data":2}`)
+	if m := read(t, a); m["type"] != "echo" {
+		t.Fatalf("message once the store is back: %v", m)
+	}
+}
+
+// TestOriginChecked: a browser page of another origin cannot connect with
+// a session id it got hold of, and consumes nothing trying; the server's
+// own origin, an allowed one, and clients without an Origin connect.
+func TestOriginChecked(t *testing.T) {
+	s := roomy
+	s.TenantPerMinute = 3
+	f := newFixture(t, s, Options{AllowedOrigins: []string{"*.example.com"}})
+	f.session(t, "s1")
+	dial := func(origin string) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h := http.Header{}
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
+		ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.srv.URL, "http")+"/v1/ws?tenant=acme&session=s1", &websocket.DialOptions{HTTPHeader: h})
+		if err != nil {
+			if resp == nil {
+				return 0, err
+			}
+			return resp.StatusCode, nil
+		}
+		t.Cleanup(func() { ws.Close(websocket.StatusNormalClosure, "") })
+		return 101, nil
+	}
+	for range 5 {
+		if code, err := dial("https://evil.test"); code != http.StatusForbidden {
+			t.Fatalf("another origin: %d %v, want 403", code, err)
+		}
+	}
+	for _, origin := range []string{"", f.srv.URL, "https://app.example.com"} {
+		if code, err := dial(origin); code != 101 {
+			t.Fatalf("origin %q: %d %v, want admitted", origin, code, err)
+		}
+	}
+}
+
+// TestConnectionKnownBeforeItsID: when the 101 answer hands out a
+// connection's id, the management API already knows it.
+func TestConnectionKnownBeforeItsID(t *testing.T) {
+	f := newFixture(t, roomy, Options{})
+	f.session(t, "s1")
+	var checked atomic.Int32
+	f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.g.ServeHTTP(&onHeader{ResponseWriter: w, f: func(code int) {
+			if code != http.StatusSwitchingProtocols {
+				return
+			}
+			id := w.Header().Get("Sluice-Connection")
+			if _, err := f.g.ConnectionInfo("acme", id); err != nil {
+				t.Errorf("connection %q answered %v when its 101 was written", id, err)
+			}
+			checked.Add(1)
+		}}, r)
+	})
+	ws, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close(websocket.StatusNormalClosure, "")
+	if checked.Load() != 1 {
+		t.Fatal("the 101 answer was not seen")
+	}
+}
+
+// onHeader calls f with the status of the answer as it is written.
+type onHeader struct {
+	http.ResponseWriter
+	f func(int)
+}
+
+func (o *onHeader) WriteHeader(code int) { o.f(code); o.ResponseWriter.WriteHeader(code) }
+
+// Hijack keeps the connection hijackable for the WebSocket upgrade.
+func (o *onHeader) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return o.ResponseWriter.(http.Hijacker).Hijack()
+}
+
+// TestTenantDeletionCloses: deleting a tenant closes its connections with
+// 4001 at once on the node that deleted it (CloseTenant), and on another
+// node at its next sweep, which finds the tenant gone; other tenants stay.
+func TestTenantDeletionCloses(t *testing.T) {
+	f := newFixture(t, roomy, Options{ExpiryEvery: 20 * time.Millisecond})
+	f.session(t, "s1")
+	now := f.clock.now()
+	f.sessions.CreateSession(context.Background(), sluice.Session{Tenant: "beta", ID: "b1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+	here, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := f.dial("beta", "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(websocket.StatusNormalClosure, "")
+	f.g.CloseTenant("acme")
+	if code := closeCode(t, here); code != 4001 {
+		t.Fatalf("deleted tenant's connection closed with %v, want 4001", code)
+	}
+	// Deleted through another node: this one's sweep sees it.
+	f.session(t, "s2")
+	there, _, err := f.dial("acme", "s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.deleted.Store("acme", true)
+	if code := closeCode(t, there); code != 4001 {
+		t.Fatalf("connection of a tenant deleted elsewhere closed with %v, want 4001", code)
+	}
+	if _, resp, err := f.dial("acme", "s2"); err == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("connect to a deleted tenant: %v", err)
+	}
+	write(t, other, `{"action":"pooled","data":1}`)
+	if m := read(t, other); m["type"] != "echo" {
+		t.Fatalf("another tenant's connection: %v", m)
 	}
 }
 

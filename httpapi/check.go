@@ -4,12 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
-	"sort"
-	"strconv"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/wire"
 )
 
 func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
@@ -142,8 +141,13 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, req sluice.Requ
 	for i := range req.Checks {
 		policies[i] = req.Checks[i].Policy
 	}
+	if !res.Allowed && res.Decision.FailedClosed {
+		// A fault, not a limit: unavailable, never 429.
+		writeError(w, wire.FailedClosed(res.Decision.Policy))
+		return
+	}
 	httplimit.WriteHeaders(w.Header(), res, policies, h.opts.Now())
-	writeJSON(w, statusOfResult(res), resultJSON(res))
+	writeJSON(w, statusOfResult(res), wire.FromResult(res))
 }
 
 func statusOfResult(res sluice.Result) int {
@@ -151,76 +155,4 @@ func statusOfResult(res sluice.Result) int {
 		return http.StatusOK
 	}
 	return http.StatusTooManyRequests
-}
-
-// checkResponse is the body of a decision: the reported decision's fields
-// at the top (seed 003's limit, resetAt), then one entry per check.
-type checkResponse struct {
-	Allowed bool `json:"allowed"`
-	decisionJSON
-	Error     string         `json:"error,omitempty"`
-	Message   string         `json:"message,omitempty"`
-	Violated  []string       `json:"violated-policies,omitempty"`
-	Decisions []decisionJSON `json:"decisions"`
-}
-
-type decisionJSON struct {
-	Policy    string `json:"policy"`
-	Allowed   bool   `json:"allowed"`
-	Limit     int64  `json:"limit"`
-	Remaining int64  `json:"remaining"`
-	// ResetAt is in epoch seconds, rounded up: never before the real reset.
-	ResetAt int64 `json:"resetAt"`
-	// RetryAfter is in whole seconds, rounded up, as the header.
-	RetryAfter   int64      `json:"retryAfter"`
-	RetryAfterMs int64      `json:"retryAfterMs"`
-	Lease        *leaseJSON `json:"lease,omitempty"`
-	Shadowed     bool       `json:"shadowed,omitempty"`
-	FailedOpen   bool       `json:"failedOpen,omitempty"`
-}
-
-type leaseJSON struct {
-	// Token names the lease in renew and release calls.
-	Token string `json:"token,omitempty"`
-	// ID is a decimal string: JSON numbers lose precision past 2^53.
-	ID          string `json:"id"`
-	ExpiresAtMs int64  `json:"expiresAtMs"`
-}
-
-func resultJSON(res sluice.Result) checkResponse {
-	out := checkResponse{Allowed: res.Allowed, decisionJSON: toJSON(res.Decision), Decisions: make([]decisionJSON, len(res.Decisions))}
-	for i, d := range res.Decisions {
-		out.Decisions[i] = toJSON(d)
-	}
-	if !res.Allowed {
-		out.Error = "Rate limit exceeded"
-		out.Message = fmt.Sprintf("Too many requests. Please try again in %d seconds.", httplimit.CeilSeconds(res.Decision.RetryAfter))
-		seen := map[string]bool{}
-		for _, d := range res.Decisions {
-			if !d.Allowed && !seen[d.Policy] {
-				out.Violated = append(out.Violated, d.Policy)
-				seen[d.Policy] = true
-			}
-		}
-		sort.Strings(out.Violated)
-	}
-	return out
-}
-
-func toJSON(d sluice.Decision) decisionJSON {
-	j := decisionJSON{
-		Policy:       d.Policy,
-		Allowed:      d.Allowed,
-		Limit:        d.Limit,
-		Remaining:    d.Remaining,
-		ResetAt:      httplimit.CeilUnix(d.ResetAt),
-		RetryAfter:   httplimit.CeilSeconds(d.RetryAfter),
-		RetryAfterMs: int64((d.RetryAfter + 999_999) / 1_000_000),
-		Shadowed:     d.Shadowed,
-		FailedOpen:   d.FailedOpen,
-	}
-	if d.Lease.ID != 0 {
-		j.Lease = &leaseJSON{ID: strconv.FormatUint(d.Lease.ID, 10), ExpiresAtMs: d.Lease.ExpiresAt.UnixMilli()}
-	}
-	return j
 }

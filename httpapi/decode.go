@@ -9,64 +9,19 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // MaxBodyBytes caps a request body.
 const MaxBodyBytes = 64 << 10
 
-// checkRequest is the JSON body of POST /v1/check. Checks and policies are
-// kept raw and decoded one by one, so that an error names its exact path.
-type checkRequest struct {
-	Tenant string            `json:"tenant"`
-	Hits   *int64            `json:"hits"` // absent means 1
-	Checks []json.RawMessage `json:"checks"`
-	// Named policies: an endpoint of the configuration, or policy names,
-	// with the key parts their counters are keyed by.
-	Endpoint string            `json:"endpoint"`
-	Policies []string          `json:"policies"`
-	Key      map[string]string `json:"key"`
-}
-
-type checkJSON struct {
-	Key    string          `json:"key"`
-	Policy json.RawMessage `json:"policy"`
-}
-
-// policyJSON is a policy on the wire. Algorithm and durations are decoded by
-// hand for errors that name the field.
-type policyJSON struct {
-	Name      string          `json:"name"`
-	Algorithm string          `json:"algorithm"`
-	Limit     int64           `json:"limit"`
-	Window    json.RawMessage `json:"window"`
-	Burst     int64           `json:"burst"`
-	LeaseTTL  json.RawMessage `json:"leaseTTL"`
-	Buckets   int             `json:"buckets"`
-	Calendar  string          `json:"calendar"`
-	Shadow    bool            `json:"shadow"`
-	FailMode  string          `json:"failMode"`
-	Penalty   *penaltyJSON    `json:"penalty"`
-	Leased    bool            `json:"leased"`
-}
-
-// penaltyJSON is a policy's penalty: durations as in windows.
-type penaltyJSON struct {
-	After int          `json:"after"`
-	Base  jsonDuration `json:"base"`
-	Max   jsonDuration `json:"max"`
-}
-
-func (p *penaltyJSON) penalty() sluice.Penalty {
-	if p == nil {
-		return sluice.Penalty{}
-	}
-	return sluice.Penalty{After: p.After, Base: time.Duration(p.Base), Max: time.Duration(p.Max)}
-}
-
-// readBody reads at most MaxBodyBytes of r's body.
+// readBody reads at most MaxBodyBytes of r's body, and refuses text that
+// JSON would not carry as it is: invalid UTF-8, or an escaped lone
+// surrogate, which encoding/json silently turns into U+FFFD, so that keys
+// "\xff" and "\xfe" would share one counter.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	var tooBig *http.MaxBytesError
@@ -76,85 +31,205 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if err != nil {
 		return nil, sluice.Invalid("body", "could not be read: %v", err)
 	}
+	if err := invalidText(b); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
-// decodeChecks turns the inline checks of a POST /v1/check body into a
-// request's checks.
-func decodeChecks(in *checkRequest, req *sluice.Request) error {
-	req.Checks = make([]sluice.Check, len(in.Checks))
-	for i, raw := range in.Checks {
-		prefix := fmt.Sprintf("checks[%d]", i)
-		var c checkJSON
-		if err := decodeStrict(raw, &c, prefix); err != nil {
-			return err
-		}
-		if c.Policy == nil || string(c.Policy) == "null" {
-			return sluice.Invalid(prefix+".policy", "is missing")
-		}
-		p, err := decodePolicy(c.Policy, prefix+".policy")
-		if err != nil {
-			return err
-		}
-		req.Checks[i] = sluice.Check{Policy: p, Key: c.Key}
+// invalidText returns an error naming the first string of a JSON body
+// that is not valid text, or nil. Syntax errors are left to the decoder.
+func invalidText(body []byte) error {
+	if utf8.Valid(body) && !bytes.Contains(body, []byte(`\u`)) {
+		return nil // the common case: nothing to look at
 	}
-	return nil
+	type step struct {
+		array   bool
+		key     string // an object's current member
+		index   int    // an array's current element
+		wantKey bool   // an object's next token is a member name
+	}
+	var stack []step
+	path := func() string {
+		var b strings.Builder
+		for _, s := range stack {
+			if s.array {
+				fmt.Fprintf(&b, "[%d]", s.index)
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.key)
+		}
+		if b.Len() == 0 {
+			return "body"
+		}
+		return b.String()
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	for {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		raw := body[start:dec.InputOffset()]
+		var top *step
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		if s, ok := tok.(string); ok && top != nil && !top.array && top.wantKey {
+			top.key, top.wantKey = s, false
+			if !validString(raw) {
+				return sluice.Invalid(path(), "is a member name that is not valid UTF-8")
+			}
+			continue
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && !stack[len(stack)-1].array {
+				stack[len(stack)-1].wantKey = true
+			}
+			continue
+		}
+		if top != nil && top.array {
+			top.index++
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, step{wantKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, step{array: true, index: -1})
+			continue
+		}
+		if _, ok := tok.(string); ok && !validString(raw) {
+			return sluice.Invalid(path(), "is not valid UTF-8")
+		}
+		if top != nil && !top.array {
+			top.wantKey = true
+		}
+	}
 }
 
+// validString reports whether a JSON token's text, with the separators
+// before it, is valid UTF-8 with every escaped surrogate in a pair.
+func validString(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	high := false // the last escape was a high surrogate, awaiting its low
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			if high {
+				return false
+			}
+			continue
+		}
+		if raw[i+1] != 'u' || i+6 > len(raw) {
+			if high {
+				return false
+			}
+			i++ // an escape of one character
+			continue
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		if err != nil {
+			return false
+		}
+		switch {
+		case v >= 0xD800 && v < 0xDC00:
+			if high {
+				return false
+			}
+			high = true
+		case v >= 0xDC00 && v < 0xE000:
+			if !high {
+				return false
+			}
+			high = false
+		default:
+			if high {
+				return false
+			}
+		}
+		i += 5
+	}
+	return !high
+}
+
+// rawCheckRequest is wire.CheckRequest with its checks kept raw, for the
+// slow path, which decodes them one by one so that an error names the
+// check's index. TestRawCheckRequestMatchesWire keeps their fields alike.
+type rawCheckRequest struct {
+	Tenant   string            `json:"tenant"`
+	Hits     *int64            `json:"hits"`
+	Checks   []json.RawMessage `json:"checks"`
+	Endpoint string            `json:"endpoint"`
+	Policies []string          `json:"policies"`
+	Key      map[string]string `json:"key"`
+}
+
+// decodeCheckBody decodes a POST /v1/check body: the request and, for
+// inline policies, its checks. Most bodies are valid and decode in one
+// pass; only when that fails is the body decoded again, piece by piece, for
+// an error naming the field at fault.
+func decodeCheckBody(body []byte) (wire.CheckRequest, []sluice.Check, error) {
+	var in wire.CheckRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || dec.More() {
+		return in, nil, slowError(body)
+	}
+	checks, err := decodeChecks(in.Checks)
+	return in, checks, err
+}
+
+// slowError decodes body, piece by piece, for an error naming the field
+// at fault.
+func slowError(body []byte) error {
+	var in rawCheckRequest
+	if err := decodeStrict(body, &in, ""); err != nil {
+		return err
+	}
+	for i, raw := range in.Checks {
+		var c wire.Check
+		if err := decodeStrict(raw, &c, fmt.Sprintf("checks[%d]", i)); err != nil {
+			return err
+		}
+	}
+	return sluice.Invalid("body", "is not valid")
+}
+
+// decodeChecks turns inline checks into a request's checks.
+func decodeChecks(cs []wire.Check) ([]sluice.Check, error) {
+	if cs == nil {
+		return nil, nil
+	}
+	checks := make([]sluice.Check, len(cs))
+	for i, c := range cs {
+		prefix := fmt.Sprintf("checks[%d]", i)
+		if c.Policy == nil {
+			return nil, sluice.Invalid(prefix+".policy", "is missing")
+		}
+		p, err := c.Policy.Decode(prefix + ".policy")
+		if err != nil {
+			return nil, err
+		}
+		checks[i] = sluice.Check{Policy: p, Key: c.Key}
+	}
+	return checks, nil
+}
+
+// decodePolicy decodes an inline policy, naming fields under prefix.
 func decodePolicy(raw json.RawMessage, prefix string) (sluice.Policy, error) {
-	var pj policyJSON
-	if err := decodeStrict(raw, &pj, prefix); err != nil {
+	var w wire.Policy
+	if err := decodeStrict(raw, &w, prefix); err != nil {
 		return sluice.Policy{}, err
 	}
-	p := sluice.Policy{Name: pj.Name, Limit: pj.Limit, Burst: pj.Burst, Buckets: pj.Buckets}
-	var err error
-	if pj.Algorithm != "" { // missing is reported by Policy.Validate
-		if p.Algorithm, err = sluice.ParseAlgorithm(pj.Algorithm); err != nil {
-			return p, sluice.Invalid(prefix+".algorithm", "%v", err)
-		}
-	}
-	if err := p.Calendar.UnmarshalText([]byte(pj.Calendar)); err != nil {
-		return p, sluice.Invalid(prefix+".calendar", "%v", err)
-	}
-	if err := p.FailMode.UnmarshalText([]byte(pj.FailMode)); err != nil {
-		return p, sluice.Invalid(prefix+".failMode", "%v", err)
-	}
-	p.Shadow, p.Leased = pj.Shadow, pj.Leased
-	p.Penalty = pj.Penalty.penalty()
-	if p.Window, err = parseDuration(pj.Window); err != nil {
-		return p, sluice.Invalid(prefix+".window", "%v", err)
-	}
-	if p.LeaseTTL, err = parseDuration(pj.LeaseTTL); err != nil {
-		return p, sluice.Invalid(prefix+".leaseTTL", "%v", err)
-	}
-	return p, nil
-}
-
-// parseDuration accepts a Go duration string ("1m", "1h30m", "500ms") or a
-// number of seconds. Absent is zero.
-func parseDuration(raw json.RawMessage) (time.Duration, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return 0, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, err
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return 0, fmt.Errorf("is not a duration like \"60s\" or \"1h\": %q", s)
-		}
-		return d, nil
-	}
-	secs, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil {
-		return 0, fmt.Errorf("must be a duration string like \"60s\" or a number of seconds, got %s", raw)
-	}
-	if secs > float64(sluice.MaxWindow/time.Second)*2 || secs < -float64(sluice.MaxWindow/time.Second)*2 {
-		return 0, fmt.Errorf("%v seconds is out of range", secs)
-	}
-	return time.Duration(secs * float64(time.Second)), nil
+	return w.Decode(prefix)
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields and
@@ -192,7 +267,7 @@ func decodeStrict(data []byte, v any, prefix string) error {
 
 func want(v any) string {
 	switch v.(type) {
-	case *checkRequest, *checkJSON, *policyJSON, *leaseRequest, *tenantJSON, *keyRequest:
+	case *rawCheckRequest, *wire.Check, *wire.Policy, *leaseRequest, *tenantJSON, *keyRequest:
 		return "object"
 	}
 	return "value"
@@ -209,100 +284,4 @@ func join(prefix, field string) string {
 		return prefix
 	}
 	return prefix + "." + field
-}
-
-// The fast path of POST /v1/check: one decoder into typed structs. Most
-// bodies are valid; only when this fails does the slow path decode piece by
-// piece to name the field at fault.
-
-type fastRequest struct {
-	Tenant   string            `json:"tenant"`
-	Hits     *int64            `json:"hits"`
-	Checks   []fastCheck       `json:"checks"`
-	Endpoint string            `json:"endpoint"`
-	Policies []string          `json:"policies"`
-	Key      map[string]string `json:"key"`
-}
-
-type fastCheck struct {
-	Key    string      `json:"key"`
-	Policy *fastPolicy `json:"policy"`
-}
-
-type fastPolicy struct {
-	Name      string       `json:"name"`
-	Algorithm string       `json:"algorithm"`
-	Limit     int64        `json:"limit"`
-	Window    jsonDuration `json:"window"`
-	Burst     int64        `json:"burst"`
-	LeaseTTL  jsonDuration `json:"leaseTTL"`
-	Buckets   int          `json:"buckets"`
-	Calendar  string       `json:"calendar"`
-	Shadow    bool         `json:"shadow"`
-	FailMode  string       `json:"failMode"`
-	Penalty   *penaltyJSON `json:"penalty"`
-	Leased    bool         `json:"leased"`
-}
-
-type jsonDuration time.Duration
-
-func (d *jsonDuration) UnmarshalJSON(b []byte) error {
-	v, err := parseDuration(b)
-	*d = jsonDuration(v)
-	return err
-}
-
-// decodeCheckBody decodes a POST /v1/check body: the checkRequest (with
-// the named-policy fields) and, for inline policies, the request's checks.
-func decodeCheckBody(body []byte) (checkRequest, []sluice.Check, error) {
-	var f fastRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil || dec.More() || !allPolicies(f.Checks) {
-		// Decode again, piece by piece, for an error naming the field.
-		var in checkRequest
-		if err := decodeStrict(body, &in, ""); err != nil {
-			return in, nil, err
-		}
-		var req sluice.Request
-		if err := decodeChecks(&in, &req); err != nil {
-			return in, nil, err
-		}
-		return in, nil, sluice.Invalid("body", "is not valid")
-	}
-	in := checkRequest{Tenant: f.Tenant, Hits: f.Hits, Endpoint: f.Endpoint, Policies: f.Policies, Key: f.Key}
-	if f.Checks == nil {
-		return in, nil, nil
-	}
-	in.Checks = make([]json.RawMessage, len(f.Checks)) // only their count is read
-	checks := make([]sluice.Check, len(f.Checks))
-	for i, c := range f.Checks {
-		fp := c.Policy
-		p := sluice.Policy{Name: fp.Name, Limit: fp.Limit, Window: time.Duration(fp.Window), Burst: fp.Burst,
-			LeaseTTL: time.Duration(fp.LeaseTTL), Buckets: fp.Buckets, Shadow: fp.Shadow, Penalty: fp.Penalty.penalty(), Leased: fp.Leased}
-		prefix := fmt.Sprintf("checks[%d].policy", i)
-		var err error
-		if fp.Algorithm != "" {
-			if p.Algorithm, err = sluice.ParseAlgorithm(fp.Algorithm); err != nil {
-				return in, nil, sluice.Invalid(prefix+".algorithm", "%v", err)
-			}
-		}
-		if err := p.Calendar.UnmarshalText([]byte(fp.Calendar)); err != nil {
-			return in, nil, sluice.Invalid(prefix+".calendar", "%v", err)
-		}
-		if err := p.FailMode.UnmarshalText([]byte(fp.FailMode)); err != nil {
-			return in, nil, sluice.Invalid(prefix+".failMode", "%v", err)
-		}
-		checks[i] = sluice.Check{Policy: p, Key: c.Key}
-	}
-	return in, checks, nil
-}
-
-func allPolicies(cs []fastCheck) bool {
-	for _, c := range cs {
-		if c.Policy == nil {
-			return false
-		}
-	}
-	return true
 }

@@ -23,30 +23,37 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // Options configures a Handler. Limiter and Tenants are required.
 type Options struct {
 	Limiter sluice.LeaseLimiter
 	Tenants sluice.TenantStore
+	// Secrets keeps the tenants' lease-token keys, shared by every node
+	// of the store. Default: Tenants, if it keeps secrets, else in memory.
+	Secrets sluice.SecretStore
 	// Sessions keeps WebSocket sessions. Default: in memory.
 	Sessions sluice.SessionStore
 	// OnSessionDeleted is told of every deleted session, so that the
 	// gateway closes its connections at once. Optional.
 	OnSessionDeleted func(tenant, id string)
+	// OnTenantDeleted is told of every deleted tenant, so that the
+	// gateway closes its connections at once. Optional.
+	OnTenantDeleted func(tenant string)
 	// Gateway serves GET /v1/ws (WebSocket connects, which authenticate by
 	// their session) and GET /v1/ws/admit. Optional.
 	Gateway Gateway
@@ -85,10 +92,14 @@ type Gateway interface {
 
 // Handler serves the API. Create it with New.
 type Handler struct {
-	opts  Options
-	log   *slog.Logger
-	mux   *http.ServeMux
-	allow map[string][]string // pattern path -> methods, for 405's Allow
+	opts Options
+	// secrets holds the tenants' lease secrets read so far, and
+	// secretCount bounds them (leaseSecret).
+	secrets     sync.Map
+	secretCount atomic.Int64
+	log         *slog.Logger
+	mux         *http.ServeMux
+	allow       map[string][]string // pattern path -> methods, for 405's Allow
 }
 
 // New returns a Handler.
@@ -99,6 +110,13 @@ func New(opts Options) *Handler {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Secrets == nil {
+		if ss, ok := opts.Tenants.(sluice.SecretStore); ok {
+			opts.Secrets = ss
+		} else {
+			opts.Secrets = &memstore.Tenants{}
+		}
 	}
 	if opts.Sessions == nil {
 		opts.Sessions = &memstore.Sessions{}
@@ -186,7 +204,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := h.mux.Handler(r); pattern == "" {
 		if methods := h.methodsFor(r); methods != nil {
 			w.Header().Set("Allow", strings.Join(methods, ", "))
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
+			writeJSON(w, http.StatusMethodNotAllowed, wire.Error{Error: "method_not_allowed", Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
 			return
 		}
 		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
@@ -219,61 +237,8 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-type errorBody struct {
-	Error   string `json:"error"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-}
+// writeError and writeJSON answer through the wire package: one error body
+// and one table from error kinds to statuses for every transport.
+func writeError(w http.ResponseWriter, err error) { wire.WriteError(w, err) }
 
-// statusOf maps error kinds to HTTP statuses, in one place.
-var statusOf = map[sluice.Kind]int{
-	sluice.KindInvalid:      http.StatusBadRequest,
-	sluice.KindNotFound:     http.StatusNotFound,
-	sluice.KindUnavailable:  http.StatusServiceUnavailable,
-	sluice.KindInternal:     http.StatusInternalServerError,
-	sluice.KindConflict:     http.StatusConflict,
-	sluice.KindUnauthorized: http.StatusUnauthorized,
-	sluice.KindForbidden:    http.StatusForbidden,
-	sluice.KindGone:         http.StatusGone,
-}
-
-var codeOf = map[sluice.Kind]string{
-	sluice.KindInvalid:      "invalid_request",
-	sluice.KindNotFound:     "not_found",
-	sluice.KindUnavailable:  "unavailable",
-	sluice.KindInternal:     "internal",
-	sluice.KindConflict:     "conflict",
-	sluice.KindUnauthorized: "unauthorized",
-	sluice.KindForbidden:    "forbidden",
-	sluice.KindGone:         "gone",
-}
-
-func writeError(w http.ResponseWriter, err error) {
-	kind := sluice.KindOf(err)
-	body := errorBody{Error: codeOf[kind], Field: sluice.FieldOf(err), Message: message(err)}
-	if kind == sluice.KindInternal {
-		body.Message = "internal error" // never leak internals
-	}
-	if kind == sluice.KindUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-	}
-	writeJSON(w, statusOf[kind], body)
-}
-
-// message is what a client is told of err: the innermost Sluice error's
-// field and message, without the chain of operations.
-func message(err error) string {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if se, ok := e.(*sluice.Error); ok && se.Message != "" {
-			return strings.TrimSpace(se.Field + " " + se.Message)
-		}
-	}
-	return err.Error()
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { wire.WriteJSON(w, status, v) }

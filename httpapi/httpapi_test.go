@@ -226,7 +226,8 @@ func TestLeaseInResponse(t *testing.T) {
 }
 
 // TestStoreFailureFollowsFailMode: with the store gone, a fail-open policy
-// answers 200 (marked failedOpen) and a fail-closed one 429.
+// answers 200 (marked failedOpen) and a fail-closed one 503 with
+// Retry-After: a fault, never a limit (429) that nobody reached.
 func TestStoreFailureFollowsFailMode(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	srv := httptest.NewServer(New(Options{Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}}))
@@ -235,7 +236,7 @@ func TestStoreFailureFollowsFailMode(t *testing.T) {
 	for _, tc := range []struct {
 		mode   string
 		status int
-	}{{"open", 200}, {"closed", 429}} {
+	}{{"open", 200}, {"closed", 503}} {
 		body := `{"tenant":"acme","checks":[{"policy":{"name":"p","algorithm":"fixed_window","limit":3,"window":"60s","failMode":"` + tc.mode + `"}}]}`
 		resp, err := http.Post(srv.URL+"/v1/check", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -249,6 +250,9 @@ func TestStoreFailureFollowsFailMode(t *testing.T) {
 		}
 		if tc.mode == "open" && out["failedOpen"] != true {
 			t.Fatalf("fail open not marked: %v", out)
+		}
+		if tc.mode == "closed" && (out["error"] != "unavailable" || resp.Header.Get("Retry-After") != "1") {
+			t.Fatalf("fail closed: %v, Retry-After %q", out, resp.Header.Get("Retry-After"))
 		}
 	}
 }

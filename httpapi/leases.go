@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // leaseRequest is the body of the lease routes. Policy is a configured
@@ -43,13 +46,23 @@ func (h *Handler) acquire(w http.ResponseWriter, r *http.Request, who principal)
 		writeError(w, err)
 		return
 	}
-	httplimit.WriteHeaders(w.Header(), res, []sluice.Policy{check.Policy}, h.opts.Now())
-	out := resultJSON(res)
+	if !res.Allowed && res.Decision.FailedClosed {
+		writeError(w, wire.FailedClosed(check.Policy.Name))
+		return
+	}
+	out := wire.FromResult(res)
 	if d := res.Decision; res.Allowed && d.Lease.ID != 0 {
-		out.Lease = toJSON(d).Lease
-		out.Lease.Token = leaseToken(check.Policy.Name, check.Key, d.Lease.ID)
+		secret, err := h.leaseSecret(r.Context(), tenant)
+		if err != nil {
+			// The lease cannot be named: give its units back.
+			h.opts.Limiter.Release(r.Context(), tenant, check, d.Lease.ID)
+			writeError(w, err)
+			return
+		}
+		out.Lease.Token = leaseToken(secret, tenant, check, d.Lease.ID)
 		out.Decisions[0].Lease = out.Lease
 	}
+	httplimit.WriteHeaders(w.Header(), res, []sluice.Policy{check.Policy}, h.opts.Now())
 	writeJSON(w, statusOfResult(res), out)
 }
 
@@ -65,18 +78,19 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request, who principal)
 
 func (h *Handler) updateLease(w http.ResponseWriter, r *http.Request, who principal,
 	update func(ctx context.Context, tenant string, c sluice.Check, lease uint64) (sluice.Decision, error)) {
-	name, key, id, err := parseLeaseToken(r.PathValue("token"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	_, tenant, check, err := h.leaseCheck(w, r, who, false)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if check.Policy.Name != name {
-		writeError(w, sluice.Invalid("policy", "is %q but the lease is of %q", check.Policy.Name, name))
+	secret, err := h.leaseSecret(r.Context(), tenant)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	key, id, err := parseLeaseToken(secret, tenant, check, r.PathValue("token"))
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	check.Key = key
@@ -85,7 +99,7 @@ func (h *Handler) updateLease(w http.ResponseWriter, r *http.Request, who princi
 		writeError(w, err)
 		return
 	}
-	out := toJSON(d)
+	out := wire.FromDecision(d)
 	if out.Lease != nil {
 		out.Lease.Token = r.PathValue("token")
 	}
@@ -151,41 +165,87 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 	return in, tenant, check, nil
 }
 
-// leaseToken names a lease: its policy, its counter's key and its id, so
-// that renew and release find it. It is opaque to clients.
-func leaseToken(policy, key string, id uint64) string {
-	b := binary.AppendUvarint(nil, uint64(len(policy)))
-	b = append(b, policy...)
-	b = binary.AppendUvarint(b, uint64(len(key)))
-	b = append(b, key...)
+// Lease tokens name a lease to its holder: its counter's key and its id,
+// with a MAC (HMAC-SHA256, 128 bits) over them, the tenant, and the
+// policy's name and algorithm, under the tenant's lease secret, which the
+// store keeps (sluice.SecretStore) so that a token is good on every node
+// and after a restart. A token cannot be forged nor guessed, nor used for
+// another tenant, key or policy: a lease id alone, an acquisition time,
+// names nothing.
+//
+//	token = base64url(version | uvarint len(key) | key | uvarint id | mac)
+const (
+	leaseTokenVersion = 1
+	leaseMACLen       = 16
+	leaseSecretName   = "lease-token"
+)
+
+// leaseSecret returns tenant's lease secret, from memory after the first
+// read: secrets never change.
+func (h *Handler) leaseSecret(ctx context.Context, tenant string) ([]byte, error) {
+	if v, ok := h.secrets.Load(tenant); ok {
+		return v.([]byte), nil
+	}
+	b, err := h.opts.Secrets.Secret(ctx, tenant, leaseSecretName)
+	if err != nil {
+		return nil, err
+	}
+	if h.secretCount.Add(1) > maxCachedSecrets {
+		h.secrets.Clear() // bounded: start over rather than grow
+		h.secretCount.Store(1)
+	}
+	h.secrets.Store(tenant, b)
+	return b, nil
+}
+
+// maxCachedSecrets bounds the tenants' lease secrets held in memory.
+const maxCachedSecrets = 10_000
+
+func leaseMAC(secret []byte, tenant string, c sluice.Check, payload []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(len(tenant)))
+	b = append(b, tenant...)
+	b = binary.AppendUvarint(b, uint64(len(c.Policy.Name)))
+	b = append(b, c.Policy.Name...)
+	b = append(b, byte(c.Policy.Algorithm))
+	m.Write(b)
+	m.Write(payload)
+	return m.Sum(nil)[:leaseMACLen]
+}
+
+func leaseToken(secret []byte, tenant string, c sluice.Check, id uint64) string {
+	b := []byte{leaseTokenVersion}
+	b = binary.AppendUvarint(b, uint64(len(c.Key)))
+	b = append(b, c.Key...)
 	b = binary.AppendUvarint(b, id)
+	b = append(b, leaseMAC(secret, tenant, c, b)...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func parseLeaseToken(tok string) (policy, key string, id uint64, err error) {
-	bad := sluice.Invalid("token", "is not a lease token")
+// parseLeaseToken returns the key and the id a token names, if it was made
+// for this tenant and policy; a token that was not is the same invalid
+// token as one that was never made.
+func parseLeaseToken(secret []byte, tenant string, c sluice.Check, tok string) (key string, id uint64, err error) {
+	bad := sluice.Invalid("token", "is not a lease token of this tenant and policy")
 	b, derr := base64.RawURLEncoding.DecodeString(tok)
-	if derr != nil {
-		return "", "", 0, bad
+	if derr != nil || len(b) < 1+leaseMACLen || b[0] != leaseTokenVersion {
+		return "", 0, bad
 	}
-	part := func() (string, bool) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
-			return "", false
-		}
-		s := string(b[k : k+int(n)])
-		b = b[k+int(n):]
-		return s, true
+	payload, mac := b[:len(b)-leaseMACLen], b[len(b)-leaseMACLen:]
+	if !hmac.Equal(mac, leaseMAC(secret, tenant, c, payload)) {
+		return "", 0, bad
 	}
-	var ok1, ok2 bool
-	policy, ok1 = part()
-	key, ok2 = part()
-	if !ok1 || !ok2 {
-		return "", "", 0, bad
+	rest := payload[1:]
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || n > uint64(len(rest)-k) {
+		return "", 0, bad
 	}
-	id, k := binary.Uvarint(b)
-	if k <= 0 || k != len(b) || id == 0 {
-		return "", "", 0, bad
+	key = string(rest[k : k+int(n)])
+	rest = rest[k+int(n):]
+	id, k = binary.Uvarint(rest)
+	if k <= 0 || k != len(rest) || id == 0 {
+		return "", 0, bad
 	}
-	return policy, key, id, nil
+	return key, id, nil
 }

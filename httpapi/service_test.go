@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -298,6 +301,55 @@ func TestLeases(t *testing.T) {
 	}
 }
 
+// TestLeaseTokensUnforgeable: a lease token names its lease only for the
+// tenant and the policy it was made for; another tenant's key, another
+// policy, a changed byte or a token made up from a guessed lease id release
+// nothing.
+func TestLeaseTokensUnforgeable(t *testing.T) {
+	s := newService(t)
+	inline := `{"policy":{"name":"jobs","algorithm":"concurrency","limit":1,"leaseTTL":"1h"},"keyValue":"k"}`
+	code, out := s.do(t, s.acme, "POST", "/v1/leases", inline)
+	if code != 200 {
+		t.Fatalf("lease: %d %v", code, out)
+	}
+	lease := out["lease"].(map[string]any)
+	tok := lease["token"].(string)
+	id, _ := strconv.ParseUint(lease["id"].(string), 10, 64)
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := append([]byte{}, raw...)
+	flipped[len(flipped)/2] ^= 1
+	// What the unsigned tokens were: policy, key and id, length-prefixed.
+	guessed := binary.AppendUvarint(nil, 4)
+	guessed = append(guessed, "jobs"...)
+	guessed = binary.AppendUvarint(guessed, 1)
+	guessed = append(guessed, 'k')
+	guessed = binary.AppendUvarint(guessed, id)
+	for _, tc := range []struct {
+		name, key, token, body string
+	}{
+		{"another tenant's key", s.beta, tok, inline},
+		{"another tenant named by the admin", adminKey, tok, `{"tenant":"beta","policy":{"name":"jobs","algorithm":"concurrency","limit":1,"leaseTTL":"1h"}}`},
+		{"another policy", s.acme, tok, `{"policy":{"name":"jobs2","algorithm":"concurrency","limit":1,"leaseTTL":"1h"}}`},
+		{"a changed byte", s.acme, base64.RawURLEncoding.EncodeToString(flipped), inline},
+		{"a guessed id", s.acme, base64.RawURLEncoding.EncodeToString(guessed), inline},
+	} {
+		if code, out := s.do(t, tc.key, "DELETE", "/v1/leases/"+tc.token, tc.body); code != 400 || out["field"] != "token" {
+			t.Errorf("%s: release answered %d %v, want 400 naming the token", tc.name, code, out)
+		}
+	}
+	// The lease is still held: a second one is refused; its own token
+	// releases it.
+	if code, _ := s.do(t, s.acme, "POST", "/v1/leases", inline); code != 429 {
+		t.Fatalf("second lease of 1 after the forgeries: %d, want 429", code)
+	}
+	if code, out := s.do(t, s.acme, "DELETE", "/v1/leases/"+tok, inline); code != 200 {
+		t.Fatalf("release with the real token: %d %v", code, out)
+	}
+}
+
 func TestTenantsAPI(t *testing.T) {
 	s := newService(t)
 	body := `{"id":"gamma","tier":"premium","settings":{"connectionsPerSession":2,"tenantConnections":10,"sessionPerMinute":5,"tenantPerMinute":50,"sessionTTL":300,"messagesPerMinute":600},"overrides":{"chat":{"limit":7,"window":"2m"}}}`
@@ -384,6 +436,22 @@ func TestBadInputNamesTheRightField(t *testing.T) {
 		{"POST", "/v1/leases", `{"policy":null}`, "policy"},
 		{"PUT", "/v1/tenants/acme", `{"overrides":{"search-per-hour":{"window":"7ms"}}}`, "overrides.search-per-hour.buckets"},
 		{"PUT", "/v1/tenants/acme", `{"overrides":{"reports-running":{"limit":5000}}}`, "overrides.reports-running.limit"},
+		// Products are bounded before they are taken: this bucket's depth,
+		// 18446744074ns * 1e9, wraps int64 nanoseconds.
+		{"POST", "/v1/check", `{"checks":[{"policy":{"name":"tb","algorithm":"token_bucket","limit":1,"window":"18.446744074s","burst":1000000000}}]}`, "checks[0].policy.burst"},
+		// Settings that would silently mean something else are refused.
+		{"POST", "/v1/check", `{"checks":[{"policy":{"name":"tb","algorithm":"token_bucket","limit":5,"window":"1s","burst":0}}]}`, "checks[0].policy.burst"},
+		{"POST", "/v1/check", `{"checks":[{"policy":{"name":"w","algorithm":"fixed_window","limit":5,"window":"1s","penalty":{"after":0,"base":"1m","max":"1h"}}}]}`, "checks[0].policy.penalty.after"},
+		{"POST", "/v1/check", `{"checks":[{"policy":{"name":"w","algorithm":"fixed_window","limit":5,"window":"1s","penalty":{"base":"1m"}}}]}`, "checks[0].policy.penalty.after"},
+		{"POST", "/v1/check", `{"checks":[{"policy":{"name":"w","algorithm":"fixed_window","limit":5,"window":"soon"}}]}`, "checks[0].policy.window"},
+		{"PUT", "/v1/tenants/acme", `{"overrides":{"chat":{"burst":0}}}`, "overrides.chat.burst"},
+		// Text that JSON would turn into U+FFFD, making two keys one.
+		{"POST", "/v1/check", "{\"checks\":[{\"key\":\"\xff\",\"policy\":{\"name\":\"w\",\"algorithm\":\"fixed_window\",\"limit\":1,\"window\":\"1m\"}}]}", "checks[0].key"},
+		{"POST", "/v1/check", `{"checks":[{"key":"a\ud800","policy":{"name":"w","algorithm":"fixed_window","limit":1,"window":"1m"}}]}`, "checks[0].key"},
+		{"POST", "/v1/check", `{"checks":[{"key":"\udc00b","policy":{"name":"w","algorithm":"fixed_window","limit":1,"window":"1m"}}]}`, "checks[0].key"},
+		{"POST", "/v1/check", "{\"endpoint\":\"models\",\"key\":{\"user\":\"\xfe\"}}", "key.user"},
+		{"POST", "/v1/check", "{\"tenant\":\"acme\xff\",\"endpoint\":\"models\",\"key\":{\"user\":\"u\"}}", "tenant"},
+		{"POST", "/v1/leases", "{\"policy\":{\"name\":\"x\",\"algorithm\":\"concurrency\",\"limit\":2},\"keyValue\":\"\xc3\"}", "keyValue"},
 	}
 	for _, tc := range cases {
 		key := s.acme
@@ -439,5 +507,41 @@ func TestSessionsAPI(t *testing.T) {
 	}
 	if code, _ := s.do(t, adminKey, "PUT", "/v1/tenants/ghost/sessions", ""); code != 404 {
 		t.Fatalf("session of an unknown tenant: %d", code)
+	}
+}
+
+// TestTenantDeletionEndsItsSessions: once a tenant is deleted, its sessions
+// read 404, and the gateway is told to close its connections.
+func TestTenantDeletionEndsItsSessions(t *testing.T) {
+	cfg, err := config.Load("../examples/sluice.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := memstore.New(memstore.Options{})
+	defer s.Close()
+	var closed []string
+	h := New(Options{
+		Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{},
+		Config: func() *config.Config { return cfg }, OnTenantDeleted: func(id string) { closed = append(closed, id) },
+	})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	sv := &service{srv: srv}
+	if code, out := sv.do(t, "", "POST", "/v1/tenants", `{"id":"gone"}`); code != 201 {
+		t.Fatalf("create: %d %v", code, out)
+	}
+	code, out := sv.do(t, "", "PUT", "/v1/tenants/gone/sessions", "")
+	if code != 201 {
+		t.Fatalf("session: %d %v", code, out)
+	}
+	id := out["id"].(string)
+	if code, out := sv.do(t, "", "DELETE", "/v1/tenants/gone", ""); code != 200 {
+		t.Fatalf("delete: %d %v", code, out)
+	}
+	if code, out := sv.do(t, "", "GET", "/v1/tenants/gone/sessions/"+id, ""); code != 404 {
+		t.Fatalf("a deleted tenant's session: %d %v, want 404", code, out)
+	}
+	if len(closed) != 1 || closed[0] != "gone" {
+		t.Fatalf("the gateway was told of %v, want [gone]", closed)
 	}
 }

@@ -55,6 +55,11 @@ func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, tenant s
 
 // getSession: GET /v1/tenants/{id}/sessions/{session}.
 func (h *Handler) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
+	// A deleted tenant's sessions are gone with it.
+	if _, err := h.tenantExists(r.Context(), tenant); err != nil {
+		writeError(w, err)
+		return
+	}
 	x, err := h.opts.Sessions.GetSession(r.Context(), h.opts.Now(), tenant, r.PathValue("session"))
 	if err != nil {
 		writeError(w, err)

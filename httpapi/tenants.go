@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // tenantJSON is a tenant on the wire: durations in overrides are strings
@@ -87,7 +88,7 @@ func (h *Handler) decodeTenant(w http.ResponseWriter, r *http.Request, id string
 				if len(d.raw) == 0 {
 					continue
 				}
-				v, err := parseDuration(d.raw)
+				v, err := wire.ParseDuration(d.raw)
 				if err != nil {
 					return t, sluice.Invalid(d.field, "%v", err)
 				}
@@ -190,6 +191,9 @@ func (h *Handler) deleteTenant(w http.ResponseWriter, r *http.Request, who princ
 	if err := h.opts.Tenants.DeleteTenant(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, err)
 		return
+	}
+	if h.opts.OnTenantDeleted != nil {
+		h.opts.OnTenantDeleted(r.PathValue("id"))
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("id")})
 }

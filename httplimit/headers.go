@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // WriteHeaders writes a result's headers:
@@ -37,16 +38,16 @@ func WriteHeaders(h http.Header, res sluice.Result, policies []sluice.Policy, no
 		if w := windowSeconds(&policies[i], now); w > 0 {
 			pol.WriteString(";w=" + strconv.FormatInt(w, 10))
 		}
-		rl.WriteString(`"` + d.Policy + `";r=` + strconv.FormatInt(d.Remaining, 10) + ";t=" + strconv.FormatInt(CeilSeconds(d.ResetAt.Sub(now)), 10))
+		rl.WriteString(`"` + d.Policy + `";r=` + strconv.FormatInt(d.Remaining, 10) + ";t=" + strconv.FormatInt(wire.CeilSeconds(d.ResetAt.Sub(now)), 10))
 	}
 	h.Set("RateLimit-Policy", pol.String())
 	h.Set("RateLimit", rl.String())
 	d := res.Decision
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(CeilUnix(d.ResetAt), 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(wire.CeilUnix(d.ResetAt), 10))
 	if !res.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(CeilSeconds(d.RetryAfter), 10))
+		h.Set("Retry-After", strconv.FormatInt(wire.CeilSeconds(d.RetryAfter), 10))
 	}
 }
 
@@ -61,23 +62,5 @@ func windowSeconds(p *sluice.Policy, now time.Time) int64 {
 		start := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 		return int64(start.AddDate(0, 1, 0).Sub(start) / time.Second)
 	}
-	return CeilSeconds(p.Window)
-}
-
-// CeilSeconds rounds d up to whole seconds, 0 if it is not positive: a
-// client that waits that long is never early.
-func CeilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// CeilUnix returns t in epoch seconds, rounded up.
-func CeilUnix(t time.Time) int64 {
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
-		s++
-	}
-	return s
+	return wire.CeilSeconds(p.Window)
 }

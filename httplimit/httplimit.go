@@ -15,7 +15,6 @@
 package httplimit
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // KeyFunc returns the key a request is counted under. An error rejects the
@@ -97,14 +97,17 @@ func New(opts Options) func(http.Handler) http.Handler {
 	}
 	if opts.OnError == nil {
 		opts.OnError = func(w http.ResponseWriter, r *http.Request, err error) {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": "rate limiter unavailable"})
+			if sluice.KindOf(err) != sluice.KindInvalid {
+				err = &sluice.Error{Kind: sluice.KindUnavailable, Message: "rate limiter unavailable", Err: err}
+			}
+			wire.WriteError(w, err)
 		}
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key, err := opts.Key(r)
 			if err != nil {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request", "message": err.Error()})
+				wire.WriteError(w, sluice.Invalid("key", "%v", err))
 				return
 			}
 			req := sluice.Request{Tenant: opts.Tenant(r), Hits: opts.Hits(r), Checks: make([]sluice.Check, len(opts.Policies))}
@@ -115,6 +118,13 @@ func New(opts Options) func(http.Handler) http.Handler {
 			if err != nil {
 				opts.Logger.Error("httplimit: limiter failed", "err", err)
 				opts.OnError(w, r, err)
+				return
+			}
+			if !res.Allowed && res.Decision.FailedClosed {
+				// The store failed and the policy fails closed: a
+				// fault, never a limit.
+				opts.Logger.Warn("httplimit: limiter failed; failing closed", "policy", res.Decision.Policy)
+				opts.OnError(w, r, wire.FailedClosed(res.Decision.Policy))
 				return
 			}
 			WriteHeaders(w.Header(), res, opts.Policies, opts.Now())
@@ -138,17 +148,11 @@ func WriteTooMany(w http.ResponseWriter, res sluice.Result) {
 			violated = append(violated, x.Policy)
 		}
 	}
-	writeJSON(w, http.StatusTooManyRequests, map[string]any{
+	wire.WriteJSON(w, http.StatusTooManyRequests, map[string]any{
 		"error":             "Rate limit exceeded",
-		"message":           fmt.Sprintf("Too many requests. Please try again in %d seconds.", CeilSeconds(d.RetryAfter)),
+		"message":           fmt.Sprintf("Too many requests. Please try again in %d seconds.", wire.CeilSeconds(d.RetryAfter)),
 		"limit":             d.Limit,
-		"resetAt":           CeilUnix(d.ResetAt),
+		"resetAt":           wire.CeilUnix(d.ResetAt),
 		"violated-policies": violated,
 	})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -89,3 +89,32 @@ func TestClientErrorsKeepKindAndField(t *testing.T) {
 		t.Fatalf("%v (kind %v field %q)", err, sluice.KindOf(err), sluice.FieldOf(err))
 	}
 }
+
+// TestFailClosedIsUnavailable: with the store gone, a fail-closed policy
+// answers 503 through the middleware, in process and over the network:
+// a fault, never a 429 for a limit nobody reached.
+func TestFailClosedIsUnavailable(t *testing.T) {
+	local := memstore.New(memstore.Options{})
+	remote := memstore.New(memstore.Options{})
+	local.Close()
+	remote.Close()
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(remote, engine.Options{}), Tenants: &memstore.Tenants{}}))
+	defer srv.Close()
+	for name, l := range map[string]sluice.Limiter{"engine": engine.New(local, engine.Options{}), "client": client.New(srv.URL, client.Options{})} {
+		t.Run(name, func(t *testing.T) {
+			calls := 0
+			h := httplimit.New(httplimit.Options{
+				Limiter:  l,
+				Policies: []sluice.Policy{{Name: "api", Algorithm: sluice.FixedWindow, Limit: 3, Window: time.Hour, FailMode: sluice.FailClosed}},
+				Key:      httplimit.KeyFromHeader("X-User"),
+			})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls++ }))
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "/", nil)
+			req.Header.Set("X-User", "u")
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusServiceUnavailable || calls != 0 || rec.Header().Get("Retry-After") != "1" {
+				t.Fatalf("answered %d (Retry-After %q), handler called %d times: want 503, not called", rec.Code, rec.Header().Get("Retry-After"), calls)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,11 +53,12 @@ type serveConfig struct {
 	WSMaxMessage    int64
 	WSIdle          time.Duration
 	WSLifetime      time.Duration
+	WSOrigins       []string
 }
 
 func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
-	var proxies string
+	var proxies, origins string
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`address` to listen on")
@@ -76,6 +78,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&c.WSIdle, "ws-idle-timeout", 10*time.Minute, "close a WebSocket connection idle this long")
 	fs.DurationVar(&c.WSLifetime, "ws-max-lifetime", 2*time.Hour, "close any WebSocket connection after this long")
 	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node renews its WebSocket connections' leases; a dead node's connections return within three")
+	fs.StringVar(&origins, "ws-allowed-origins", "", "comma-separated browser `origins` besides this server's own host that may open WebSocket connections: hosts (app.example.com, *.example.com) or origins (https://*.example.com)")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -86,6 +89,15 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	var err error
 	if c.TrustedProxies, err = httplimit.ParsePrefixes(proxies); err != nil {
 		return c, fmt.Errorf("serve: --trusted-proxies: %w", err)
+	}
+	for _, o := range strings.Split(origins, ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		if _, err := path.Match(o, ""); err != nil || o == "*" {
+			return c, fmt.Errorf("serve: --ws-allowed-origins: %q is not an origin pattern (and * would let any web page in)", o)
+		}
+		c.WSOrigins = append(c.WSOrigins, o)
 	}
 	if c.AdminKey == "" {
 		c.AdminKey = os.Getenv("SLUICE_ADMIN_KEY")
@@ -249,14 +261,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			}
 			return sluice.TenantSettings{}, false, nil
 		},
-		RenewEvery:  c.WSRenew,
-		MaxMessage:  c.WSMaxMessage,
-		IdleTimeout: c.WSIdle,
-		MaxLifetime: c.WSLifetime,
-		Registry:    st.registry,
-		Node:        c.advertise(ln),
-		Peer:        peer(c.AdminKey),
-		Logger:      log,
+		RenewEvery:     c.WSRenew,
+		MaxMessage:     c.WSMaxMessage,
+		IdleTimeout:    c.WSIdle,
+		MaxLifetime:    c.WSLifetime,
+		AllowedOrigins: c.WSOrigins,
+		Registry:       st.registry,
+		Node:           c.advertise(ln),
+		Peer:           peer(c.AdminKey),
+		Logger:         log,
 	})
 	defer gw.Close()
 	var inflight sync.WaitGroup // handlers running, so that the store outlives them
@@ -266,6 +279,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Sessions:         st.sessions,
 		Gateway:          gw,
 		OnSessionDeleted: gw.CloseSession,
+		OnTenantDeleted:  gw.CloseTenant,
 		Config:           current,
 		AdminKey:         c.AdminKey,
 		TrustedProxies:   c.TrustedProxies,

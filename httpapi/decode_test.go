@@ -1,0 +1,51 @@
+package httpapi
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/wire"
+)
+
+// TestRawCheckRequestMatchesWire: the slow path's shape of a check request
+// has the wire's fields, no more, no fewer.
+func TestRawCheckRequestMatchesWire(t *testing.T) {
+	names := func(v any) []string {
+		var out []string
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			out = append(out, name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if a, b := names(rawCheckRequest{}), names(wire.CheckRequest{}); !slices.Equal(a, b) {
+		t.Fatalf("rawCheckRequest has %v, wire.CheckRequest %v", a, b)
+	}
+}
+
+// TestInvalidTextNamesTheField: the first string that is not valid text is
+// named by its path; valid text, escapes and pairs included, passes.
+func TestInvalidTextNamesTheField(t *testing.T) {
+	for body, field := range map[string]string{
+		"{\"a\":\"ok\",\"b\":[1,\"x\",\"\xff\"]}": "b[2]",
+		"{\"a\":{\"b\xfe\":1}}":                   "a.b\ufffd",
+		`{"a":"\ud83d"}`:                          "a",
+		`{"a":"\ud83d\u0041"}`:                    "a",
+		`{"a":"\ude00"}`:                          "a",
+		`["x",{"k":["\\", "\ud800\ud800"]}]`:      "[1].k[1]",
+		`{"a":"é \u00e9 \ud83d\ude00 \\u d800"}`:  "",
+		`{"a":"\\ud800"}`:                         "", // an escaped backslash, then text
+	} {
+		err := invalidText([]byte(body))
+		switch {
+		case field == "" && err != nil:
+			t.Errorf("%s: %v, want valid", body, err)
+		case field != "" && (err == nil || !strings.HasPrefix(err.Error(), field+" ")):
+			t.Errorf("%s: %v, want an error naming %s", body, err, field)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Error is the body of every error answer, from every transport:
+// {"error": "<code>", "field": "<path>", "message": "..."}.
+type Error struct {
+	Error   string `json:"error"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// kinds is the one table from error kinds to HTTP statuses and codes.
+var kinds = [...]struct {
+	status int
+	code   string
+}{
+	sluice.KindInternal:     {http.StatusInternalServerError, "internal"},
+	sluice.KindInvalid:      {http.StatusBadRequest, "invalid_request"},
+	sluice.KindNotFound:     {http.StatusNotFound, "not_found"},
+	sluice.KindUnavailable:  {http.StatusServiceUnavailable, "unavailable"},
+	sluice.KindConflict:     {http.StatusConflict, "conflict"},
+	sluice.KindUnauthorized: {http.StatusUnauthorized, "unauthorized"},
+	sluice.KindForbidden:    {http.StatusForbidden, "forbidden"},
+	sluice.KindGone:         {http.StatusGone, "gone"},
+}
+
+// Status returns the HTTP status of an error of kind k.
+func Status(k sluice.Kind) int { return kinds[known(k)].status }
+
+// KindOfStatus returns the kind of an error answered with status: the
+// inverse of Status, for clients. Statuses of no Sluice kind are internal,
+// but for the gateway statuses of a proxy in front (502, 504), which are
+// unavailable.
+func KindOfStatus(status int) sluice.Kind {
+	for k, v := range kinds {
+		if v.status == status {
+			return sluice.Kind(k)
+		}
+	}
+	if status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
+		return sluice.KindUnavailable
+	}
+	return sluice.KindInternal
+}
+
+// ErrorOf returns the body of err's answer: its kind's code, the field at
+// fault, and the innermost Sluice error's message, without the chain of
+// operations; an internal error's message is never shown.
+func ErrorOf(err error) Error {
+	k := sluice.KindOf(err)
+	body := Error{Error: kinds[known(k)].code, Field: sluice.FieldOf(err), Message: message(err)}
+	if k == sluice.KindInternal {
+		body.Message = "internal error" // never leak internals
+	}
+	return body
+}
+
+// known returns k if it is a known kind, and KindInternal otherwise.
+func known(k sluice.Kind) sluice.Kind {
+	if int(k) < len(kinds) {
+		return k
+	}
+	return sluice.KindInternal
+}
+
+func message(err error) string {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if se, ok := e.(*sluice.Error); ok && se.Message != "" {
+			return strings.TrimSpace(se.Field + " " + se.Message)
+		}
+	}
+	return err.Error()
+}
+
+// WriteError answers err with its kind's status and the error body. An
+// unavailable answer asks for a retry a second later.
+func WriteError(w http.ResponseWriter, err error) {
+	k := sluice.KindOf(err)
+	switch k {
+	case sluice.KindUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+	case sluice.KindUnavailable:
+		w.Header().Set("Retry-After", strconv.FormatInt(CeilSeconds(sluice.FailedRetry), 10))
+	}
+	WriteJSON(w, Status(k), ErrorOf(err))
+}
+
+// ParseError returns the error an error answer describes: a *sluice.Error
+// of the status's kind, with the field and message the server gave.
+func ParseError(op string, status int, body []byte) error {
+	var e Error
+	_ = json.Unmarshal(body, &e) // a proxy's page is not JSON: the status is enough
+	msg := e.Message
+	if msg == "" {
+		msg = "server answered " + strconv.Itoa(status) + " " + http.StatusText(status)
+	}
+	return &sluice.Error{Op: op, Kind: KindOfStatus(status), Field: e.Field, Message: msg}
+}
+
+// WriteJSON answers v as JSON with status, never cached.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do
+}
+
+// FailedClosed is the error of a request denied because the store failed
+// and its policies fail closed: unavailable, never a limit.
+func FailedClosed(policy string) error {
+	return &sluice.Error{Kind: sluice.KindUnavailable, Message: "the limiter's store could not decide in time and policy " + strconv.Quote(policy) + " fails closed"}
+}

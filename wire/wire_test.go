@@ -1,0 +1,137 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// TestPolicyRoundTrip: Policy -> JSON -> Policy is the identity, for every
+// field the client can send, so that client and server cannot drift.
+func TestPolicyRoundTrip(t *testing.T) {
+	for _, p := range []sluice.Policy{
+		{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 10, Window: time.Minute},
+		{Name: "sw", Algorithm: sluice.SlidingWindow, Limit: 7, Window: 1500 * time.Millisecond, Shadow: true, FailMode: sluice.FailClosed},
+		{Name: "log", Algorithm: sluice.SlidingLog, Limit: 3, Window: time.Hour},
+		{Name: "tb", Algorithm: sluice.TokenBucket, Limit: 5, Window: time.Second, Burst: 20},
+		{Name: "conc", Algorithm: sluice.Concurrency, Limit: 4, LeaseTTL: 30 * time.Second},
+		{Name: "q", Algorithm: sluice.Quota, Limit: 1000, Window: 24 * time.Hour, Buckets: 24},
+		{Name: "month", Algorithm: sluice.Quota, Limit: 1000, Calendar: sluice.Month},
+		{Name: "leased", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Minute, Leased: true},
+		{Name: "pen", Algorithm: sluice.FixedWindow, Limit: 3, Window: time.Minute, Penalty: sluice.Penalty{After: 2, Base: time.Minute, Max: time.Hour}},
+	} {
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		b, err := json.Marshal(FromPolicy(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w Policy
+		if err := json.Unmarshal(b, &w); err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.Decode("policy")
+		if err != nil {
+			t.Fatalf("%s: %s: %v", p.Name, b, err)
+		}
+		if !reflect.DeepEqual(got, p) {
+			t.Errorf("%s: round trip through %s gave %+v", p.Name, b, got)
+		}
+	}
+}
+
+// TestResultRoundTrip: a result survives the wire to its precision:
+// ResetAt to the second, rounded up, RetryAfter to the millisecond.
+func TestResultRoundTrip(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	res := sluice.Result{Decisions: []sluice.Decision{
+		{Policy: "a", Allowed: true, Limit: 10, Remaining: 3, ResetAt: now.Add(30 * time.Second), Lease: sluice.Lease{ID: 1<<62 + 7, ExpiresAt: now.Add(time.Minute)}},
+		{Policy: "b", Limit: 5, ResetAt: now.Add(1500 * time.Millisecond), RetryAfter: 1500 * time.Millisecond, FailedClosed: true},
+		{Policy: "c", Allowed: true, Shadowed: true, FailedOpen: true, Limit: 1, ResetAt: now},
+	}}
+	res.Decision, res.Allowed = sluice.Reporting(res.Decisions)
+	b, err := json.Marshal(FromResult(res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out CheckResponse
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.Decode()
+	res.Decisions[1].ResetAt = now.Add(2 * time.Second) // rounded up
+	res.Decision = res.Decisions[1]
+	if !reflect.DeepEqual(got, res) {
+		t.Fatalf("round trip through %s:\n got %+v\nwant %+v", b, got, res)
+	}
+}
+
+// TestExplicitValuesThatMeanSomethingElse: burst 0 and a penalty of 0
+// offences would silently mean "burst = limit" and "no penalty": refused.
+func TestExplicitValuesThatMeanSomethingElse(t *testing.T) {
+	for body, field := range map[string]string{
+		`{"name":"p","algorithm":"token_bucket","limit":1,"window":"1s","burst":0}`:                  "policy.burst",
+		`{"name":"p","algorithm":"fixed_window","limit":1,"window":"1s","penalty":{"after":0}}`:      "policy.penalty.after",
+		`{"name":"p","algorithm":"fixed_window","limit":1,"window":"1s","penalty":{"base":"later"}}`: "policy.penalty.base",
+		`{"name":"p","algorithm":"fixed_window","limit":1,"window":"soon"}`:                          "policy.window",
+		`{"name":"p","algorithm":"leaky","limit":1,"window":"1s"}`:                                   "policy.algorithm",
+	} {
+		var w Policy
+		if err := json.Unmarshal([]byte(body), &w); err != nil {
+			t.Fatal(err)
+		}
+		_, err := w.Decode("policy")
+		if sluice.KindOf(err) != sluice.KindInvalid || sluice.FieldOf(err) != field {
+			t.Errorf("%s: %v, want invalid naming %s", body, err, field)
+		}
+	}
+}
+
+// TestFromRequestRefusesInvalidUTF8: encoding/json would send "\xff" and
+// "\xfe" both as U+FFFD, one counter for two keys.
+func TestFromRequestRefusesInvalidUTF8(t *testing.T) {
+	p := sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute}
+	_, err := FromRequest(sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: p, Key: "ok"}, {Policy: p, Key: "\xff"}}})
+	if sluice.FieldOf(err) != "checks[1].key" {
+		t.Fatalf("got %v, want an error naming checks[1].key", err)
+	}
+	if _, err := FromRequest(sluice.Request{Tenant: "a\xfe", Checks: []sluice.Check{{Policy: p}}}); sluice.FieldOf(err) != "tenant" {
+		t.Fatalf("got %v, want an error naming the tenant", err)
+	}
+}
+
+// TestStatusTable: every kind has one status, and a client reads the kind
+// back from it.
+func TestStatusTable(t *testing.T) {
+	seen := map[int]sluice.Kind{}
+	for k := sluice.KindInternal; k <= sluice.KindGone; k++ {
+		st := Status(k)
+		if other, dup := seen[st]; dup {
+			t.Fatalf("kinds %v and %v share status %d", other, k, st)
+		}
+		seen[st] = k
+		if back := KindOfStatus(st); back != k {
+			t.Errorf("kind %v -> %d -> %v", k, st, back)
+		}
+		rec := httptest.NewRecorder()
+		WriteError(rec, &sluice.Error{Kind: k, Field: "f", Message: "m"})
+		err := ParseError("test", rec.Code, rec.Body.Bytes())
+		if sluice.KindOf(err) != k || (k != sluice.KindInternal && sluice.FieldOf(err) != "f") {
+			t.Errorf("kind %v answered %d %s, read back as %v", k, rec.Code, rec.Body, err)
+		}
+	}
+	if KindOfStatus(502) != sluice.KindUnavailable || KindOfStatus(504) != sluice.KindUnavailable {
+		t.Error("a proxy's 502 and 504 are unavailable")
+	}
+	rec := httptest.NewRecorder()
+	WriteError(rec, errors.New("disk on fire at /secret/path"))
+	if rec.Code != 500 || rec.Body.String() != `{"error":"internal","message":"internal error"}`+"\n" {
+		t.Errorf("an internal error leaks: %d %s", rec.Code, rec.Body)
+	}
+}
