@@ -1,6 +1,7 @@
 package algo
 
 import (
+	"fmt"
 	"math/big"
 	"testing"
 	"time"
@@ -155,8 +156,21 @@ func newModel(p *sluice.Policy, t0 int64) model {
 	case sluice.SlidingLog:
 		return &logModel{w: w}
 	case sluice.TokenBucket:
-		m := &tokenModel{t: EmissionInterval(p), burst: p.EffectiveBurst(), last: t0}
-		m.credit = m.burst * m.t
+		// Computed here, not by the algorithm's EmissionInterval: the time
+		// per token is the window over the limit, rounded up, and the
+		// bucket's depth must fit int64 nanoseconds, which math/big checks.
+		t := new(big.Int).Add(big.NewInt(w), big.NewInt(p.Limit-1))
+		t.Quo(t, big.NewInt(p.Limit))
+		burst := p.Burst
+		if burst == 0 {
+			burst = p.Limit
+		}
+		depth := new(big.Int).Mul(t, big.NewInt(burst))
+		if !depth.IsInt64() || !t.IsInt64() {
+			panic(fmt.Sprintf("model: a valid policy's bucket is %v ns deep, past int64", depth))
+		}
+		m := &tokenModel{t: t.Int64(), burst: burst, last: t0}
+		m.credit = depth.Int64()
 		return m
 	case sluice.Concurrency:
 		return &leaseModel{leases: map[uint64]event{}}
