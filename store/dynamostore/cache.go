@@ -42,24 +42,47 @@ func (c *cache) put(k string, v versioned) {
 // write units per decision.
 type Stats struct {
 	reads, writes, transactions, conflicts, localDenials, writeUnits, leasedLocal atomic.Int64
+	writeAttempts, mostAttempts, retries, gaveUp, emptyFailures, lockTimeouts     atomic.Int64
 }
 
-// StatsSnapshot is a copy of a store's counts.
+// StatsSnapshot is a copy of a store's counts. They only grow, so a
+// caller can publish them as counters (MostAttempts as a gauge).
 type StatsSnapshot struct {
-	// Reads are consistent GetItems; Writes conditional PutItems;
-	// Transactions TransactWriteItems; Conflicts lost conditions;
-	// LocalDenials denials answered from remembered state, without a
-	// request (the deny cache). WriteUnits estimates the write capacity
-	// units consumed: per item written, its size in KiB rounded up, twice
-	// in a transaction; a failed condition still costs them.
+	// Reads are consistent GetItems; Writes conditional PutItems and
+	// UpdateItems; Transactions TransactWriteItems; Conflicts lost
+	// conditions; LocalDenials denials answered from remembered state,
+	// without a request (the deny cache). WriteUnits estimates the write
+	// capacity units consumed: per item written, its size in KiB rounded
+	// up, twice in a transaction; a failed condition still costs them.
 	Reads, Writes, Transactions, Conflicts, LocalDenials, WriteUnits int64
 	// LeasedLocal counts decisions admitted from a leased batch, locally.
 	LeasedLocal int64
+	// WriteAttempts counts the write requests of decisions, releases and
+	// renewals, every try included: at most Options.MaxAttempts each.
+	// MostAttempts is the most any one of them made.
+	WriteAttempts, MostAttempts int64
+	// Retries counts write requests sent again after a throttle, a
+	// transaction conflict or a lost answer; GaveUp the decisions failed
+	// (KindUnavailable) for want of attempts or of time.
+	Retries, GaveUp int64
+	// EmptyFailures counts failed conditions that returned no item,
+	// each answered by a consistent read (counted in Reads).
+	EmptyFailures int64
+	// LockTimeouts counts decisions whose deadline passed while they
+	// waited for this node's other decisions on the same key.
+	LockTimeouts int64
 }
 
 // Stats returns the store's counts so far.
 func (s *Store) Stats() StatsSnapshot {
-	return StatsSnapshot{s.stats.reads.Load(), s.stats.writes.Load(), s.stats.transactions.Load(), s.stats.conflicts.Load(), s.stats.localDenials.Load(), s.stats.writeUnits.Load(), s.stats.leasedLocal.Load()}
+	st := &s.stats
+	return StatsSnapshot{
+		Reads: st.reads.Load(), Writes: st.writes.Load(), Transactions: st.transactions.Load(),
+		Conflicts: st.conflicts.Load(), LocalDenials: st.localDenials.Load(), WriteUnits: st.writeUnits.Load(),
+		LeasedLocal: st.leasedLocal.Load(), WriteAttempts: st.writeAttempts.Load(), MostAttempts: st.mostAttempts.Load(),
+		Retries: st.retries.Load(), GaveUp: st.gaveUp.Load(), EmptyFailures: st.emptyFailures.Load(),
+		LockTimeouts: st.lockTimeouts.Load(),
+	}
 }
 
 // writeUnits estimates the write units of putting item: its size (names and

@@ -47,6 +47,8 @@ type API interface {
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	// DescribeTable is Ping's: see there.
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
 // Options configures a Store.
@@ -55,8 +57,13 @@ type Options struct {
 	Table string
 	// CacheKeys caps the states remembered locally. Default 100,000.
 	CacheKeys int
-	// MaxAttempts bounds the conditional writes of one decision under
-	// contention. Default 64.
+	// MaxAttempts bounds the write requests of one decision (or lease
+	// release or renewal): conditional writes lost to other nodes, and
+	// retries, with jittered backoff within the decision's deadline, of
+	// requests throttled, in conflict with a transaction, or unanswered.
+	// Each may bill a write, so this bounds what contention costs. Past
+	// it, the decision fails with KindUnavailable and the policy's fail
+	// mode answers. Default 4.
 	MaxAttempts int
 	// TenantTTL is how long GetTenant remembers a tenant, or its absence,
 	// before reading the table again: how long another node's change to a
@@ -81,9 +88,11 @@ type Store struct {
 	// stripes serialise this node's decisions on one key, so that they do
 	// not race each other through conditional writes (each lost race costs
 	// a write unit and a round trip); races with other nodes remain, and
-	// are settled by the conditions.
+	// are settled by the conditions. A stripe is held across DynamoDB
+	// requests, so it is a channel of one slot, taken in a select with the
+	// caller's context (lock): a wait for it ends at the deadline.
 	seed    maphash.Seed
-	stripes [1024]sync.Mutex
+	stripes [1024]chan struct{}
 
 	leases leases // leased mode's batches
 }
@@ -99,7 +108,7 @@ func New(db API, opts Options) (*Store, error) {
 		opts.CacheKeys = 100_000
 	}
 	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 64
+		opts.MaxAttempts = 4
 	}
 	if opts.TenantTTL == 0 {
 		opts.TenantTTL = time.Second
@@ -107,12 +116,16 @@ func New(db API, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{
+	s := &Store{
 		db: db, table: opts.Table, max: opts.MaxAttempts,
 		cache:   newCache(opts.CacheKeys),
 		tenants: newTenantCache(opts.TenantTTL, opts.CacheKeys, opts.Now),
 		closed:  make(chan struct{}), seed: maphash.MakeSeed(),
-	}, nil
+	}
+	for i := range s.stripes {
+		s.stripes[i] = make(chan struct{}, 1)
+	}
+	return s, nil
 }
 
 // Close implements sluice.Store. The client is the caller's.
@@ -121,10 +134,22 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Ping reports whether the table answers, for readiness checks.
+// Ping reports whether the table answers, for readiness checks, by
+// DescribeTable: it touches no item, so it needs no key of any tenant's
+// (a node under one tenant's IAM policy, TenantPolicy, may reach only that
+// tenant's items, and a node serving many tenants has no one tenant to
+// probe), costs no read units, and fails as the table's requests would when
+// the endpoint, the credentials or the table are wrong. A table that is not
+// ACTIVE (being created, or deleted) is not ready.
 func (s *Store) Ping(ctx context.Context) error {
-	_, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key("#ping", "#ping")})
-	return unavailableIf("ping", err)
+	out, err := s.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &s.table})
+	if err != nil {
+		return unavailable("ping", err)
+	}
+	if out.Table == nil || (out.Table.TableStatus != types.TableStatusActive && out.Table.TableStatus != types.TableStatusUpdating) {
+		return &sluice.Error{Op: "dynamostore.ping", Kind: sluice.KindUnavailable, Message: "table not active"}
+	}
+	return nil
 }
 
 func (s *Store) isClosed() bool {
@@ -285,25 +310,49 @@ func (s *Store) stripeIndex(pk string) int {
 	return int(maphash.String(s.seed, pk) % uint64(len(s.stripes)))
 }
 
-// stripe returns pk's stripe lock.
-func (s *Store) stripe(pk string) *sync.Mutex { return &s.stripes[s.stripeIndex(pk)] }
+// tryStripe takes pk's stripe if it is free, without waiting, and returns
+// its release.
+func (s *Store) tryStripe(pk string) (unlock func(), ok bool) {
+	c := s.stripes[s.stripeIndex(pk)]
+	select {
+	case c <- struct{}{}:
+		return func() { <-c }, true
+	default:
+		return nil, false
+	}
+}
 
-// lock locks the stripes of keys pks, in order, and returns the unlock.
-func (s *Store) lock(pks ...string) func() {
+// lock takes the stripes of keys pks, in order (so that two requests on
+// the same keys cannot deadlock), each in a select with ctx: a wait for a
+// stripe, held by a decision that is itself waiting on DynamoDB, ends with
+// the deadline, and the stripes already taken are given back. It returns
+// the unlock.
+func (s *Store) lock(ctx context.Context, pks ...string) (func(), error) {
 	idx := make([]int, 0, len(pks))
 	for _, pk := range pks {
 		idx = append(idx, s.stripeIndex(pk))
 	}
 	slices.Sort(idx)
 	idx = slices.Compact(idx)
-	for _, i := range idx {
-		s.stripes[i].Lock()
-	}
-	return func() {
+	unlock := func(idx []int) {
 		for _, i := range idx {
-			s.stripes[i].Unlock()
+			<-s.stripes[i]
 		}
 	}
+	for n, i := range idx {
+		if err := ctx.Err(); err != nil {
+			unlock(idx[:n])
+			return nil, &sluice.Error{Op: "dynamostore.lock", Kind: sluice.KindUnavailable, Err: err}
+		}
+		select {
+		case s.stripes[i] <- struct{}{}:
+		case <-ctx.Done():
+			unlock(idx[:n])
+			s.stats.lockTimeouts.Add(1)
+			return nil, &sluice.Error{Op: "dynamostore.lock", Kind: sluice.KindUnavailable, Message: "waiting for this node's other decisions on the key", Err: ctx.Err()}
+		}
+	}
+	return func() { unlock(idx) }, nil
 }
 
 // read returns a key's current state with a consistent read.
@@ -324,14 +373,22 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 	t := now.UnixNano()
 	if len(ops) == 1 && ops[0].Policy.Algorithm == sluice.TokenBucket && ops[0].Hits > 0 {
 		pk := counterPK(&ops[0].Key)
-		defer s.lock(pk)()
+		unlock, err := s.lock(ctx, pk)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		d, err := s.gcra(ctx, t, &ops[0], pk)
 		dst[0] = d
 		return err
 	}
 	if len(ops) == 1 && ops[0].Policy.Leased && ops[0].Policy.Algorithm == sluice.FixedWindow && ops[0].Hits > 0 {
 		pk := counterPK(&ops[0].Key)
-		defer s.lock(pk)()
+		unlock, err := s.lock(ctx, pk)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		d, err := s.leased(ctx, t, &ops[0], pk)
 		dst[0] = d
 		return err
@@ -362,14 +419,16 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 		}
 	}
 	if !s.leasedCaller(ops) {
-		defer s.lock(pks...)()
+		unlock, err := s.lock(ctx, pks...)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 	}
 	stored := make([]algo.State, len(ops))
 	next := make([]algo.State, len(ops))
-	for attempt := 0; ; attempt++ {
-		if attempt == s.max {
-			return &sluice.Error{Op: "dynamostore.apply", Kind: sluice.KindUnavailable, Message: fmt.Sprintf("no agreement after %d conditional writes", s.max)}
-		}
+	b := s.budget()
+	for losses := 0; ; {
 		for i := range ops {
 			stored[i] = cur[first[i]].state
 		}
@@ -422,7 +481,7 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 		if len(writes) == 0 {
 			return nil
 		}
-		lost, id, err := s.write(ctx, pks, cur, first, next, writes)
+		lost, id, err := s.write(ctx, b, pks, cur, first, next, writes)
 		if err != nil {
 			return err
 		}
@@ -434,6 +493,8 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 		}
 		// Lost a race: recompute from what won it, as returned.
 		s.stats.conflicts.Add(1)
+		losses++
+		b.lost(losses)
 		for i, v := range lost {
 			cur[first[i]], known[first[i]] = v, true
 			s.cache.put(pks[i], v)
@@ -443,8 +504,10 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 
 // write puts the new states of ops writes, each conditioned on the version
 // it was computed from. It returns, for the ops whose condition failed, the
-// items as they are, and the write's id.
-func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first []int, next []algo.State, writes []int) (map[int]versioned, string, error) {
+// items as they are, and the write's id. Each request it sends is taken
+// from b; a request throttled, in conflict, or unanswered is sent again,
+// after a backoff, while b allows.
+func (s *Store) write(ctx context.Context, b *budget, pks []string, cur []versioned, first []int, next []algo.State, writes []int) (map[int]versioned, string, error) {
 	id := writeID()
 	if len(writes) == 1 {
 		i := writes[0]
@@ -452,70 +515,108 @@ func (s *Store) write(ctx context.Context, pks []string, cur []versioned, first 
 		if err != nil {
 			return nil, id, err
 		}
-		s.stats.writes.Add(1)
-		s.stats.writeUnits.Add(writeUnits(p.Item))
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		in := &dynamodb.PutItemInput{
 			TableName: p.TableName, Item: p.Item, ConditionExpression: p.ConditionExpression,
 			ExpressionAttributeValues: p.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: p.ReturnValuesOnConditionCheckFailure,
-		})
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			v, derr := decodeItem(ccf.Item)
-			if derr != nil {
-				return nil, id, derr
-			}
-			if v.write == id {
-				return nil, id, nil // our own write, landed on an earlier try
-			}
-			return map[int]versioned{i: v}, id, nil
 		}
-		if err != nil {
-			return nil, id, unavailable("write", err)
-		}
-		return nil, id, nil
-	}
-	items := make([]types.TransactWriteItem, 0, len(writes))
-	for _, i := range writes {
-		p, err := s.put(pks[i], &next[i], cur[first[i]], id)
-		if err != nil {
-			return nil, id, err
-		}
-		items = append(items, types.TransactWriteItem{Put: p})
-		s.stats.writeUnits.Add(2 * writeUnits(p.Item))
-	}
-	s.stats.transactions.Add(1)
-	// The token makes the SDK's retries of this transaction idempotent.
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: &id})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		lost := map[int]versioned{}
-		for n, r := range tce.CancellationReasons {
-			if r.Code == nil || *r.Code != "ConditionalCheckFailed" || n >= len(writes) {
-				continue
+		for {
+			if err := b.take(ctx, "write"); err != nil {
+				return nil, id, err
 			}
-			v, derr := decodeItem(r.Item)
-			if derr != nil {
-				return nil, id, derr
-			}
-			lost[writes[n]] = v
-		}
-		if len(lost) == 0 {
-			// Cancelled for another reason (a conflicting transaction):
-			// try again from fresh reads.
-			for _, i := range writes {
-				v, err := s.read(ctx, pks[i])
+			s.stats.writes.Add(1)
+			s.stats.writeUnits.Add(writeUnits(p.Item))
+			// The same request, id and all, on every try: if an
+			// earlier try landed unanswered, this one's condition
+			// fails on an item bearing the id.
+			_, err = s.db.PutItem(ctx, in, noRetry)
+			var ccf *types.ConditionalCheckFailedException
+			switch {
+			case err == nil:
+				return nil, id, nil
+			case errors.As(err, &ccf):
+				v, err := s.failedItem(ctx, pks[i], ccf.Item)
 				if err != nil {
 					return nil, id, err
 				}
-				lost[i] = v
+				if v.write == id {
+					return nil, id, nil // our own write, landed on an earlier try
+				}
+				return map[int]versioned{i: v}, id, nil
+			case b.failed(ctx, err):
+				continue
+			default:
+				return nil, id, unavailable("write", err)
 			}
 		}
-		return lost, id, nil
 	}
-	if err != nil {
-		return nil, id, unavailable("transact", err)
+	for {
+		items := make([]types.TransactWriteItem, 0, len(writes))
+		var units int64
+		for _, i := range writes {
+			p, err := s.put(pks[i], &next[i], cur[first[i]], id)
+			if err != nil {
+				return nil, id, err
+			}
+			items = append(items, types.TransactWriteItem{Put: p})
+			units += 2 * writeUnits(p.Item)
+		}
+		in := &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: &id}
+		for {
+			if err := b.take(ctx, "transact"); err != nil {
+				return nil, id, err
+			}
+			s.stats.transactions.Add(1)
+			s.stats.writeUnits.Add(units)
+			// The token makes a retry of an unanswered transaction
+			// idempotent.
+			_, err := s.db.TransactWriteItems(ctx, in, noRetry)
+			var tce *types.TransactionCanceledException
+			if errors.As(err, &tce) && !transactionRetryable(tce) {
+				lost := map[int]versioned{}
+				for n, r := range tce.CancellationReasons {
+					if r.Code == nil || *r.Code != "ConditionalCheckFailed" || n >= len(writes) {
+						continue
+					}
+					v, err := s.failedItem(ctx, pks[writes[n]], r.Item)
+					if err != nil {
+						return nil, id, err
+					}
+					lost[writes[n]] = v
+				}
+				if len(lost) == 0 {
+					return nil, id, unavailable("transact", err)
+				}
+				return lost, id, nil
+			}
+			switch {
+			case err == nil:
+				return nil, id, nil
+			case tce != nil && b.failed(ctx, err):
+				// Cancelled, nothing written: a new transaction,
+				// with a new token (a token names one outcome).
+				id = writeID()
+			case b.failed(ctx, err):
+				continue
+			default:
+				return nil, id, unavailable("transact", err)
+			}
+			break
+		}
 	}
-	return nil, id, nil
+}
+
+// failedItem returns the counter item a failed condition returned, or, if
+// it returned none (some DynamoDB-compatible servers ignore
+// ReturnValuesOnConditionCheckFailure), the item as a consistent read finds
+// it: a failure without an item is never taken to mean that there is no
+// item, which would condition every later write on attribute_not_exists
+// and wedge the key.
+func (s *Store) failedItem(ctx context.Context, pk string, item map[string]types.AttributeValue) (versioned, error) {
+	if len(item) > 0 {
+		return decodeItem(item)
+	}
+	s.stats.emptyFailures.Add(1)
+	return s.read(ctx, pk)
 }
 
 // Release implements sluice.Store.
@@ -534,17 +635,22 @@ func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p 
 		return sluice.Decision{}, sluice.ErrStoreClosed
 	}
 	pk := counterPK(&k)
-	defer s.lock(pk)()
+	unlock, err := s.lock(ctx, pk)
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	defer unlock()
 	cur, err := s.read(ctx, pk)
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	for range s.max {
+	b := s.budget()
+	for losses := 1; ; losses++ {
 		next, d, ok := update(p, cur.state, now.UnixNano(), lease)
 		if !ok {
 			return sluice.Decision{}, sluice.ErrLeaseNotFound
 		}
-		lost, id, err := s.write(ctx, []string{pk}, []versioned{cur}, []int{0}, []algo.State{next}, []int{0})
+		lost, id, err := s.write(ctx, b, []string{pk}, []versioned{cur}, []int{0}, []algo.State{next}, []int{0})
 		if err != nil {
 			return sluice.Decision{}, err
 		}
@@ -552,9 +658,10 @@ func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p 
 			s.cache.put(pk, after(cur, next, id))
 			return d, nil
 		}
+		s.stats.conflicts.Add(1)
+		b.lost(losses)
 		cur = lost[0]
 	}
-	return sluice.Decision{}, &sluice.Error{Op: "dynamostore.lease", Kind: sluice.KindUnavailable, Message: "no agreement under contention"}
 }
 
 // writeID returns a random id for one write.

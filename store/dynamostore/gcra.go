@@ -46,7 +46,8 @@ func (s *Store) gcra(ctx context.Context, now int64, op *sluice.Op, pk string) (
 	num := func(v int64) types.AttributeValue {
 		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 	}
-	for range s.max {
+	b := s.budget()
+	for losses := 0; ; {
 		in := &dynamodb.UpdateItemInput{
 			TableName: &s.table, Key: key(pk, skCounter),
 			ExpressionAttributeNames:            map[string]string{"#ttl": attrTTL},
@@ -67,9 +68,12 @@ func (s *Store) gcra(ctx context.Context, now int64, op *sluice.Op, pk string) (
 				":new": num(now + cost), ":now": num(now), ":ttl": num(ttlOf(now + cost)), ":w": str(id),
 			}
 		}
+		if err := b.take(ctx, "gcra"); err != nil {
+			return sluice.Decision{}, err
+		}
 		s.stats.writes.Add(1)
 		s.stats.writeUnits.Add(1)
-		out, err := s.db.UpdateItem(ctx, in)
+		out, err := s.db.UpdateItem(ctx, in, noRetry)
 		var ccf *types.ConditionalCheckFailedException
 		switch {
 		case err == nil:
@@ -79,7 +83,7 @@ func (s *Store) gcra(ctx context.Context, now int64, op *sluice.Op, pk string) (
 			}
 			return s.gcraAdmitted(p, pk, now, op.Hits, tat, cost), nil
 		case errors.As(err, &ccf):
-			old, derr := decodeItem(ccf.Item)
+			old, derr := s.failedItem(ctx, pk, ccf.Item)
 			if derr != nil {
 				return sluice.Decision{}, derr
 			}
@@ -87,6 +91,8 @@ func (s *Store) gcra(ctx context.Context, now int64, op *sluice.Op, pk string) (
 				return s.gcraAdmitted(p, pk, now, op.Hits, old.state.TAT, cost), nil
 			}
 			s.stats.conflicts.Add(1)
+			losses++
+			b.lost(losses)
 			if old.kind != tatItem || old.state.TAT <= now {
 				active = false
 				continue
@@ -96,11 +102,13 @@ func (s *Store) gcra(ctx context.Context, now int64, op *sluice.Op, pk string) (
 				return d, nil
 			}
 			active = true
+		case b.failed(ctx, err):
+			// The same update, id and all: if the last try landed
+			// unanswered, this one's condition fails on our id.
 		default:
 			return sluice.Decision{}, unavailable("update", err)
 		}
 	}
-	return sluice.Decision{}, &sluice.Error{Op: "dynamostore.gcra", Kind: sluice.KindUnavailable, Message: "no agreement under contention"}
 }
 
 // gcraAdmitted is the decision of an update that moved tat to tat by

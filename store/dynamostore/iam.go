@@ -5,6 +5,18 @@ package dynamostore
 // with its id and '#', and dynamodb:LeadingKeys holds every request to keys
 // that start so (seed 001's row isolation). Tenant ids cannot hold '#' or
 // wildcards (sluice.ValidID), so no tenant's pattern matches another's keys.
+//
+// The policy covers what a node serving only that tenant does: its
+// counters, tenant item, API keys, sessions and registrations (items and
+// transactions, whose items IAM checks one by one as PutItem, UpdateItem,
+// DeleteItem and ConditionCheckItem), and readiness (Store.Ping), which is
+// a DescribeTable: it reads no item, so it needs no leading key.
+//
+// The table's indexes are in the policy under the same LeadingKeys
+// condition: a Query of an index is held to index partitions that lead with
+// the tenant's id. The one index today, gsi1, has none: its partitions
+// ("tenants", "policy#<name>") list every tenant, for the admin API
+// (ListTenants, ListOverrides), and stay out of a tenant's reach.
 func TenantPolicy(tenant, tableARN string) map[string]any {
 	return map[string]any{
 		"Version": "2012-10-17",
@@ -15,12 +27,17 @@ func TenantPolicy(tenant, tableARN string) map[string]any {
 				"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
 				"dynamodb:Query", "dynamodb:ConditionCheckItem",
 			},
-			"Resource": []string{tableARN},
+			"Resource": []string{tableARN, tableARN + "/index/*"},
 			"Condition": map[string]any{
 				"ForAllValues:StringLike": map[string]any{
 					"dynamodb:LeadingKeys": []string{tenant + "#*"},
 				},
 			},
+		}, {
+			"Sid":      "SluiceReadiness",
+			"Effect":   "Allow",
+			"Action":   []string{"dynamodb:DescribeTable"},
+			"Resource": []string{tableARN},
 		}},
 	}
 }

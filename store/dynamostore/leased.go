@@ -39,12 +39,12 @@ type lease struct {
 	resetAt time.Time
 }
 
-// get returns pk's lease, made if need be. The caller holds pk's stripe
-// lock; every 4096 calls, get drops the batches of windows over, each
-// under its key's stripe lock taken with TryLock, so that the map stays
+// get returns pk's lease, made if need be. The caller holds pk's stripe;
+// every 4096 calls, get drops the batches of windows over, each under its
+// key's stripe taken only if free (tryStripe), so that the map stays
 // bounded by the keys of current windows without touching an entry in use
-// (nor blocking: the caller holds a stripe).
-func (l *leases) get(pk string, now int64, stripe func(pk string) *sync.Mutex) *lease {
+// (nor waiting: the caller holds a stripe).
+func (l *leases) get(pk string, now int64, tryStripe func(pk string) (func(), bool)) *lease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m == nil {
@@ -55,11 +55,11 @@ func (l *leases) get(pk string, now int64, stripe func(pk string) *sync.Mutex) *
 			if k == pk {
 				continue
 			}
-			if mu := stripe(k); mu.TryLock() {
+			if unlock, ok := tryStripe(k); ok {
 				if e.end != 0 && e.end <= now {
 					delete(l.m, k)
 				}
-				mu.Unlock()
+				unlock()
 			}
 		}
 	}
@@ -77,7 +77,7 @@ func (s *Store) leased(ctx context.Context, now int64, op *sluice.Op, pk string)
 	p := op.Policy
 	w := int64(p.Window)
 	start := now - ((now%w)+w)%w
-	e := s.leases.get(pk, now, s.stripe)
+	e := s.leases.get(pk, now, s.tryStripe)
 	e.count++
 	if e.window == start && e.left >= op.Hits {
 		e.left -= op.Hits

@@ -99,10 +99,19 @@ func (s *Store) TouchSession(ctx context.Context, now time.Time, tenant, id stri
 	case err == nil:
 		item = out.Attributes
 	case conditionFailed(err, -1):
-		// Gone, expired, or already later than expiresAt: which?
-		item = conditionItem(err)
-		if len(item) == 0 {
-			return sluice.Session{}, sluice.ErrSessionNotFound
+		// Gone, expired, or already later than expiresAt: which? The
+		// failure says, with the item (ALL_OLD), unless the server left
+		// it out: then a consistent read does. Never taken to mean
+		// gone, which would end a live session.
+		if item = conditionItem(err); len(item) == 0 {
+			s.stats.emptyFailures.Add(1)
+			got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key(sessionPK(tenant, id), skSession), ConsistentRead: aws.Bool(true)})
+			if err != nil {
+				return sluice.Session{}, unavailable("touch session", err)
+			}
+			if item = got.Item; len(item) == 0 {
+				return sluice.Session{}, sluice.ErrSessionNotFound
+			}
 		}
 	default:
 		return sluice.Session{}, unavailable("touch session", err)

@@ -46,7 +46,14 @@ type Options struct {
 
 // Backing is a durable copy of a Store's states. The store calls it with
 // the key's shard locked, so that its writes for one key are in the order of
-// the decisions.
+// the decisions. Holding a shard, it must not wait on the network or on a
+// sync to disk: Load is a local read (Pebble's: the memtables and, on a
+// block cache miss, a read of an sstable block; no fsync, no lock shared
+// with compactions), and Save only sequences its writes, returning a wait
+// for their sync that the store calls after releasing its locks. What can
+// still hold a shard is the disk's read latency, and a Pebble write stall
+// (memtables full while flushes catch up), which holds Save until the
+// flush makes room.
 type Backing interface {
 	// Load returns the saved state of a key the store does not hold.
 	Load(k *sluice.Key, p *sluice.Policy) (st algo.State, found bool, err error)

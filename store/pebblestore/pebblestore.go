@@ -12,7 +12,12 @@
 // ones live in memory only: after a crash they restart empty, which admits
 // at most one short window's worth again.
 //
-// Tenants and API keys are written with a sync, one by one.
+// Tenants, API keys and sessions are written with a sync. A write that
+// checks, then writes (create a tenant if absent, a key if its tenant
+// exists, ...) does both under a mutex, applying its batch there (sequenced
+// and visible to the next check) without waiting for the sync, and waits
+// for the sync after releasing the mutex (writeLocked), so that no writer
+// holds the mutex across an fsync and concurrent writers share syncs.
 package pebblestore
 
 import (
@@ -23,10 +28,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
@@ -43,6 +52,8 @@ type Options struct {
 	DurableAfter time.Duration
 	// Logger receives Pebble's logs and the store's own. Default: discard.
 	Logger *slog.Logger
+
+	fs vfs.FS // the file system, in tests; default the OS's
 }
 
 // Store is the embedded durable store. It implements sluice.Store (through
@@ -55,9 +66,11 @@ type Store struct {
 
 	// tenantMu serialises the tenant writes that check, then write
 	// (create, update, delete, a key for a tenant), which Pebble alone
-	// would let race.
+	// would let race. It is held for reads and a batch's apply, never
+	// across a sync (write).
 	tenantMu sync.Mutex
-	// sessionMu serialises session writes, each a check, then a write.
+	// sessionMu serialises session writes, each a check, then a write;
+	// like tenantMu, never across a sync.
 	sessionMu sync.Mutex
 	// secretMu makes a secret once (Secret).
 	secretMu sync.Mutex
@@ -79,7 +92,14 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{opts.Logger}})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{opts.Logger}, FS: opts.fs})
+	switch {
+	case errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EAGAIN):
+		// Pebble's flock on dir/LOCK, held by another process.
+		return nil, fmt.Errorf("pebblestore: data dir %s is in use by another sluice process (lock file %s): %w", dir, filepath.Join(dir, "LOCK"), err)
+	case err != nil && strings.Contains(err.Error(), "lock held by current process"):
+		return nil, fmt.Errorf("pebblestore: data dir %s is in use by another store of this process (lock file %s): %w", dir, filepath.Join(dir, "LOCK"), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
@@ -292,36 +312,63 @@ func unavailable(err error) error {
 	return &sluice.Error{Op: "pebblestore", Kind: sluice.KindUnavailable, Err: err}
 }
 
+// writeLocked runs fill under mu, which checks what it must and adds its
+// writes to a batch, and applies the batch before releasing mu: the next
+// writer's check sees it. The batch's sync is requested then and waited for
+// after mu is released; a synced commit makes durable everything the WAL
+// holds before it, so writers that queue behind one sync share it. An error
+// of fill is returned as it is; one of Pebble's is unavailable.
+func (s *Store) writeLocked(mu *sync.Mutex, fill func(b *pebble.Batch) error) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	mu.Lock()
+	if err := fill(b); err != nil {
+		mu.Unlock()
+		return err
+	}
+	if b.Empty() {
+		mu.Unlock()
+		return nil
+	}
+	err := s.db.ApplyNoSyncWait(b, pebble.Sync)
+	mu.Unlock()
+	if err != nil {
+		return unavailable(err)
+	}
+	return unavailable(b.SyncWait())
+}
+
+// setJSON adds key = v (JSON) to b.
+func setJSON(b *pebble.Batch, key []byte, v any) error {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Set(key, j, nil)
+}
+
 // CreateTenant implements sluice.TenantStore.
 func (s *Store) CreateTenant(ctx context.Context, t sluice.Tenant) error {
-	s.tenantMu.Lock()
-	defer s.tenantMu.Unlock()
-	if ok, err := s.get(tenantKey(t.ID), new(sluice.Tenant)); err != nil {
-		return err
-	} else if ok {
-		return sluice.ErrTenantExists
-	}
-	return s.putJSON(tenantKey(t.ID), t)
+	return s.writeLocked(&s.tenantMu, func(b *pebble.Batch) error {
+		if ok, err := s.get(tenantKey(t.ID), new(sluice.Tenant)); err != nil {
+			return err
+		} else if ok {
+			return sluice.ErrTenantExists
+		}
+		return setJSON(b, tenantKey(t.ID), t)
+	})
 }
 
 // UpdateTenant implements sluice.TenantStore.
 func (s *Store) UpdateTenant(ctx context.Context, t sluice.Tenant) error {
-	s.tenantMu.Lock()
-	defer s.tenantMu.Unlock()
-	if ok, err := s.get(tenantKey(t.ID), new(sluice.Tenant)); err != nil {
-		return err
-	} else if !ok {
-		return sluice.ErrTenantNotFound
-	}
-	return s.putJSON(tenantKey(t.ID), t)
-}
-
-func (s *Store) putJSON(key []byte, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return unavailable(s.db.Set(key, b, pebble.Sync))
+	return s.writeLocked(&s.tenantMu, func(b *pebble.Batch) error {
+		if ok, err := s.get(tenantKey(t.ID), new(sluice.Tenant)); err != nil {
+			return err
+		} else if !ok {
+			return sluice.ErrTenantNotFound
+		}
+		return setJSON(b, tenantKey(t.ID), t)
+	})
 }
 
 // GetTenant implements sluice.TenantStore.
@@ -357,24 +404,22 @@ func (s *Store) ListTenants(ctx context.Context) ([]sluice.Tenant, error) {
 
 // DeleteTenant implements sluice.TenantStore.
 func (s *Store) DeleteTenant(ctx context.Context, id string) error {
-	s.tenantMu.Lock()
-	defer s.tenantMu.Unlock()
-	if ok, err := s.get(tenantKey(id), new(sluice.Tenant)); err != nil {
-		return err
-	} else if !ok {
-		return sluice.ErrTenantNotFound
-	}
-	keys, err := s.ListAPIKeys(ctx, id)
-	if err != nil {
-		return err
-	}
-	batch := s.db.NewBatch()
-	defer batch.Close()
-	batch.Delete(tenantKey(id), nil)
-	for _, k := range keys {
-		batch.Delete(tenantKeyIndex(id, k.ID), nil)
-	}
-	return unavailable(batch.Commit(pebble.Sync))
+	return s.writeLocked(&s.tenantMu, func(b *pebble.Batch) error {
+		if ok, err := s.get(tenantKey(id), new(sluice.Tenant)); err != nil {
+			return err
+		} else if !ok {
+			return sluice.ErrTenantNotFound
+		}
+		keys, err := s.ListAPIKeys(ctx, id)
+		if err != nil {
+			return err
+		}
+		b.Delete(tenantKey(id), nil)
+		for _, k := range keys {
+			b.Delete(tenantKeyIndex(id, k.ID), nil)
+		}
+		return nil
+	})
 }
 
 // apiKeyJSON is an APIKey as stored: with its hash, which APIKey's JSON
@@ -386,18 +431,14 @@ type apiKeyJSON struct {
 
 // PutAPIKey implements sluice.TenantStore.
 func (s *Store) PutAPIKey(ctx context.Context, k sluice.APIKey) error {
-	s.tenantMu.Lock()
-	defer s.tenantMu.Unlock()
-	if ok, err := s.get(tenantKey(k.Tenant), new(sluice.Tenant)); err != nil {
-		return err
-	} else if !ok {
-		return sluice.ErrTenantNotFound
-	}
-	b, err := json.Marshal(apiKeyJSON{APIKey: k, Hash: k.Hash})
-	if err != nil {
-		return err
-	}
-	return unavailable(s.db.Set(tenantKeyIndex(k.Tenant, k.ID), b, pebble.Sync))
+	return s.writeLocked(&s.tenantMu, func(b *pebble.Batch) error {
+		if ok, err := s.get(tenantKey(k.Tenant), new(sluice.Tenant)); err != nil {
+			return err
+		} else if !ok {
+			return sluice.ErrTenantNotFound
+		}
+		return setJSON(b, tenantKeyIndex(k.Tenant, k.ID), apiKeyJSON{APIKey: k, Hash: k.Hash})
+	})
 }
 
 // GetAPIKey implements sluice.TenantStore.
@@ -437,12 +478,12 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenant string) ([]sluice.APIKey
 
 // DeleteAPIKey implements sluice.TenantStore.
 func (s *Store) DeleteAPIKey(ctx context.Context, tenant, id string) error {
-	s.tenantMu.Lock()
-	defer s.tenantMu.Unlock()
-	if _, err := s.GetAPIKey(ctx, tenant, id); err != nil {
-		return err
-	}
-	return unavailable(s.db.Delete(tenantKeyIndex(tenant, id), pebble.Sync))
+	return s.writeLocked(&s.tenantMu, func(b *pebble.Batch) error {
+		if _, err := s.GetAPIKey(ctx, tenant, id); err != nil {
+			return err
+		}
+		return b.Delete(tenantKeyIndex(tenant, id), nil)
+	})
 }
 
 // pebbleLogger sends Pebble's logs to slog.

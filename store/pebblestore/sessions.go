@@ -22,14 +22,14 @@ func sessionKey(tenant, id string) []byte {
 
 // CreateSession implements sluice.SessionStore.
 func (s *Store) CreateSession(ctx context.Context, x sluice.Session) error {
-	s.sessionMu.Lock()
-	defer s.sessionMu.Unlock()
-	if ok, err := s.get(sessionKey(x.Tenant, x.ID), new(sluice.Session)); err != nil {
-		return err
-	} else if ok {
-		return sluice.ErrSessionExists
-	}
-	return s.putJSON(sessionKey(x.Tenant, x.ID), x)
+	return s.writeLocked(&s.sessionMu, func(b *pebble.Batch) error {
+		if ok, err := s.get(sessionKey(x.Tenant, x.ID), new(sluice.Session)); err != nil {
+			return err
+		} else if ok {
+			return sluice.ErrSessionExists
+		}
+		return setJSON(b, sessionKey(x.Tenant, x.ID), x)
+	})
 }
 
 // liveLocked returns the session if it is live at now.
@@ -106,12 +106,12 @@ func (s *Store) TouchSession(ctx context.Context, now time.Time, tenant, id stri
 
 // DeleteSession implements sluice.SessionStore.
 func (s *Store) DeleteSession(ctx context.Context, now time.Time, tenant, id string) error {
-	s.sessionMu.Lock()
-	defer s.sessionMu.Unlock()
-	if _, err := s.liveSessionLocked(now, tenant, id); err != nil {
-		return err
-	}
-	return unavailable(s.db.Delete(sessionKey(tenant, id), pebble.Sync))
+	return s.writeLocked(&s.sessionMu, func(b *pebble.Batch) error {
+		if _, err := s.liveSessionLocked(now, tenant, id); err != nil {
+			return err
+		}
+		return b.Delete(sessionKey(tenant, id), nil)
+	})
 }
 
 var _ sluice.Registry = (*Store)(nil)
