@@ -85,6 +85,9 @@ func (m *Metrics) ConfigReloaded(ok bool) {
 	m.reloads.WithLabelValues(result).Inc()
 }
 
+// Register adds a collector of the wiring's, such as a store's counts.
+func (m *Metrics) Register(c prometheus.Collector) error { return m.reg.Register(c) }
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})

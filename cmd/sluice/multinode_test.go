@@ -126,10 +126,43 @@ func TestMultiNodeExact(t *testing.T) {
 func TestMultiNodeExactDroppedItems(t *testing.T) {
 	px := dynamotest.NewFaultProxy(t, dynamotest.Get(t).Endpoint)
 	px.DropConditionItems(true)
-	exactAcross(t, nodesVia(t, 3, px.Endpoint))
+	ps := nodesVia(t, 3, px.Endpoint)
+	exactAcross(t, ps)
 	if px.Dropped() == 0 {
 		t.Fatal("no item dropped: the nodes never lost a race, and the test tested nothing")
 	}
+	// Each node's /metrics: no decision made more than 4 write requests,
+	// and the empty failures were met by reads.
+	var empty float64
+	for _, p := range ps {
+		if most := metric(t, p, "sluice_dynamodb_write_attempts_max"); most > 4 || most < 1 {
+			t.Errorf("node %s: a decision made %v write requests, want 1 to 4", p.addr, most)
+		}
+		empty += metric(t, p, "sluice_dynamodb_empty_failures_total")
+	}
+	if empty == 0 {
+		t.Error("no node counted a failed condition without its item")
+	}
+}
+
+// metric returns the value of an unlabelled metric of p's /metrics.
+func metric(t *testing.T, p *process, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	t.Fatalf("node %s has no metric %s", p.addr, name)
+	return 0
 }
 
 // TestMultiNodeAllOrNothing: a request denied by one policy, on one node,

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
@@ -156,6 +158,8 @@ type stores struct {
 	ready    func(context.Context) error
 	close    func() error
 	local    bool // in process: no network between a decision and its state
+	// metrics publishes the store's own counts, if it keeps any.
+	metrics prometheus.Collector
 	// sweepSessions removes expired sessions' state, periodically (not
 	// for DynamoDB, whose TTL does it, eventually).
 	sweepSessions func(now time.Time)
@@ -172,7 +176,7 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 		if err != nil {
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
-		return stores{counters: s, tenants: s, sessions: s, registry: s, ready: s.Ping, close: s.Close}, nil
+		return stores{counters: s, tenants: s, sessions: s, registry: s, ready: s.Ping, close: s.Close, metrics: dynamoCollector{s.Stats}}, nil
 	}
 	if c.Store == "memory" {
 		s := memstore.New(mem)
@@ -232,6 +236,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
+	if st.metrics != nil {
+		if err := metrics.Register(st.metrics); err != nil {
+			return fmt.Errorf("serve: store metrics: %w", err)
+		}
+	}
 	// The embedded stores never wait on a network, so the per-decision
 	// deadline is for remote stores; here a timer per decision would only
 	// cost CPU.
