@@ -21,25 +21,53 @@ import (
 	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
-// binary is the sluice binary built once for the tests that run the real
-// process.
+// binary is the sluice binary the tests that run the real process start:
+// $SLUICE_BINARY, which `make test` builds (with -race) before any test's
+// clock starts, or else one TestMain builds.
 var binary string
 
 func TestMain(m *testing.M) {
+	bin, cleanup, err := sluiceBinary()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cmd/sluice tests:", err)
+		os.Exit(1)
+	}
+	binary = bin
+	code := dynamotest.Main(m) // a DynamoDB emulator for the multi-node tests
+	cleanup()
+	os.Exit(code)
+}
+
+// sluiceBinary returns the path of the binary under test: $SLUICE_BINARY
+// if set, else one built here into a temporary directory, which cleanup
+// removes. TestMain builds before m.Run, but cmd/go's kill timer (-timeout
+// plus a minute) already runs: on a loaded machine a race build can take
+// minutes, so `make test` builds the binary first and names it.
+func sluiceBinary() (bin string, cleanup func(), err error) {
+	if bin := os.Getenv("SLUICE_BINARY"); bin != "" {
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			return "", nil, err
+		}
+		if fi, err := os.Stat(abs); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", nil, fmt.Errorf("$SLUICE_BINARY=%s is not an executable file (%v): run make test, or unset it to build one here", bin, err)
+		}
+		return abs, func() {}, nil
+	}
 	dir, err := os.MkdirTemp("", "sluice-test-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return "", nil, err
 	}
-	binary = filepath.Join(dir, "sluice")
-	out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput()
+	bin = filepath.Join(dir, "sluice")
+	fmt.Fprintln(os.Stderr, "cmd/sluice tests: $SLUICE_BINARY is unset: building sluice with -race first (make test builds it beforehand)")
+	start := time.Now()
+	out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "building sluice: %v\n%s", err, out)
-		os.Exit(1)
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building sluice: %v\n%s", err, out)
 	}
-	code := dynamotest.Main(m) // a DynamoDB emulator for the multi-node tests
-	os.RemoveAll(dir)
-	os.Exit(code)
+	fmt.Fprintf(os.Stderr, "cmd/sluice tests: built %s in %v\n", bin, time.Since(start).Round(time.Millisecond))
+	return bin, func() { os.RemoveAll(dir) }, nil
 }
 
 // freeAddr returns a loopback address with a port free at the time of the
