@@ -5,13 +5,12 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestBench runs the load generator against a real server, briefly.
 func TestBench(t *testing.T) {
 	p := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, binary, "bench", "--url", "http://"+p.addr, "--workers", "4", "--keys", "10", "--duration", "1s").CombinedOutput()
 	if err != nil {
