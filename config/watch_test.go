@@ -36,12 +36,13 @@ func TestWatcherReloadsAndRejects(t *testing.T) {
 
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
+		const patience = 30 * time.Second // generous: the machines are shared
+		deadline := time.Now().Add(patience)
 		for !cond() {
 			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
+				t.Fatalf("timed out after %v waiting for %s", patience, what)
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the poll's period, not a handshake
 		}
 	}
 	// A changed file is picked up by polling.
