@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
@@ -35,6 +37,14 @@ func TestMain(m *testing.M) {
 	binary = bin
 	code := dynamotest.Main(m) // a DynamoDB emulator for the multi-node tests
 	cleanup()
+	// No goroutine may outlive the tests: in-process servers and clients
+	// are closed, and the processes' log readers end with them.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "cmd/sluice tests: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
