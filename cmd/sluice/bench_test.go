@@ -28,8 +28,9 @@ func TestBench(t *testing.T) {
 	}
 }
 
-// TestMetrics: /metrics counts decisions by policy and outcome, and
-// /readyz answers for the store.
+// TestMetrics: /metrics counts decisions by policy and outcome, shows the
+// configuration reloads at 0 before the first one, and /readyz answers for
+// the store.
 func TestMetrics(t *testing.T) {
 	p := start(t, "--config", "../../examples/sluice.yaml")
 	for range 11 {
@@ -45,6 +46,8 @@ func TestMetrics(t *testing.T) {
 		`sluice_decisions_total{outcome="denied",policy="models"} 1`,
 		`sluice_decisions_total{outcome="allowed",policy="inline"} 1`,
 		`sluice_store_seconds_count`,
+		`sluice_config_reloads_total{result="ok"} 0`,
+		`sluice_config_reloads_total{result="rejected"} 0`,
 		`process_cpu_seconds_total`,
 	} {
 		if !strings.Contains(resp, want) {
