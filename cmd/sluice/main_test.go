@@ -332,6 +332,46 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
+// TestHelp: every command asked for help prints it, with its flags, to
+// stdout and exits 0.
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--help"}, "-addr"},
+		{[]string{"serve", "-h"}, "-shutdown-timeout"},
+		{[]string{"serve", "-help"}, "-addr"},
+		{[]string{"serve", "--store", "memory", "-h"}, "-addr"},
+		{[]string{"bench", "-h"}, "-workers"},
+		{[]string{"bench-ws", "--help"}, "-conns"},
+		{[]string{"dynamodb", "create-table", "-h"}, "-dynamodb-table"},
+		{[]string{"dynamodb", "iam-policy", "-h"}, "-table-arn"},
+		{[]string{"dynamodb", "-h"}, "create-table"},
+		{[]string{"config", "-h"}, "config check FILE"},
+		{[]string{"config", "check", "--help"}, "config check FILE"},
+		{[]string{"help"}, "sluice serve"},
+		{[]string{"-h"}, "sluice serve"},
+	} {
+		// In parallel: a race-enabled binary sleeps a second at a
+		// clean exit, to catch late races.
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			cmd := exec.CommandContext(ctx, binary, tc.args...)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%v, want exit 0\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+			}
+			if !strings.Contains(stdout.String(), tc.want) {
+				t.Fatalf("stdout lacks %q:\n%s", tc.want, &stdout)
+			}
+		})
+	}
+}
+
 func httpGet(url string) (string, error) {
 	resp, err := http.Get(url)
 	if err != nil {
