@@ -214,6 +214,15 @@ func TestServeLimits(t *testing.T) {
 	if resp.StatusCode != 429 {
 		t.Fatalf("sixth request: %s", resp.Status)
 	}
+	// The refusal is logged, with the id the response carries; the log
+	// line is written as the handler returns, just after the answer.
+	id := resp.Header.Get("X-Request-Id")
+	if id == "" {
+		t.Fatal("no X-Request-Id in the answer")
+	}
+	waitFor(t, "the refusal in the logs", func() bool {
+		return strings.Contains(p.log(), "request_id="+id+" method=POST path=/v1/check status=429 ")
+	})
 	// The hour window ends on the hour: Retry-After is the rest of it,
 	// rounded up, as the server saw it at some moment between before and
 	// after, however long the request took on a loaded machine.

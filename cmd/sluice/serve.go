@@ -274,11 +274,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Logger:           log,
 	})
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Handler: requestLog(log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inflight.Add(1)
 			defer inflight.Done()
 			api.ServeHTTP(w, r)
-		}),
+		})),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      15 * time.Second,
