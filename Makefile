@@ -56,7 +56,8 @@ check:
 ## hung test fails in minutes, well inside CI's 15.
 test: deps check
 	$(GO) build -race -o $(RACE_BIN) ./cmd/sluice
-	$(GO) test -race -shuffle=on -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v '/cmd/sluice$$')
+	pkgs=$$($(GO) list ./... | grep -v '/cmd/sluice$$') && test -n "$$pkgs" && \
+		$(GO) test -race -shuffle=on -count=1 -timeout $(UNIT_TIMEOUT) $$pkgs
 	SLUICE_BINARY=$(CURDIR)/$(RACE_BIN) $(GO) test -race -shuffle=on -count=1 -timeout $(E2E_TIMEOUT) ./cmd/sluice
 	cd bench && $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) -run . -bench . -benchtime 1x ./...
 
