@@ -36,7 +36,10 @@ func dialWSID(t *testing.T, p *process, tenant, session string) (*websocket.Conn
 	id := resp.Header.Get("Sluice-Connection")
 	const ready = `{"ready":true}`
 	waitFor(t, "the connection's registration", func() bool {
-		code, _ := p.call(t, "", "POST", "/v1/tenants/"+tenant+"/connections/"+id, ready)
+		code, out := p.call(t, "", "POST", "/v1/tenants/"+tenant+"/connections/"+id, ready)
+		if code == 401 || code == 403 {
+			t.Fatalf("the management API refused the ready frame (a server with an admin key?): %d %v", code, out)
+		}
 		return code == 200
 	})
 	if _, b, err := ws.Read(ctx); err != nil || string(b) != ready {
