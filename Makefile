@@ -2,6 +2,9 @@
 
 GO         ?= go
 BIN        := bin/sluice
+RACE_BIN   := bin/sluice-race
+UNIT_TIMEOUT ?= 4m
+E2E_TIMEOUT  ?= 8m
 ADDR       ?= 127.0.0.1:8080
 FUZZTIME   ?= 30s
 BENCHCOUNT ?= 6
@@ -47,10 +50,16 @@ check:
 	cd bench && $(GO) mod tidy -diff
 
 ## test: install what the tests need, check, and run every test under -race
-## (fuzz seed corpora included; the bench module's benchmarks run once each)
+## (fuzz seed corpora included; the bench module's benchmarks run once each).
+## The end-to-end package (cmd/sluice) runs last and alone, on a race-enabled
+## binary built before its clock starts; each run has a bounded timeout, so a
+## hung test fails in minutes, well inside CI's 15.
 test: deps check
-	$(GO) test -race -shuffle=on -count=1 ./...
-	cd bench && $(GO) test -count=1 -run . -bench . -benchtime 1x ./...
+	$(GO) build -race -o $(RACE_BIN) ./cmd/sluice
+	pkgs=$$($(GO) list ./... | grep -v '/cmd/sluice$$') && test -n "$$pkgs" && \
+		$(GO) test -race -shuffle=on -count=1 -timeout $(UNIT_TIMEOUT) $$pkgs
+	SLUICE_BINARY=$(CURDIR)/$(RACE_BIN) $(GO) test -race -shuffle=on -count=1 -timeout $(E2E_TIMEOUT) ./cmd/sluice
+	cd bench && $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) -run . -bench . -benchtime 1x ./...
 
 ## bench: Sluice's benchmarks and the side-by-side run against its peers;
 ## results in bench/bench.txt, summarised by benchstat

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -98,12 +99,39 @@ func (f *fixture) session(t *testing.T, id string) {
 	}
 }
 
+// patience bounds every wait: generous, since the machines that run the
+// tests are shared, yet bounded, so that a hang fails.
+const patience = 30 * time.Second
+
+// dial connects, and returns once the gateway has registered the
+// connection: the handshake's answer comes before that, and a message sent
+// in between would not reach the connection. The signal is a frame posted
+// to the connection through the management API, which finds it only once
+// registered; the frame is read here.
 func (f *fixture) dial(tenant, session string) (*websocket.Conn, *http.Response, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	u := "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/v1/ws?tenant=" + tenant + "&session=" + session
-	return websocket.Dial(ctx, u, nil)
+	ws, resp, err := websocket.Dial(ctx, u, nil)
+	if err != nil {
+		return ws, resp, err
+	}
+	id := resp.Header.Get("Sluice-Connection")
+	for f.g.PostToConnection(tenant, id, []byte(readyFrame)) != nil {
+		if ctx.Err() != nil {
+			ws.CloseNow()
+			return nil, resp, fmt.Errorf("connection %s not registered within %v", id, patience)
+		}
+		time.Sleep(time.Millisecond) // the poll's period
+	}
+	if _, b, err := ws.Read(ctx); err != nil || string(b) != readyFrame {
+		ws.CloseNow()
+		return nil, resp, fmt.Errorf("connection %s: the ready frame: %q %v", id, b, err)
+	}
+	return ws, resp, nil
 }
+
+const readyFrame = `{"ready":true}`
 
 var roomy = sluice.TenantSettings{ConnectionsPerSession: 100, TenantConnections: 100, SessionPerMinute: 100, TenantPerMinute: 100, SessionTTL: 300, MessagesPerMinute: 100}
 
@@ -184,7 +212,7 @@ func TestUnknownTenantOrSessionIs403(t *testing.T) {
 
 func read(t *testing.T, ws *websocket.Conn) map[string]any {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	_, b, err := ws.Read(ctx)
 	if err != nil {
@@ -236,10 +264,13 @@ func TestEchoAndFanOut(t *testing.T) {
 	if m := read(t, b); m["type"] != "reply" {
 		t.Fatalf("peer's reply %v", m)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	if _, _, err := other.Read(ctx); err == nil {
-		t.Fatal("another session received the message")
+	// The other session's own message goes through the tenant's silo
+	// queue, whose one worker finished the first message's fan-out before
+	// it: so its echo is the first frame it gets, unless it received the
+	// first message too. No timed wait for nothing to arrive.
+	write(t, other, `{"action":"silo","data":"mine"}`)
+	if m := read(t, other); m["type"] != "echo" || m["data"] != "mine" {
+		t.Fatalf("another session received %v before its own echo", m)
 	}
 }
 
@@ -450,7 +481,7 @@ func TestTenantDeletionCloses(t *testing.T) {
 
 func closeCode(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	for {
 		if _, _, err := ws.Read(ctx); err != nil {
@@ -483,41 +514,61 @@ func TestProtocolLimits(t *testing.T) {
 // TestDeletionAndExpiryClose: deleting a session closes its connections at
 // once; an expired session's are closed by the sweep; leases come back.
 func TestDeletionAndExpiryClose(t *testing.T) {
-	f := newFixture(t, roomy, Options{ExpiryEvery: 20 * time.Millisecond})
-	f.session(t, "del")
-	f.session(t, "exp")
-	d, _, err := f.dial("acme", "del")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, _, err := f.dial("acme", "exp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.sessions.DeleteSession(context.Background(), f.clock.now(), "acme", "del")
-	f.g.CloseSession("acme", "del")
-	if code := closeCode(t, d); code != 4001 {
-		t.Fatalf("deleted session closed with %v, want 4001", code)
-	}
-	f.clock.advance(301 * time.Second)
-	if code := closeCode(t, e); code != 4000 {
-		t.Fatalf("expired session closed with %v, want 4000", code)
-	}
-	waitFor(t, "connections gone", func() bool { return f.g.Connections() == 0 })
-	tenantConns := sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: roomy.TenantConnections, LeaseTTL: 3 * f.g.opts.RenewEvery}
-	if dec, err := f.peekInternal("acme", tenantConns, ""); err != nil || dec.Remaining != roomy.TenantConnections {
-		t.Fatalf("tenant connections after both closed: %+v %v", dec, err)
-	}
+	t.Run("deletion", func(t *testing.T) {
+		// No sweep while the test runs: between the deletion and
+		// CloseSession a sweep would find the session gone and close its
+		// connections as expired (4000), not deleted.
+		f := newFixture(t, roomy, Options{ExpiryEvery: time.Hour})
+		f.session(t, "del")
+		d, _, err := f.dial("acme", "del")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.sessions.DeleteSession(context.Background(), f.clock.now(), "acme", "del")
+		f.g.CloseSession("acme", "del")
+		if code := closeCode(t, d); code != 4001 {
+			t.Fatalf("deleted session closed with %v, want 4001", code)
+		}
+		f.leasesBack(t)
+	})
+	t.Run("expiry", func(t *testing.T) {
+		f := newFixture(t, roomy, Options{ExpiryEvery: 20 * time.Millisecond})
+		f.session(t, "exp")
+		e, _, err := f.dial("acme", "exp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.clock.advance(301 * time.Second)
+		if code := closeCode(t, e); code != 4000 {
+			t.Fatalf("expired session closed with %v, want 4000", code)
+		}
+		f.leasesBack(t)
+	})
 }
 
+// leasesBack waits for the connections to be gone and the tenant's
+// connection count to be whole again.
+func (f *fixture) leasesBack(t *testing.T) {
+	t.Helper()
+	waitFor(t, "connections gone", func() bool { return f.g.Connections() == 0 })
+	tenantConns := sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: f.settings.TenantConnections, LeaseTTL: 3 * f.g.opts.RenewEvery}
+	// A connection releases its leases just after it unregisters.
+	waitFor(t, "the tenant's connection count whole again", func() bool {
+		dec, err := f.peekInternal("acme", tenantConns, "")
+		return err == nil && dec.Remaining == f.settings.TenantConnections
+	})
+}
+
+// waitFor polls cond until it holds, and fails the test if it does not
+// within patience.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after %v waiting for %s", patience, what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the poll's period, not a handshake
 	}
 }
 

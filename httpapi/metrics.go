@@ -20,6 +20,7 @@ import (
 //	sluice_store_seconds                        store operation latency
 //	sluice_store_errors_total                   failed store operations
 //	sluice_config_reloads_total{result}         reloads, ok or rejected
+//	                                            (both present from the start)
 //
 // plus the Go runtime's and the process's (process_cpu_seconds_total,
 // process_resident_memory_bytes, ...).
@@ -54,6 +55,11 @@ func NewMetrics(known func(policy string) bool) *Metrics {
 			Name: "sluice_config_reloads_total", Help: "Configuration reloads by result.",
 		}, []string{"result"}),
 		known: known,
+	}
+	// Both results exist from the start, at 0, so that a rate or an
+	// alert on rejected reloads has a series before the first reload.
+	for _, result := range []string{"ok", "rejected"} {
+		m.reloads.WithLabelValues(result)
 	}
 	m.reg.MustRegister(m.decisions, m.store, m.storeErrs, m.reloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -24,6 +24,8 @@ func TestGroupOrderUnderConcurrentSenders(t *testing.T) {
 		if n.(*atomic.Int64).Add(1) > 1 {
 			violations.Add(1)
 		}
+		// Handling takes real time, unevenly, so that the workers
+		// overlap and interleave: a wait for wall time, not a handshake.
 		time.Sleep(time.Duration(m.Body.(int)%3) * 100 * time.Microsecond)
 		mu.Lock()
 		handled[m.Group] = append(handled[m.Group], m.Body.(int))
@@ -152,14 +154,17 @@ func TestCloseStopsWorkers(t *testing.T) {
 	}
 }
 
+// waitFor polls cond until it holds, and fails the test if it does not
+// within a generous deadline: the machines that run the tests are shared.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	const patience = 30 * time.Second
+	deadline := time.Now().Add(patience)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out")
+			t.Fatalf("timed out after %v", patience)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the poll's period, not a handshake
 	}
 }
 

@@ -32,10 +32,9 @@ type benchConfig struct {
 
 const defaultBenchPolicy = `{"name":"bench","algorithm":"fixed_window","limit":1000000,"window":"1m"}`
 
-func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
+func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	var c benchConfig
 	fs := flag.NewFlagSet("sluice bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "the sluice server, on loopback")
 	fs.IntVar(&c.Workers, "workers", 50, "concurrent workers, each on its own keep-alive connection")
 	fs.IntVar(&c.Keys, "keys", 1000, "distinct keys, spread over the workers")
@@ -43,7 +42,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.Int64Var(&c.MaxReqs, "requests", 10_000_000, "stop after this many requests")
 	fs.StringVar(&c.APIKey, "api-key", "", "API key, if the server requires one")
 	fs.StringVar(&c.Policy, "policy", defaultBenchPolicy, "inline policy JSON of each check")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
 	}
 	u, err := url.Parse(c.URL)
@@ -95,7 +94,7 @@ func (r benchResult) String() string {
 
 // bench drives POST /v1/check and prints what it measured.
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := parseBench(args, stderr)
+	c, err := parseBench(args, stdout, stderr)
 	if err != nil {
 		return err
 	}

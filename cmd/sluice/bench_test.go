@@ -5,13 +5,12 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestBench runs the load generator against a real server, briefly.
 func TestBench(t *testing.T) {
 	p := start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, binary, "bench", "--url", "http://"+p.addr, "--workers", "4", "--keys", "10", "--duration", "1s").CombinedOutput()
 	if err != nil {
@@ -29,8 +28,9 @@ func TestBench(t *testing.T) {
 	}
 }
 
-// TestMetrics: /metrics counts decisions by policy and outcome, and
-// /readyz answers for the store.
+// TestMetrics: /metrics counts decisions by policy and outcome, shows the
+// configuration reloads at 0 before the first one, and /readyz answers for
+// the store.
 func TestMetrics(t *testing.T) {
 	p := start(t, "--config", "../../examples/sluice.yaml")
 	for range 11 {
@@ -46,6 +46,8 @@ func TestMetrics(t *testing.T) {
 		`sluice_decisions_total{outcome="denied",policy="models"} 1`,
 		`sluice_decisions_total{outcome="allowed",policy="inline"} 1`,
 		`sluice_store_seconds_count`,
+		`sluice_config_reloads_total{result="ok"} 0`,
+		`sluice_config_reloads_total{result="rejected"} 0`,
 		`process_cpu_seconds_total`,
 	} {
 		if !strings.Contains(resp, want) {

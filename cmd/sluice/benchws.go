@@ -28,17 +28,16 @@ type benchWSConfig struct {
 	APIKey   string
 }
 
-func parseBenchWS(args []string, stderr io.Writer) (benchWSConfig, error) {
+func parseBenchWS(args []string, stdout, stderr io.Writer) (benchWSConfig, error) {
 	var c benchWSConfig
 	fs := flag.NewFlagSet("sluice bench-ws", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "the sluice server, on loopback")
 	fs.IntVar(&c.Idle, "idle", 10_000, "idle connections to open, to measure memory per connection and connects per second")
 	fs.IntVar(&c.Conns, "conns", 1_000, "connections sending messages, one session each")
 	fs.IntVar(&c.Rate, "rate", 1_000, "messages per second across the sending connections")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long to send (at most 10m)")
 	fs.StringVar(&c.APIKey, "api-key", "", "admin key, if the server requires one")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
 	}
 	u, err := url.Parse(c.URL)
@@ -61,7 +60,7 @@ func parseBenchWS(args []string, stderr io.Writer) (benchWSConfig, error) {
 // per second, then echo round trips and ordering under a message rate.
 // It creates tenants "bench-ws-N" with room for the load.
 func benchWS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := parseBenchWS(args, stderr)
+	c, err := parseBenchWS(args, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -55,11 +55,11 @@ func TestDemoPageInBrowser(t *testing.T) {
 	}
 	tab1, cancel1 := browser()
 	defer cancel1()
-	ctx, cancelT := context.WithTimeout(tab1, 90*time.Second)
+	ctx, cancelT := context.WithTimeout(tab1, 6*patience)
 	defer cancelT()
 
 	logHas := func(ctx context.Context, want string) chromedp.Action {
-		return chromedp.Poll(`document.getElementById("log").textContent.includes(`+jsString(want)+`)`, nil, chromedp.WithPollingTimeout(10*time.Second))
+		return chromedp.Poll(`document.getElementById("log").textContent.includes(`+jsString(want)+`)`, nil, chromedp.WithPollingTimeout(patience))
 	}
 	// recvHas waits for a received frame holding every one of parts.
 	recvHas := func(parts ...string) chromedp.Action {
@@ -67,18 +67,18 @@ func TestDemoPageInBrowser(t *testing.T) {
 		for i, p := range parts {
 			conds[i] = "l.textContent.includes(" + jsString(p) + ")"
 		}
-		return chromedp.Poll(`[...document.querySelectorAll("#log .recv")].some(l => `+strings.Join(conds, " && ")+`)`, nil, chromedp.WithPollingTimeout(10*time.Second))
+		return chromedp.Poll(`[...document.querySelectorAll("#log .recv")].some(l => `+strings.Join(conds, " && ")+`)`, nil, chromedp.WithPollingTimeout(patience))
 	}
 	statusHas := func(ctx context.Context, want string) chromedp.Action {
-		return chromedp.Poll(`document.getElementById("status").textContent.includes(`+jsString(want)+`)`, nil, chromedp.WithPollingTimeout(10*time.Second))
+		return chromedp.Poll(`document.getElementById("status").textContent.includes(`+jsString(want)+`)`, nil, chromedp.WithPollingTimeout(patience))
 	}
 	var shared string
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(url),
-		chromedp.Poll(`document.querySelector('#tenant option[value="demo"]') !== null`, nil, chromedp.WithPollingTimeout(15*time.Second)),
+		chromedp.Poll(`document.querySelector('#tenant option[value="demo"]') !== null`, nil, chromedp.WithPollingTimeout(patience)),
 		chromedp.SetValue(`#tenant`, "demo", chromedp.ByID),
 		chromedp.Click(`#create`, chromedp.ByID),
-		chromedp.Poll(`document.getElementById("session").textContent !== "none"`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Poll(`document.getElementById("session").textContent !== "none"`, nil, chromedp.WithPollingTimeout(patience)),
 		chromedp.Click(`#connect`, chromedp.ByID),
 		statusHas(ctx, "connected"),
 		chromedp.Location(&shared),
@@ -92,11 +92,11 @@ func TestDemoPageInBrowser(t *testing.T) {
 	// A second tab joins the session from the address.
 	tab2, cancel2 := browser()
 	defer cancel2()
-	ctx2, cancelT2 := context.WithTimeout(tab2, 60*time.Second)
+	ctx2, cancelT2 := context.WithTimeout(tab2, 4*patience)
 	defer cancelT2()
 	if err := chromedp.Run(ctx2,
 		chromedp.Navigate(shared),
-		chromedp.Poll(`document.getElementById("session").textContent !== "none" && !document.getElementById("connect").disabled`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Poll(`document.getElementById("session").textContent !== "none" && !document.getElementById("connect").disabled`, nil, chromedp.WithPollingTimeout(patience)),
 		chromedp.Click(`#connect`, chromedp.ByID),
 		statusHas(ctx2, "connected"),
 	); err != nil {
@@ -107,11 +107,11 @@ func TestDemoPageInBrowser(t *testing.T) {
 	// the 429.
 	tab3, cancel3 := browser()
 	defer cancel3()
-	ctx3, cancelT3 := context.WithTimeout(tab3, 30*time.Second)
+	ctx3, cancelT3 := context.WithTimeout(tab3, 2*patience)
 	defer cancelT3()
 	if err := chromedp.Run(ctx3,
 		chromedp.Navigate(shared),
-		chromedp.Poll(`!document.getElementById("connect").disabled`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Poll(`!document.getElementById("connect").disabled`, nil, chromedp.WithPollingTimeout(patience)),
 		chromedp.Click(`#connect`, chromedp.ByID),
 		statusHas(ctx3, "refused: 429"),
 		logHas(ctx3, "Throttled: connect refused 429"),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 const testAdminKey = "test-admin-key-0123456789"
@@ -113,14 +113,12 @@ func TestConfigReload(t *testing.T) {
 	}
 	waitLimit := func(want float64) map[string]any {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, out := p.call(t, "", "POST", "/v1/check", `{"tenant":"acme","endpoint":"chat","key":{"user":"u"},"hits":0}`)
-			if out["limit"] == want || time.Now().After(deadline) {
-				return out
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		var out map[string]any
+		waitFor(t, fmt.Sprintf("the limit to become %v", want), func() bool {
+			_, out = p.call(t, "", "POST", "/v1/check", `{"tenant":"acme","endpoint":"chat","key":{"user":"u"},"hits":0}`)
+			return out["limit"] == want
+		})
+		return out
 	}
 	write("8")
 	if out := waitLimit(8); out["limit"] != 8.0 || out["remaining"] != 6.0 {
@@ -130,13 +128,7 @@ func TestConfigReload(t *testing.T) {
 	if err := os.WriteFile(file, []byte("policies:\n  chat: {algorithm: fixed_window, limit: -1, window: 1h}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.log(), "configuration rejected") {
-		if time.Now().After(deadline) {
-			t.Fatalf("bad file not rejected in the logs:\n%s", p.log())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "the bad file's rejection in the logs", func() bool { return strings.Contains(p.log(), "configuration rejected") })
 	if out := waitLimit(8); out["limit"] != 8.0 {
 		t.Fatalf("after a bad file: %v", out)
 	}

@@ -65,13 +65,16 @@ func dynamodbCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprint(stderr, dynamoUsage)
 		return errors.New("dynamodb: no subcommand")
 	}
+	if isHelp(args[0]) {
+		fmt.Fprint(stdout, dynamoUsage)
+		return nil
+	}
 	fs := flag.NewFlagSet("sluice dynamodb "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	switch args[0] {
 	case "create-table":
 		var f dynamoFlags
 		f.register(fs)
-		if err := fs.Parse(args[1:]); err != nil {
+		if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
 			return err
 		}
 		db, err := f.client(ctx)
@@ -89,7 +92,7 @@ func dynamodbCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		var tenant, arn string
 		fs.StringVar(&tenant, "tenant", "", "the tenant the policy is for")
 		fs.StringVar(&arn, "table-arn", "", "the table's ARN, arn:aws:dynamodb:REGION:ACCOUNT:table/NAME")
-		if err := fs.Parse(args[1:]); err != nil {
+		if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
 			return err
 		}
 		if !sluice.ValidID(tenant) {

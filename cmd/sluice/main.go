@@ -35,22 +35,60 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "sluice:", err)
-		}
+		fmt.Fprintln(os.Stderr, "sluice:", err)
 		os.Exit(2)
 	}
 }
 
-// run executes one command; ctx is cancelled on SIGINT or SIGTERM.
+// run executes one command; ctx is cancelled on SIGINT or SIGTERM. A
+// command asked for help (-h, -help, --help) prints it to stdout and
+// succeeds.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	err := command(ctx, args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
+// parseFlags parses args with fs. Asked for help, it prints the flags to
+// stdout and returns flag.ErrHelp; at a bad flag, it prints the error and
+// the flags to stderr and returns the error.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed below, to the right writer
+	err := fs.Parse(args)
+	w := stderr
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		w = stdout
+	}
+	fmt.Fprintf(w, "Usage of %s:\n", fs.Name())
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(stderr)
+	return err
+}
+
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errors.New("no command given")
 	}
 	switch args[0] {
 	case "serve":
-		return serve(ctx, args[1:], stderr)
+		return serve(ctx, args[1:], stdout, stderr)
 	case "config":
 		return configCmd(args[1:], stdout)
 	case "bench":
@@ -62,7 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return nil
-	case "help", "-h", "-help", "--help":
+	}
+	if isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
@@ -70,10 +109,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
+const configUsage = "usage: sluice config check FILE"
+
 // configCmd runs `sluice config check FILE`.
 func configCmd(args []string, stdout io.Writer) error {
+	if len(args) > 0 && isHelp(args[len(args)-1]) {
+		fmt.Fprintln(stdout, configUsage)
+		return nil
+	}
 	if len(args) != 2 || args[0] != "check" {
-		return errors.New("usage: sluice config check FILE")
+		return errors.New(configUsage)
 	}
 	c, err := config.Load(args[1])
 	if err != nil {

@@ -58,11 +58,10 @@ type serveConfig struct {
 	WSOrigins       []string
 }
 
-func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
+func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
 	var proxies, origins string
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`address` to listen on")
 	fs.StringVar(&c.Store, "store", "pebble", "state store: pebble (embedded, durable), memory, or dynamodb (shared by many nodes)")
 	c.Dynamo.register(fs)
@@ -82,7 +81,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node renews its WebSocket connections' leases; a dead node's connections return within three")
 	fs.StringVar(&origins, "ws-allowed-origins", "", "comma-separated browser `origins` besides this server's own host that may open WebSocket connections: hosts (app.example.com, *.example.com) or origins (https://*.example.com)")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -201,8 +200,8 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 
 // serve runs the HTTP API until ctx is cancelled, then drains in-flight
 // requests for up to the shutdown timeout.
-func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	c, err := parseServe(args, stderr)
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseServe(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -298,11 +297,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		Logger:           log,
 	})
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Handler: requestLog(log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inflight.Add(1)
 			defer inflight.Done()
 			api.ServeHTTP(w, r)
-		}),
+		})),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      15 * time.Second,

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// maxRequestID bounds an incoming X-Request-Id that is kept.
+const maxRequestID = 64
+
+// requestLog gives every request an id and logs its outcome. The id is the
+// request's own X-Request-Id if that is sane (1 to 64 of A-Z a-z 0-9 . _ -),
+// else a new random one; it is returned in the X-Request-Id response header
+// and passed on in the request's. Refusals (429) and other client errors
+// are logged at info, server errors at error, the rest at debug, with the
+// id, method, route, status, duration and, when the route names it, the
+// tenant.
+//
+// The logged path is the route's pattern (/v1/leases/{token}), not the
+// request's path, and never the query: paths and queries carry lease
+// tokens and session ids, which are credentials. Only a path that matched
+// no route is logged as sent, cut to 256 bytes.
+func requestLog(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-Id")
+		if !saneRequestID(id) {
+			id = rand.Text()
+		}
+		r.Header.Set("X-Request-Id", id)
+		w.Header().Set("X-Request-Id", id)
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			status := sw.status
+			v := recover()
+			switch {
+			case v != nil:
+				status = http.StatusInternalServerError
+				defer panic(v) // net/http's to handle, after the log
+			case status == 0:
+				status = http.StatusOK // nothing written: net/http answers 200
+			}
+			level := slog.LevelDebug
+			switch {
+			case status >= 500:
+				level = slog.LevelError
+			case status >= 400:
+				level = slog.LevelInfo
+			}
+			if !log.Enabled(context.Background(), level) {
+				return
+			}
+			attrs := []slog.Attr{
+				slog.String("request_id", id),
+				slog.String("method", cut(r.Method, 16)),
+				slog.String("path", routePath(r)),
+				slog.Int("status", status),
+				slog.Duration("duration", time.Since(start)),
+			}
+			if t := routeTenant(r); t != "" {
+				attrs = append(attrs, slog.String("tenant", t))
+			}
+			log.LogAttrs(context.Background(), level, "request", attrs...)
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// saneRequestID reports whether an incoming request id may be kept.
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestID {
+		return false
+	}
+	for _, c := range []byte(id) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// routePath is the path of the route r matched, which http.ServeMux set in
+// r.Pattern while serving it (as "METHOD PATH"); for a path that matched
+// nothing, the path as sent, cut short.
+func routePath(r *http.Request) string {
+	if r.Pattern == "" {
+		return cut(r.URL.Path, 256)
+	}
+	if _, path, ok := strings.Cut(r.Pattern, " "); ok {
+		return path
+	}
+	return r.Pattern
+}
+
+// routeTenant is the tenant the request names, if that costs nothing to
+// find: the {id} of a /v1/tenants/{id} route, or the tenant parameter of a
+// WebSocket connect. It is the tenant named, not one authenticated.
+func routeTenant(r *http.Request) string {
+	var t string
+	switch path := routePath(r); {
+	case strings.HasPrefix(path, "/v1/tenants/{id}"):
+		t = r.PathValue("id")
+	case path == "/v1/ws" || path == "/v1/ws/admit":
+		t = r.URL.Query().Get("tenant")
+	}
+	if !sluice.ValidID(t) {
+		return ""
+	}
+	return t
+}
+
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// statusWriter records the status of a response. Unwrap lets
+// http.ResponseController and the WebSocket upgrade reach the connection.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	// Informational answers (100, 103) come before the final one; 101
+	// is final, for an upgrade.
+	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

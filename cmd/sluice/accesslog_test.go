@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// records returns the JSON log records written so far.
+func (s *syncBuffer) records(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.Lines(s.b.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestRequestLog: refusals and client errors are logged at info, server
+// errors at error, successes not at info; each with an id that the response
+// carries, the method, the route (never a query, nor a token in the path),
+// the status, the duration and the tenant its route names.
+func TestRequestLog(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/check", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	mux.HandleFunc("GET /v1/tenants/{id}/sessions/{session}", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("{}"))
+	})
+	mux.HandleFunc("DELETE /v1/leases/{token}", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "store down", http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("GET /v1/ws", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+	})
+	var sink syncBuffer
+	log := slog.New(slog.NewJSONHandler(&sink, nil)) // info and above
+	srv := httptest.NewServer(requestLog(log, mux))
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+
+	do := func(method, path, id string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id != "" {
+			req.Header.Set("X-Request-Id", id)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	type want struct {
+		level, method, path, tenant string
+		status                      float64
+	}
+	for _, tc := range []struct {
+		method, path, id string
+		want             *want // nil: nothing at info
+		keepID           bool
+	}{
+		{"POST", "/v1/check", "", &want{"INFO", "POST", "/v1/check", "", 429}, false},
+		{"GET", "/v1/tenants/acme/sessions/s3cr3t-session", "", nil, false},
+		{"DELETE", "/v1/leases/s3cr3t-token", "", &want{"ERROR", "DELETE", "/v1/leases/{token}", "", 503}, false},
+		{"GET", "/v1/ws?tenant=acme&session=s3cr3t-session", "caller-id_1.2", &want{"INFO", "GET", "/v1/ws", "acme", 403}, true},
+		{"GET", "/nowhere?session=s3cr3t-session", strings.Repeat("x", 65), &want{"INFO", "GET", "/nowhere", "", 404}, false},
+		{"POST", "/v1/check", "bad id\"", &want{"INFO", "POST", "/v1/check", "", 429}, false},
+	} {
+		before := len(sink.records(t))
+		resp := do(tc.method, tc.path, tc.id)
+		id := resp.Header.Get("X-Request-Id")
+		if !saneRequestID(id) || (id == tc.id) != tc.keepID {
+			t.Errorf("%s %s with X-Request-Id %q: answered X-Request-Id %q", tc.method, tc.path, tc.id, id)
+		}
+		recs := sink.records(t)[before:]
+		if tc.want == nil {
+			if len(recs) != 0 {
+				t.Errorf("%s %s: logged at info: %v", tc.method, tc.path, recs)
+			}
+			continue
+		}
+		if len(recs) != 1 {
+			t.Fatalf("%s %s: %d log records, want 1: %v", tc.method, tc.path, len(recs), recs)
+		}
+		r := recs[0]
+		w := tc.want
+		tenant, _ := r["tenant"].(string)
+		if r["level"] != w.level || r["msg"] != "request" || r["method"] != w.method || r["path"] != w.path ||
+			r["status"] != w.status || tenant != w.tenant || r["request_id"] != id || r["duration"] == nil {
+			t.Errorf("%s %s: logged %v, want %+v with request_id %q", tc.method, tc.path, r, *w, id)
+		}
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if strings.Contains(sink.b.String(), "s3cr3t") {
+		t.Fatalf("a token or session id from a path or query reached the log:\n%s", sink.b.String())
+	}
+}
