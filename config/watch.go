@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"log/slog"
@@ -20,13 +19,10 @@ type Watcher struct {
 	log  *slog.Logger
 	// OnReload, if set, is told of every reload attempt, for metrics.
 	onReload func(ok bool)
-	sum      [sha256.Size]byte // of the file in force
-	stat     fileStat
-}
-
-type fileStat struct {
-	mod  time.Time
-	size int64
+	// sum is the hash of the file last read, in force or rejected. A
+	// change is found by content, never by size and modification time,
+	// which a file replaced within one tick of the clock may keep.
+	sum [sha256.Size]byte
 }
 
 // NewWatcher loads file; an error there is fatal to the caller.
@@ -35,7 +31,7 @@ func NewWatcher(file string, log *slog.Logger, onReload func(ok bool)) (*Watcher
 		onReload = func(bool) {}
 	}
 	w := &Watcher{file: file, log: log, onReload: onReload}
-	b, st, err := w.read()
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
@@ -44,61 +40,40 @@ func NewWatcher(file string, log *slog.Logger, onReload func(ok bool)) (*Watcher
 		return nil, err
 	}
 	w.cur.Store(c)
-	w.sum, w.stat = sha256.Sum256(b), st
+	w.sum = sha256.Sum256(b)
 	return w, nil
 }
 
 // Config returns the configuration in force.
 func (w *Watcher) Config() *Config { return w.cur.Load() }
 
-func (w *Watcher) read() ([]byte, fileStat, error) {
-	fi, err := os.Stat(w.file)
-	if err != nil {
-		return nil, fileStat{}, err
-	}
-	b, err := os.ReadFile(w.file)
-	return b, fileStat{fi.ModTime(), fi.Size()}, err
-}
-
 // Reload loads the file again. On error the configuration in force stays
 // and the error is returned (and logged).
 func (w *Watcher) Reload() error {
-	b, st, err := w.read()
+	b, err := os.ReadFile(w.file)
 	if err == nil {
+		w.sum = sha256.Sum256(b) // a bad file is not tried again until it changes
 		var c *Config
 		if c, err = Parse(w.file, b); err == nil {
 			w.cur.Store(c)
-			w.sum, w.stat = sha256.Sum256(b), st
 			w.onReload(true)
 			w.log.Info("configuration reloaded", "file", w.file, "policies", len(c.Policies), "endpoints", len(c.Endpoints))
 			return nil
 		}
 	}
-	w.stat = st // do not retry the same bad file every poll
 	w.onReload(false)
 	w.log.Error("configuration rejected; the previous one stays in force", "file", w.file, "err", err)
 	return err
 }
 
-// changed reports whether the file differs from the one last read.
+// changed reports whether the file's content differs from the one last
+// read. Reading a configuration file every poll costs next to nothing.
 func (w *Watcher) changed() bool {
-	fi, err := os.Stat(w.file)
+	b, err := os.ReadFile(w.file)
 	if err != nil {
 		return false // a file being replaced; look again next time
 	}
-	if (fileStat{fi.ModTime(), fi.Size()}) == w.stat {
-		return false
-	}
-	b, err := os.ReadFile(w.file)
-	if err != nil {
-		return false
-	}
-	sum := sha256.Sum256(b)
-	if bytes.Equal(sum[:], w.sum[:]) {
-		w.stat = fileStat{fi.ModTime(), fi.Size()}
-		return false
-	}
-	return true
+	return sha256.Sum256(b) != w.sum
 }
 
 // Run reloads on every value from hup (SIGHUP) and when the file changes,

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,9 +58,7 @@ func TestWatcherReloadsAndRejects(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A changed file is picked up by polling. Its size differs: file
-	// times tick every few milliseconds, and the watcher takes a file of
-	// the same size and time as unchanged.
+	// A changed file is picked up by polling.
 	replace(good[:len("policies:\n  chat: {algorithm: fixed_window, limit: ")] + "300, window: 60s}\nendpoints:\n  chat: [chat]\n")
 	waitFor("the new limit", func() bool { return w.Config().Policies["chat"].Limit == 300 })
 
@@ -78,4 +77,37 @@ func TestWatcherReloadsAndRejects(t *testing.T) {
 	replace(good)
 	hup <- os.Interrupt
 	waitFor("the reload", func() bool { return w.Config().Policies["chat"].Limit == 20 })
+}
+
+// TestWatcherSeesSameSizeAndTime: a file replaced by one of the same size
+// and modification time is still a change: the watcher compares content.
+func TestWatcherSeesSameSizeAndTime(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(file, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWatcher(file, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := strings.Replace(good, "limit: 20", "limit: 30", 1) // same length
+	if err := os.WriteFile(file, []byte(same), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(file, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if !w.changed() {
+		t.Fatal("a file of the same size and time with other content was taken as unchanged")
+	}
+	if err := w.Reload(); err != nil || w.Config().Policies["chat"].Limit != 30 {
+		t.Fatalf("reload: %v, limit %d", err, w.Config().Policies["chat"].Limit)
+	}
+	if w.changed() {
+		t.Fatal("the file in force reads as changed")
+	}
 }
