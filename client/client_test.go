@@ -37,8 +37,8 @@ func TestPenaltyTravels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Allowed != (i == 0) {
-			t.Fatalf("request %d: allowed %v", i, res.Allowed)
+		if res.Allowed != (i == 0) || res.Decision.Allowed != res.Allowed {
+			t.Fatalf("request %d: allowed %v, reported decision allowed %v", i, res.Allowed, res.Decision.Allowed)
 		}
 		last = res
 	}

@@ -72,13 +72,23 @@ func known(k sluice.Kind) sluice.Kind {
 	return sluice.KindInternal
 }
 
+// message is what a client is told of err: the innermost Sluice error's
+// field and message, without the chain of operations. An error that has
+// none, such as a store's own, is told by its kind only: its text may name
+// endpoints, tables or paths.
 func message(err error) string {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		if se, ok := e.(*sluice.Error); ok && se.Message != "" {
 			return strings.TrimSpace(se.Field + " " + se.Message)
 		}
 	}
-	return err.Error()
+	switch sluice.KindOf(err) {
+	case sluice.KindUnavailable:
+		return "the store is unavailable; try again"
+	case sluice.KindInternal:
+		return "internal error"
+	}
+	return sluice.KindOf(err).String()
 }
 
 // WriteError answers err with its kind's status and the error body. An

@@ -212,6 +212,11 @@ func FromRequest(req sluice.Request) (CheckRequest, error) {
 	hits := req.Hits
 	in := CheckRequest{Tenant: req.Tenant, Hits: &hits, Checks: make([]Check, len(req.Checks))}
 	for i, c := range req.Checks {
+		if c.Internal {
+			// The server's internal key space is its own: no request
+			// reaches it.
+			return CheckRequest{}, sluice.Invalid(fmt.Sprintf("checks[%d]", i), "is internal to Sluice and cannot be sent to a server")
+		}
 		if !utf8.ValidString(c.Key) {
 			return CheckRequest{}, sluice.Invalid(fmt.Sprintf("checks[%d].key", i), "is not valid UTF-8")
 		}
@@ -314,9 +319,12 @@ func FromResult(res sluice.Result) CheckResponse {
 	return out
 }
 
-// Decode returns the result r describes.
+// Decode returns the result r describes. The reported decision's own
+// "allowed" is the top level's (the embedded field is shadowed on the
+// wire): a request is allowed exactly when its reported decision is.
 func (r CheckResponse) Decode() sluice.Result {
 	res := sluice.Result{Allowed: r.Allowed, Decision: r.Decision.Decode(), Decisions: make([]sluice.Decision, len(r.Decisions))}
+	res.Decision.Allowed = r.Allowed
 	for i, d := range r.Decisions {
 		res.Decisions[i] = d.Decode()
 	}

@@ -72,6 +72,31 @@ func TestResultRoundTrip(t *testing.T) {
 	}
 }
 
+// TestAllowedResultRoundTrip: an admitted result's reported decision is
+// admitted on the other side too.
+func TestAllowedResultRoundTrip(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	res := sluice.Result{Allowed: true, Decisions: []sluice.Decision{{Policy: "a", Allowed: true, Limit: 3, Remaining: 2, ResetAt: now}}}
+	res.Decision = res.Decisions[0]
+	b, _ := json.Marshal(FromResult(res))
+	var out CheckResponse
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Decode(); !reflect.DeepEqual(got, res) {
+		t.Fatalf("round trip through %s:\n got %+v\nwant %+v", b, got, res)
+	}
+}
+
+// TestStoreErrorsTellNothing: a store's own error text (endpoints, tables)
+// never reaches a client.
+func TestStoreErrorsTellNothing(t *testing.T) {
+	err := &sluice.Error{Op: "dynamostore.get", Kind: sluice.KindUnavailable, Err: errors.New(`Post "http://10.0.0.7:8000/": dial tcp: refused`)}
+	if body := ErrorOf(err); body.Error != "unavailable" || body.Message != "the store is unavailable; try again" {
+		t.Fatalf("told %+v", body)
+	}
+}
+
 // TestExplicitValuesThatMeanSomethingElse: burst 0 and a penalty of 0
 // offences would silently mean "burst = limit" and "no penalty": refused.
 func TestExplicitValuesThatMeanSomethingElse(t *testing.T) {

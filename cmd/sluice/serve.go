@@ -95,8 +95,8 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 		if o = strings.TrimSpace(o); o == "" {
 			continue
 		}
-		if _, err := path.Match(o, ""); err != nil || o == "*" {
-			return c, fmt.Errorf("serve: --ws-allowed-origins: %q is not an origin pattern (and * would let any web page in)", o)
+		if err := checkOriginPattern(o); err != nil {
+			return c, fmt.Errorf("serve: --ws-allowed-origins: %w", err)
 		}
 		c.WSOrigins = append(c.WSOrigins, o)
 	}
@@ -133,6 +133,40 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 		return c, errors.New("serve: the admin key must be at least 16 characters")
 	}
 	return c, nil
+}
+
+// checkOriginPattern refuses an origin pattern that is malformed, or whose
+// host is not pinned to a domain: wildcards are allowed only in front of
+// two literal labels ("*.example.com"), so that no pattern ("*", "*.*",
+// "https://*", "*.com") lets any web page in.
+func checkOriginPattern(pat string) error {
+	if _, err := path.Match(pat, ""); err != nil {
+		return fmt.Errorf("%q is not a valid pattern: %v", pat, err)
+	}
+	host := pat
+	if _, rest, ok := strings.Cut(pat, "://"); ok {
+		host = rest
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.Trim(host[i+1:], "0123456789*?") == "" {
+		host = host[:i] // a port, or a pattern of ports
+	}
+	w := strings.LastIndexAny(host, "*?[]")
+	if w < 0 {
+		if host == "" {
+			return fmt.Errorf("%q names no host", pat)
+		}
+		return nil
+	}
+	var literal int
+	for _, label := range strings.Split(host[w+1:], ".") {
+		if label != "" {
+			literal++
+		}
+	}
+	if literal < 2 {
+		return fmt.Errorf("%q would match any site: a wildcard must stand before a domain of two labels or more, as in *.example.com", pat)
+	}
+	return nil
 }
 
 // loopback reports whether addr only listens on loopback.
