@@ -61,20 +61,24 @@ type Check struct {
 	// IP address, a descriptor. It may be empty (one counter per tenant and
 	// policy) and is at most MaxKeyLen bytes.
 	Key string
-	// Internal puts the counter in Sluice's own key space (SpaceInternal),
-	// which no request can name, whatever its policy's name: for Sluice's
-	// components, such as the gateway's connection and message limits. No
-	// transport sets it from a client's input.
-	Internal bool
+	// Space is the key space of the check's counter: SpacePolicy (the
+	// zero value) for configured policies and Go callers, SpaceInline for
+	// the inline policies a client sends, SpaceInternal for Sluice's own
+	// components. Transports set it; no client input chooses it.
+	Space Space
 }
 
 // CounterKey returns the key of c's counter for tenant.
 func (c *Check) CounterKey(tenant string) Key {
-	space := SpacePolicy
-	if c.Internal {
-		space = SpaceInternal
-	}
-	return Key{Tenant: tenant, Space: space, Algorithm: c.Policy.Algorithm, Policy: c.Policy.Name, Value: c.Key}
+	return Key{Tenant: tenant, Space: c.Space, Algorithm: c.Policy.Algorithm, Policy: c.Policy.Name, Value: c.Key}
+}
+
+// BoxKey returns the key of the penalty box of c's counter for tenant: the
+// counter's key in its space's boxes.
+func (c *Check) BoxKey(tenant string) Key {
+	k := c.CounterKey(tenant)
+	k.Space |= spaceBoxes
+	return k
 }
 
 // Request asks whether a tenant may spend Hits against every check at once.
@@ -146,12 +150,20 @@ type Key struct {
 type Space uint8
 
 const (
-	// SpacePolicy holds the counters of the policies that requests name,
-	// configured or inline.
+	// SpacePolicy holds the counters of configured policies, and of
+	// policies given by Go callers in process.
 	SpacePolicy Space = iota
-	// SpaceInternal holds Sluice's own counters (Check.Internal): the
-	// gateway's connection and message limits. No request reaches it.
+	// SpaceInline holds the counters of inline policies, whose names
+	// clients choose: never a configured policy's counter, even one
+	// configured later under the same name.
+	SpaceInline
+	// SpaceInternal holds Sluice's own counters: the gateway's connection
+	// and message limits. No request reaches it.
 	SpaceInternal
+
+	// spaceBoxes marks the penalty boxes of a space's counters
+	// (Check.BoxKey), each beside its counter and never one.
+	spaceBoxes Space = 0x80
 )
 
 // Failed is c's decision when the store could not decide at now: the

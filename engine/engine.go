@@ -207,16 +207,14 @@ func op(tenant string, c *sluice.Check, hits int64) sluice.Op {
 }
 
 // boxOp is the op on c's penalty box; box is scratch space for its policy.
-// A box is keyed as its check's counter but under the PenaltyBox algorithm,
-// which no policy can have, so no policy's counter can be taken for a box.
+// A box is keyed as its check's counter in the space of boxes (BoxKey), so
+// that no counter can be taken for a box, nor one policy's box for another's.
 func boxOp(tenant string, c *sluice.Check, box *sluice.Policy, hits int64) sluice.Op {
 	*box = sluice.Policy{Name: c.Policy.Name, Algorithm: sluice.PenaltyBox, Window: c.Policy.Window, Penalty: c.Policy.Penalty}
 	if box.Window == 0 {
 		box.Window = c.Policy.EffectiveLeaseTTL()
 	}
-	k := c.CounterKey(tenant)
-	k.Algorithm = sluice.PenaltyBox
-	return sluice.Op{Key: k, Policy: box, Hits: hits}
+	return sluice.Op{Key: c.BoxKey(tenant), Policy: box, Hits: hits}
 }
 
 // recordOffences puts an offence in the penalty box of every enforced check
@@ -310,7 +308,7 @@ func (e *Engine) Allow(ctx context.Context, tenant string, p *sluice.Policy, key
 		res, err := e.Check(ctx, sluice.Request{Tenant: tenant, Hits: hits, Checks: []sluice.Check{{Policy: *p, Key: key}}})
 		return res.Decision, err
 	}
-	op := sluice.Op{Key: sluice.Key{Tenant: tenant, Algorithm: p.Algorithm, Policy: p.Name, Value: key}, Policy: p, Hits: hits}
+	op := sluice.Op{Key: sluice.Key{Tenant: tenant, Space: sluice.SpacePolicy, Algorithm: p.Algorithm, Policy: p.Name, Value: key}, Policy: p, Hits: hits}
 	var d sluice.Decision
 	var err error
 	if e.one != nil {

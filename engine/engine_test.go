@@ -372,7 +372,11 @@ func TestOtherAlgorithmIsAnotherCounter(t *testing.T) {
 	fixed := sluice.Policy{Name: "shared-name", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute}
 	check := func(p sluice.Policy, internal bool) bool {
 		t.Helper()
-		res, err := e.Check(ctx, sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: p, Key: "k", Internal: internal}}})
+		space := sluice.SpacePolicy
+		if internal {
+			space = sluice.SpaceInternal
+		}
+		res, err := e.Check(ctx, sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: p, Key: "k", Space: space}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,5 +395,32 @@ func TestOtherAlgorithmIsAnotherCounter(t *testing.T) {
 	}
 	if !check(fixed, true) || check(fixed, true) {
 		t.Fatal("the internal counter of the same name is its own, with its own limit of 1")
+	}
+}
+
+// TestPenaltyBoxesApart: one name under two algorithms has two penalty
+// boxes: an offence against one never opens, nor fills, the other's box.
+func TestPenaltyBoxesApart(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	long := sluice.Policy{Name: "pb", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Hour, Penalty: sluice.Penalty{After: 1, Base: time.Hour, Max: time.Hour}}
+	short := sluice.Policy{Name: "pb", Algorithm: sluice.SlidingWindow, Limit: 1, Window: time.Hour, Penalty: sluice.Penalty{After: 1, Base: time.Millisecond, Max: time.Millisecond}}
+	check := func(p sluice.Policy) sluice.Decision {
+		t.Helper()
+		res, err := e.Check(ctx, sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: p, Key: "k", Space: sluice.SpaceInline}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Decision
+	}
+	for range 3 {
+		check(long) // admitted, denied, then boxed for an hour
+	}
+	if d := check(short); !d.Allowed {
+		t.Fatalf("the sliding window of the same name is penalised by the fixed window's box: %+v", d)
+	}
+	check(short) // denied: an offence in its own, short box
+	if d := check(long); d.Allowed || d.RetryAfter < 59*time.Minute {
+		t.Fatalf("the fixed window's hour-long block was cut short: %+v", d)
 	}
 }

@@ -87,7 +87,7 @@ func newFixture(t *testing.T, s sluice.TenantSettings, opts Options) *fixture {
 
 // peekInternal reads one of the gateway's own counters without consuming.
 func (f *fixture) peekInternal(tenant string, p sluice.Policy, key string) (sluice.Decision, error) {
-	res, err := f.eng.Check(context.Background(), sluice.Request{Tenant: tenant, Checks: []sluice.Check{{Policy: p, Key: key, Internal: true}}})
+	res, err := f.eng.Check(context.Background(), sluice.Request{Tenant: tenant, Checks: []sluice.Check{{Policy: p, Key: key, Space: sluice.SpaceInternal}}})
 	return res.Decision, err
 }
 

@@ -218,7 +218,7 @@ func decodeChecks(cs []wire.Check) ([]sluice.Check, error) {
 		if err != nil {
 			return nil, err
 		}
-		checks[i] = sluice.Check{Policy: p, Key: c.Key}
+		checks[i] = sluice.Check{Policy: p, Key: c.Key, Space: sluice.SpaceInline}
 	}
 	return checks, nil
 }

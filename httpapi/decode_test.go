@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -47,5 +48,15 @@ func TestInvalidTextNamesTheField(t *testing.T) {
 		case field != "" && (err == nil || !strings.HasPrefix(err.Error(), field+" ")):
 			t.Errorf("%s: %v, want an error naming %s", body, err, field)
 		}
+	}
+}
+
+// TestInlineChecksInTheirSpace: the inline policies a client sends count
+// in their own key space, apart from configured policies' counters, even
+// one configured later under the same name.
+func TestInlineChecksInTheirSpace(t *testing.T) {
+	_, checks, err := decodeCheckBody([]byte(`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m"}}]}`))
+	if err != nil || len(checks) != 1 || checks[0].Space != sluice.SpaceInline {
+		t.Fatalf("decoded %+v, %v: want one check in the inline space", checks, err)
 	}
 }

@@ -154,7 +154,7 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 		if len(in.KeyValue) > sluice.MaxKeyLen {
 			return in, "", sluice.Check{}, sluice.Invalid("keyValue", "is %d bytes, at most %d allowed", len(in.KeyValue), sluice.MaxKeyLen)
 		}
-		check = sluice.Check{Policy: p, Key: in.KeyValue}
+		check = sluice.Check{Policy: p, Key: in.KeyValue, Space: sluice.SpaceInline}
 		if err := h.refuseConfiguredNames([]sluice.Check{check}, "policy.name"); err != nil {
 			return in, "", sluice.Check{}, err
 		}
@@ -208,7 +208,7 @@ func leaseMAC(secret []byte, tenant string, c sluice.Check, payload []byte) []by
 	b = append(b, tenant...)
 	b = binary.AppendUvarint(b, uint64(len(c.Policy.Name)))
 	b = append(b, c.Policy.Name...)
-	b = append(b, byte(c.Policy.Algorithm))
+	b = append(b, byte(c.Space), byte(c.Policy.Algorithm))
 	m.Write(b)
 	m.Write(payload)
 	return m.Sum(nil)[:leaseMACLen]

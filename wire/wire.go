@@ -212,7 +212,7 @@ func FromRequest(req sluice.Request) (CheckRequest, error) {
 	hits := req.Hits
 	in := CheckRequest{Tenant: req.Tenant, Hits: &hits, Checks: make([]Check, len(req.Checks))}
 	for i, c := range req.Checks {
-		if c.Internal {
+		if c.Space == sluice.SpaceInternal {
 			// The server's internal key space is its own: no request
 			// reaches it.
 			return CheckRequest{}, sluice.Invalid(fmt.Sprintf("checks[%d]", i), "is internal to Sluice and cannot be sent to a server")

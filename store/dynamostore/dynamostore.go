@@ -175,8 +175,9 @@ const (
 )
 
 // counterPK is a counter's partition key: the tenant's id first (see
-// docs/dynamodb.md), then the key space ("c" for the policies requests
-// name, "i" for Sluice's own counters), the algorithm's number, the policy
+// docs/dynamodb.md), then the key space's number after "c" (configured
+// policies, inline ones, Sluice's own, and their penalty boxes, each
+// apart), the algorithm's number, the policy
 // and the key, the key as it is when it is UTF-8 ("u:") and in base64
 // otherwise ("b:"). Tenant ids and policy names cannot hold '#', so the
 // parts cannot run into each other.
@@ -185,11 +186,7 @@ func counterPK(k *sluice.Key) string {
 	if !utf8.ValidString(k.Value) {
 		v = "b:" + base64.RawURLEncoding.EncodeToString([]byte(k.Value))
 	}
-	space := "#c#"
-	if k.Space == sluice.SpaceInternal {
-		space = "#i#"
-	}
-	return k.Tenant + space + strconv.Itoa(int(k.Algorithm)) + "#" + k.Policy + "#" + v
+	return k.Tenant + "#c" + strconv.Itoa(int(k.Space)) + "#" + strconv.Itoa(int(k.Algorithm)) + "#" + k.Policy + "#" + v
 }
 
 func key(pk, sk string) map[string]types.AttributeValue {

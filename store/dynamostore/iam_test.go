@@ -187,7 +187,7 @@ func TestTenantPolicyCoversTheStore(t *testing.T) {
 		if alg == sluice.Concurrency {
 			p.Window = 0
 		}
-		for _, space := range []sluice.Space{sluice.SpacePolicy, sluice.SpaceInternal} {
+		for _, space := range []sluice.Space{sluice.SpacePolicy, sluice.SpaceInline, sluice.SpaceInternal} {
 			op := sluice.Op{Key: sluice.Key{Tenant: "acme", Space: space, Algorithm: alg, Policy: p.Name, Value: "u\xff"}, Policy: &p, Hits: 1}
 			ops = append(ops, op)
 			dst := make([]sluice.Decision, 1)

@@ -218,9 +218,12 @@ func testTenantsAreWalls(t *testing.T, s sluice.Store) {
 		// The same names in Sluice's own space, and under other
 		// algorithms, are other counters.
 		keyIn(sluice.SpaceInternal, 0, "a", "p", "k"),
+		keyIn(sluice.SpaceInline, 0, "a", "p", "k"),
 		keyIn(sluice.SpacePolicy, sluice.SlidingWindow, "a", "p", "k"),
 		keyIn(sluice.SpaceInternal, sluice.SlidingWindow, "a", "p", "k"),
 		keyIn(sluice.SpacePolicy, sluice.PenaltyBox, "a", "p", "k"),
+		(&sluice.Check{Policy: sluice.Policy{Name: "p"}, Key: "k"}).BoxKey("a"),
+		(&sluice.Check{Policy: sluice.Policy{Name: "p"}, Key: "k", Space: sluice.SpaceInline}).BoxKey("a"),
 	}
 	for i, k := range keys {
 		if d := apply(t, s, t0, sluice.Op{Key: k, Policy: &p, Hits: 1})[0]; !d.Allowed {
