@@ -89,10 +89,12 @@ func saneRequestID(id string) bool {
 
 // routePath is the path of the route r matched, which http.ServeMux set in
 // r.Pattern while serving it (as "METHOD PATH"); for a path that matched
-// nothing, the path as sent, cut short.
+// nothing (an unknown route, or a known one with the wrong method), the
+// path as sent with every segment but the API's own words replaced by
+// "*": paths carry lease tokens and session ids, which a log must not.
 func routePath(r *http.Request) string {
 	if r.Pattern == "" {
-		return cut(r.URL.Path, 256)
+		return redact(r.URL.Path)
 	}
 	if _, path, ok := strings.Cut(r.Pattern, " "); ok {
 		return path
@@ -115,6 +117,24 @@ func routeTenant(r *http.Request) string {
 		return ""
 	}
 	return t
+}
+
+// routeWords are the path segments of Sluice's routes that name no
+// secret; any other segment of an unmatched path is logged as "*".
+var routeWords = map[string]bool{
+	"v1": true, "check": true, "leases": true, "renew": true, "tenants": true, "keys": true,
+	"sessions": true, "connections": true, "policies": true, "ws": true, "admit": true,
+	"healthz": true, "readyz": true, "metrics": true, "debug": true,
+}
+
+func redact(path string) string {
+	segs := strings.Split(cut(path, 256), "/")
+	for i, s := range segs {
+		if s != "" && !routeWords[s] {
+			segs[i] = "*"
+		}
+	}
+	return strings.Join(segs, "/")
 }
 
 func cut(s string, n int) string {

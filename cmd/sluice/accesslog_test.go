@@ -92,7 +92,10 @@ func TestRequestLog(t *testing.T) {
 		{"GET", "/v1/tenants/acme/sessions/s3cr3t-session", "", nil, false},
 		{"DELETE", "/v1/leases/s3cr3t-token", "", &want{"ERROR", "DELETE", "/v1/leases/{token}", "", 503}, false},
 		{"GET", "/v1/ws?tenant=acme&session=s3cr3t-session", "caller-id_1.2", &want{"INFO", "GET", "/v1/ws", "acme", 403}, true},
-		{"GET", "/nowhere?session=s3cr3t-session", strings.Repeat("x", 65), &want{"INFO", "GET", "/nowhere", "", 404}, false},
+		{"GET", "/nowhere?session=s3cr3t-session", strings.Repeat("x", 65), &want{"INFO", "GET", "/*", "", 404}, false},
+		// A known path with the wrong method matches no route: its
+		// token is not logged.
+		{"PATCH", "/v1/leases/s3cr3t-token/renew", "", &want{"INFO", "PATCH", "/v1/leases/*/renew", "", 404}, false},
 		{"POST", "/v1/check", "bad id\"", &want{"INFO", "POST", "/v1/check", "", 429}, false},
 	} {
 		before := len(sink.records(t))
