@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -37,17 +38,27 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// invalidText returns an error naming the first string of a JSON body
-// that is not valid text, or nil. Syntax errors are left to the decoder.
+// invalidText returns an error naming the first string of a JSON body that
+// is not valid text, or the first member name repeated in its object
+// (encoding/json would silently keep the last: {"limit":5,"limit":1e9}),
+// or nil. Syntax errors are left to the decoder. Most bodies are plain:
+// one pass over the bytes (plainText) clears them without allocating, and
+// only the others are walked token by token to name the field.
 func invalidText(body []byte) error {
-	if utf8.Valid(body) && !bytes.Contains(body, []byte(`\u`)) {
-		return nil // the common case: nothing to look at
+	if plainText(body) {
+		return nil
 	}
+	return walkText(body)
+}
+
+// walkText is invalidText token by token, keeping the path to name.
+func walkText(body []byte) error {
 	type step struct {
 		array   bool
-		key     string // an object's current member
-		index   int    // an array's current element
-		wantKey bool   // an object's next token is a member name
+		key     string   // an object's current member
+		keys    []string // an object's members so far
+		index   int      // an array's current element
+		wantKey bool     // an object's next token is a member name
 	}
 	var stack []step
 	path := func() string {
@@ -85,6 +96,10 @@ func invalidText(body []byte) error {
 			if !validString(raw) {
 				return sluice.Invalid(path(), "is a member name that is not valid UTF-8")
 			}
+			if slices.Contains(top.keys, s) {
+				return sluice.Invalid(path(), "is given twice")
+			}
+			top.keys = append(top.keys, s)
 			continue
 		}
 		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
@@ -112,6 +127,82 @@ func invalidText(body []byte) error {
 			top.wantKey = true
 		}
 	}
+}
+
+// plainText reports whether body certainly holds only valid UTF-8 strings
+// and no member name twice in an object. False means "look closer": a
+// string with a \u escape, a member name with any escape, nesting deeper
+// than it keeps track of, or a real problem.
+func plainText(b []byte) bool {
+	const maxDepth = 32
+	type frame struct {
+		object  bool
+		keys    int // where this object's member names start in names
+		wantKey bool
+	}
+	var stack [maxDepth]frame
+	var nameBuf [32][]byte
+	names := nameBuf[:0]
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '{', '[':
+			if depth == maxDepth {
+				return false
+			}
+			stack[depth] = frame{object: c == '{', keys: len(names), wantKey: c == '{'}
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return false
+			}
+			depth--
+			names = names[:stack[depth].keys]
+		case ',':
+			if depth > 0 && stack[depth-1].object {
+				stack[depth-1].wantKey = true
+			}
+		case '"':
+			start, escaped := i+1, false
+			for i++; ; i++ {
+				if i >= len(b) {
+					return false
+				}
+				if b[i] == '"' {
+					break
+				}
+				if b[i] == '\\' {
+					if i+1 < len(b) && b[i+1] == 'u' {
+						return false // an escaped code point: look closer
+					}
+					escaped = true
+					i++
+					continue
+				}
+				if b[i] >= utf8.RuneSelf {
+					r, size := utf8.DecodeRune(b[i:])
+					if r == utf8.RuneError && size == 1 {
+						return false
+					}
+					i += size - 1
+				}
+			}
+			if depth > 0 && stack[depth-1].object && stack[depth-1].wantKey {
+				name := b[start:i]
+				if escaped {
+					return false
+				}
+				for _, n := range names[stack[depth-1].keys:] {
+					if bytes.Equal(n, name) {
+						return false
+					}
+				}
+				names = append(names, name)
+				stack[depth-1].wantKey = false
+			}
+		}
+	}
+	return true
 }
 
 // validString reports whether a JSON token's text, with the separators

@@ -32,14 +32,18 @@ func TestRawCheckRequestMatchesWire(t *testing.T) {
 // named by its path; valid text, escapes and pairs included, passes.
 func TestInvalidTextNamesTheField(t *testing.T) {
 	for body, field := range map[string]string{
-		"{\"a\":\"ok\",\"b\":[1,\"x\",\"\xff\"]}": "b[2]",
-		"{\"a\":{\"b\xfe\":1}}":                   "a.b\ufffd",
-		`{"a":"\ud83d"}`:                          "a",
-		`{"a":"\ud83d\u0041"}`:                    "a",
-		`{"a":"\ude00"}`:                          "a",
-		`["x",{"k":["\\", "\ud800\ud800"]}]`:      "[1].k[1]",
-		`{"a":"é \u00e9 \ud83d\ude00 \\u d800"}`:  "",
-		`{"a":"\\ud800"}`:                         "", // an escaped backslash, then text
+		"{\"a\":\"ok\",\"b\":[1,\"x\",\"\xff\"]}":       "b[2]",
+		"{\"a\":{\"b\xfe\":1}}":                         "a.b\ufffd",
+		`{"a":"\ud83d"}`:                                "a",
+		`{"a":"\ud83d\u0041"}`:                          "a",
+		`{"a":"\ude00"}`:                                "a",
+		`["x",{"k":["\\", "\ud800\ud800"]}]`:            "[1].k[1]",
+		`{"a":"é \u00e9 \ud83d\ude00 \\u d800"}`:        "",
+		`{"a":"\\ud800"}`:                               "", // an escaped backslash, then text
+		`{"hits":1,"hits":5}`:                           "hits",
+		`{"checks":[{"policy":{"limit":5,"limit":9}}]}`: "checks[0].policy.limit",
+		`{"o":{"chat":{"limit":5},"chat":{}}}`:          "o.chat",
+		`[{"a":1},{"a":1}]`:                             "",
 	} {
 		err := invalidText([]byte(body))
 		switch {
@@ -59,4 +63,21 @@ func TestInlineChecksInTheirSpace(t *testing.T) {
 	if err != nil || len(checks) != 1 || checks[0].Space != sluice.SpaceInline {
 		t.Fatalf("decoded %+v, %v: want one check in the inline space", checks, err)
 	}
+}
+
+// FuzzPlainText: the one-pass check never clears a body that the walk,
+// which names the field, refuses.
+func FuzzPlainText(f *testing.F) {
+	for _, seed := range []string{
+		`{"a":"x","b":[1,"\xff"]}`, `{"a":1,"a":2}`, `{"a":{"b":1},"c":{"b":1}}`, `{"\u0061":1,"a":2}`,
+		`{"a\n":1,"a\n":2}`, `["\ud800"]`, "{\"k\":\"\xc3\"}", `{"k":"é"}`, `{{{{`, `"\\"`,
+		`{"checks":[{"key":"k","policy":{"name":"p","limit":1}}],"tenant":"t"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if plainText(body) && walkText(body) != nil {
+			t.Fatalf("%q: cleared by plainText, refused by the walk: %v", body, walkText(body))
+		}
+	})
 }

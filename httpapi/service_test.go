@@ -445,6 +445,9 @@ func TestBadInputNamesTheRightField(t *testing.T) {
 		{"POST", "/v1/check", `{"checks":[{"policy":{"name":"w","algorithm":"fixed_window","limit":5,"window":"1s","penalty":{"base":"1m"}}}]}`, "checks[0].policy.penalty.after"},
 		{"POST", "/v1/check", `{"checks":[{"policy":{"name":"w","algorithm":"fixed_window","limit":5,"window":"soon"}}]}`, "checks[0].policy.window"},
 		{"PUT", "/v1/tenants/acme", `{"overrides":{"chat":{"burst":0}}}`, "overrides.chat.burst"},
+		// A member given twice would silently keep the last.
+		{"PUT", "/v1/tenants/acme", `{"overrides":{"chat":{"limit":5},"chat":{"limit":1000000000}}}`, "overrides.chat"},
+		{"POST", "/v1/check", `{"hits":1,"hits":5,"checks":[{"policy":{"name":"w","algorithm":"fixed_window","limit":10,"window":"1m"}}]}`, "hits"},
 		// Text that JSON would turn into U+FFFD, making two keys one.
 		{"POST", "/v1/check", "{\"checks\":[{\"key\":\"\xff\",\"policy\":{\"name\":\"w\",\"algorithm\":\"fixed_window\",\"limit\":1,\"window\":\"1m\"}}]}", "checks[0].key"},
 		{"POST", "/v1/check", `{"checks":[{"key":"a\ud800","policy":{"name":"w","algorithm":"fixed_window","limit":1,"window":"1m"}}]}`, "checks[0].key"},
