@@ -38,14 +38,18 @@ import (
 	"github.com/sluicehq/sluice/wire"
 )
 
-// Options configures a Gateway. Limiter, Sessions and Settings are
+// Options configures a Gateway. Limiter, Sessions and Tenant are
 // required; the zero values of the rest are API Gateway's limits.
 type Options struct {
 	Limiter  sluice.LeaseLimiter
 	Sessions sluice.SessionStore
-	// Settings returns a tenant's settings, and false if the tenant does
-	// not exist.
-	Settings func(ctx context.Context, tenant string) (sluice.TenantSettings, bool, error)
+	// Tenant returns what the gateway needs of a tenant, and false if the
+	// tenant does not exist.
+	Tenant func(ctx context.Context, tenant string) (Tenant, bool, error)
+	// StoreTimeout bounds each read of a tenant or a session on a
+	// connect's path, so that a slow store fails a connect (503) rather
+	// than holding it. Zero: none, for stores in process.
+	StoreTimeout time.Duration
 	// RenewEvery is how often a node renews its connections' leases; a
 	// lease lives three of them. Default 10s.
 	RenewEvery time.Duration
@@ -312,23 +316,47 @@ func (g *Gateway) unavailable(what, tenant string, err error) error {
 	return &sluice.Error{Kind: sluice.KindUnavailable, Message: what + " unavailable", Err: err}
 }
 
-// admissible reads the tenant and the session a connect names: the tenant's
-// settings, or the error to answer.
+// Tenant is what the gateway knows of a tenant.
+type Tenant struct {
+	Settings sluice.TenantSettings
+	// Since is when the tenant was created; zero for a tenant of the
+	// configuration file. A session older than its tenant belongs to an
+	// earlier tenant of the same id, deleted since: it is not this one's.
+	Since time.Time
+}
+
+// owns reports whether session x belongs to this tenant, not to an earlier
+// one of the same id.
+func (t Tenant) owns(x sluice.Session) bool { return !x.CreatedAt.Before(t.Since) }
+
+// storeCtx bounds one store read by StoreTimeout.
+func (g *Gateway) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if g.opts.StoreTimeout > 0 {
+		return context.WithTimeout(ctx, g.opts.StoreTimeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// admissible reads the tenant and the session a connect names: the
+// tenant's settings, or the error to answer.
 func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluice.TenantSettings, error) {
-	st, ok, err := g.opts.Settings(ctx, tenant)
+	sctx, cancel := g.storeCtx(ctx)
+	defer cancel()
+	t, ok, err := g.opts.Tenant(sctx, tenant)
 	switch {
 	case err != nil:
-		return st, g.unavailable("tenant settings", tenant, err)
+		return t.Settings, g.unavailable("tenant settings", tenant, err)
 	case !ok:
-		return st, errUnknownTenant(tenant)
+		return t.Settings, errUnknownTenant(tenant)
 	}
-	if _, err := g.opts.Sessions.GetSession(ctx, g.opts.Now(), tenant, session); err != nil {
-		if sluice.KindOf(err) == sluice.KindNotFound {
-			return st, errUnknownSession
-		}
-		return st, g.unavailable("session store", tenant, err)
+	x, err := g.opts.Sessions.GetSession(sctx, g.opts.Now(), tenant, session)
+	switch {
+	case sluice.KindOf(err) == sluice.KindNotFound || (err == nil && !t.owns(x)):
+		return t.Settings, errUnknownSession
+	case err != nil:
+		return t.Settings, g.unavailable("session store", tenant, err)
 	}
-	return st, nil
+	return t.Settings, nil
 }
 
 // AdmitHandler answers GET /v1/ws/admit?tenant=T&session=S with what a
@@ -608,32 +636,43 @@ func (g *Gateway) expiryLoop() {
 			keys = append(keys, k)
 		}
 		g.mu.Unlock()
-		// A tenant deleted through another node: its connections close
-		// here too.
-		tenants := map[string]bool{}
+		// A tenant deleted through another node, or deleted and made
+		// anew: its connections close here too.
+		tenants := map[string]*Tenant{} // nil: gone
 		for _, k := range keys {
 			if _, seen := tenants[k.tenant]; seen {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(g.ctx, g.opts.ExpiryEvery)
-			_, ok, err := g.opts.Settings(ctx, k.tenant)
+			t, ok, err := g.opts.Tenant(ctx, k.tenant)
 			cancel()
-			tenants[k.tenant] = err != nil || ok // a failed read proves nothing
-			if err == nil && !ok {
+			switch {
+			case err != nil:
+				tenants[k.tenant] = &Tenant{} // a failed read proves nothing
+			case ok:
+				tenants[k.tenant] = &t
+			default:
+				tenants[k.tenant] = nil
 				g.CloseTenant(k.tenant)
 			}
 		}
 		for _, k := range keys {
-			if !tenants[k.tenant] {
+			t := tenants[k.tenant]
+			if t == nil {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(g.ctx, g.opts.ExpiryEvery)
-			_, err := g.opts.Sessions.GetSession(ctx, g.opts.Now(), k.tenant, k.id)
+			x, err := g.opts.Sessions.GetSession(ctx, g.opts.Now(), k.tenant, k.id)
 			cancel()
-			if errors.Is(err, sluice.ErrSessionNotFound) {
-				for _, c := range g.peers(k.tenant, k.id) {
-					c.close(statusExpired, "session expired")
-				}
+			code, reason := statusExpired, "session expired"
+			switch {
+			case err == nil && !t.owns(x):
+				code, reason = statusDeleted, "tenant deleted"
+			case !errors.Is(err, sluice.ErrSessionNotFound):
+				continue
+			}
+			for _, c := range g.peers(k.tenant, k.id) {
+				c.close(code, reason)
 			}
 		}
 	}

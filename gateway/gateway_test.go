@@ -49,6 +49,7 @@ type fixture struct {
 	clock    *clock
 	settings sluice.TenantSettings
 	deleted  sync.Map // tenant -> true once deleted
+	since    sync.Map // tenant -> time.Time it was created, if not zero
 }
 
 // stallingStore is a memory store that, while stalled, answers nothing
@@ -75,9 +76,14 @@ func newFixture(t *testing.T, s sluice.TenantSettings, opts Options) *fixture {
 	f := &fixture{sessions: &memstore.Sessions{}, clock: c, settings: s, store: store}
 	f.eng = engine.New(store, engine.Options{Now: c.now, Timeout: 200 * time.Millisecond})
 	opts.Limiter, opts.Sessions, opts.Now = f.eng, f.sessions, c.now
-	opts.Settings = func(ctx context.Context, tenant string) (sluice.TenantSettings, bool, error) {
+	opts.Tenant = func(ctx context.Context, tenant string) (Tenant, bool, error) {
 		_, gone := f.deleted.Load(tenant)
-		return s, (tenant == "acme" || tenant == "beta") && !gone, nil
+		since, _ := f.since.Load(tenant)
+		t := Tenant{Settings: s}
+		if since != nil {
+			t.Since = since.(time.Time)
+		}
+		return t, (tenant == "acme" || tenant == "beta") && !gone, nil
 	}
 	f.g = New(opts)
 	f.srv = httptest.NewServer(f.g)
@@ -476,6 +482,24 @@ func TestTenantDeletionCloses(t *testing.T) {
 	write(t, other, `{"action":"pooled","data":1}`)
 	if m := read(t, other); m["type"] != "echo" {
 		t.Fatalf("another tenant's connection: %v", m)
+	}
+
+	// Made anew under the same id, through another node, between two
+	// sweeps: the sessions and connections of the earlier tenant are not
+	// the new one's.
+	f.deleted.Delete("acme")
+	f.session(t, "old")
+	old, _, err := f.dial("acme", "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.advance(time.Second)
+	f.since.Store("acme", f.clock.now())
+	if code := closeCode(t, old); code != 4001 {
+		t.Fatalf("an earlier tenant's connection closed with %v, want 4001", code)
+	}
+	if _, resp, err := f.dial("acme", "old"); err == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("connect to an earlier tenant's session: %v", err)
 	}
 }
 

@@ -50,6 +50,40 @@ var (
 	errInvalidJSONBody = sluice.Invalid("body", "is not a JSON value")
 )
 
+// apiKey reads a tenant's API key under the store deadline. The store is
+// read every time, so that a deleted key stops working at once; only when
+// it fails is the key last read from it used, so that a store that is down
+// leaves the policies' fail modes to decide rather than refusing every
+// tenant. Keys read are held in a bounded map.
+func (h *Handler) apiKey(ctx context.Context, tenant, id string) (sluice.APIKey, error) {
+	sctx, cancel := h.storeCtx(ctx)
+	defer cancel()
+	k, err := h.opts.Tenants.GetAPIKey(sctx, tenant, id)
+	name := tenant + "\x00" + id
+	switch {
+	case err == nil:
+		if _, held := h.keys.Swap(name, k); !held && h.keyCount.Add(1) > maxHeldKeys {
+			h.keys.Clear() // bounded: start over rather than grow
+			h.keyCount.Store(0)
+		}
+		return k, nil
+	case errors.Is(err, sluice.ErrKeyNotFound):
+		h.keys.Delete(name)
+		return k, err
+	}
+	if v, ok := h.keys.Load(name); ok {
+		h.log.Warn("tenant store failed; authenticating by the key last read", "tenant", tenant, "err", err)
+		return v.(sluice.APIKey), nil
+	}
+	if sluice.KindOf(err) != sluice.KindUnavailable {
+		err = &sluice.Error{Op: "httpapi.auth", Kind: sluice.KindUnavailable, Err: err}
+	}
+	return k, err
+}
+
+// maxHeldKeys bounds the API keys held for a failing store (apiKey).
+const maxHeldKeys = 100_000
+
 // authenticate returns who sent r. Without an admin key configured (a
 // server bound to loopback, for development) everyone is admin.
 func (h *Handler) authenticate(ctx context.Context, r *http.Request) (principal, error) {
@@ -77,7 +111,7 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request) (principal,
 	if !sluice.ValidID(tenant) {
 		return principal{}, errUnauthorized
 	}
-	k, err := h.opts.Tenants.GetAPIKey(ctx, tenant, id)
+	k, err := h.apiKey(ctx, tenant, id)
 	if errors.Is(err, sluice.ErrKeyNotFound) {
 		return principal{}, errUnauthorized
 	}

@@ -35,7 +35,15 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 	case named && len(in.Checks) > 0:
 		err = sluice.Invalid("checks", "give either checks (inline policies) or endpoint/policies (named ones), not both")
 	case named:
-		req.Checks, err = h.namedChecks(r, req.Tenant, in.Endpoint, in.Policies, in.Key)
+		var storeErr error
+		req.Checks, storeErr, err = h.namedChecks(r, req.Tenant, in.Endpoint, in.Policies, in.Key)
+		if err == nil && storeErr != nil {
+			// The tenant could not be read: its policies' fail modes
+			// decide, as when the counters' store fails.
+			h.log.Warn("tenant store failed; fail modes decide", "tenant", req.Tenant, "err", storeErr)
+			h.answer(w, req, sluice.FailedResult(req, h.opts.Now()))
+			return
+		}
 	case in.Key != nil:
 		err = sluice.Invalid("key", "applies to named policies: give endpoint or policies")
 	default:
@@ -76,33 +84,38 @@ func (h *Handler) tenantOf(tenant string, who principal) (string, error) {
 
 // namedChecks resolves configured policies for tenant and builds their
 // counters' keys from the request's key parts. A policy keyed by "ip" takes
-// the client's address if the body gives none.
-func (h *Handler) namedChecks(r *http.Request, tenant, endpoint string, names []string, parts map[string]string) ([]sluice.Check, error) {
-	rs, err := h.resolve(r, tenant, endpoint, names)
+// the client's address if the body gives none. If the tenant store failed,
+// the checks are the file's alone and storeErr says why: they are for the
+// fail modes, not for counting.
+func (h *Handler) namedChecks(r *http.Request, tenant, endpoint string, names []string, parts map[string]string) (checks []sluice.Check, storeErr, err error) {
+	rs, storeErr, err := h.resolve(r, tenant, endpoint, names)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	checks := make([]sluice.Check, len(rs))
+	checks = make([]sluice.Check, len(rs))
 	for i, rp := range rs {
 		key, err := h.counterKey(r, rp, parts)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		checks[i] = sluice.Check{Policy: rp.Policy, Key: key}
 	}
-	return checks, nil
+	return checks, storeErr, nil
 }
 
 // resolve returns the configured policies for tenant, with its tier and
-// overrides from the file and the tenant store.
-func (h *Handler) resolve(r *http.Request, tenant, endpoint string, names []string) ([]config.Resolved, error) {
+// overrides from the file and the tenant store. If the store fails, it
+// resolves from the file alone and returns the store's error as storeErr.
+func (h *Handler) resolve(r *http.Request, tenant, endpoint string, names []string) (rs []config.Resolved, storeErr, err error) {
 	var t *sluice.Tenant
-	if got, err := h.opts.Tenants.GetTenant(r.Context(), tenant); err == nil {
+	switch got, err := h.readTenant(r.Context(), tenant); {
+	case err == nil:
 		t = &got
-	} else if sluice.KindOf(err) != sluice.KindNotFound {
-		return nil, err
+	case sluice.KindOf(err) != sluice.KindNotFound:
+		storeErr = err
 	}
-	return h.opts.Config().Resolve(t, tenant, endpoint, names)
+	rs, err = h.opts.Config().Resolve(t, tenant, endpoint, names)
+	return rs, storeErr, err
 }
 
 // counterKey joins the key parts a policy is keyed by, each length-prefixed
@@ -137,6 +150,12 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, req sluice.Requ
 		writeError(w, err)
 		return
 	}
+	h.answer(w, req, res)
+}
+
+// answer writes a decision: its headers and its body, or, for a store's
+// failure under a fail-closed policy, 503.
+func (h *Handler) answer(w http.ResponseWriter, req sluice.Request, res sluice.Result) {
 	policies := make([]sluice.Policy, len(req.Checks))
 	for i := range req.Checks {
 		policies[i] = req.Checks[i].Policy

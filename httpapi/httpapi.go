@@ -67,6 +67,11 @@ type Options struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed
 	// when finding a client's IP.
 	TrustedProxies []netip.Prefix
+	// StoreTimeout bounds each read of the tenant store on a request's
+	// path (API keys, tenants, secrets), as the engine's deadline bounds a
+	// decision's: a slow store fails the request, or lets the fail modes
+	// decide, rather than holding it. Zero: none, for stores in process.
+	StoreTimeout time.Duration
 	// Ready reports whether the store answers, for /readyz. Optional.
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
@@ -97,9 +102,13 @@ type Handler struct {
 	// secretCount bounds them (leaseSecret).
 	secrets     sync.Map
 	secretCount atomic.Int64
-	log         *slog.Logger
-	mux         *http.ServeMux
-	allow       map[string][]string // pattern path -> methods, for 405's Allow
+	// keys holds the API keys last read, by tenant and id, and keyCount
+	// bounds them (apiKey).
+	keys     sync.Map
+	keyCount atomic.Int64
+	log      *slog.Logger
+	mux      *http.ServeMux
+	allow    map[string][]string // pattern path -> methods, for 405's Allow
 }
 
 // New returns a Handler.

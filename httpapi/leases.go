@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
@@ -130,7 +131,10 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 		if err := json.Unmarshal(in.Policy, &name); err != nil {
 			return in, "", sluice.Check{}, sluice.Invalid("policy", "is not a valid string")
 		}
-		rs, err := h.resolve(r, tenant, "", []string{name})
+		rs, storeErr, err := h.resolve(r, tenant, "", []string{name})
+		if err == nil && storeErr != nil {
+			err = storeErr // a lease needs the store: no fail mode hands one out
+		}
 		if err != nil {
 			if sluice.FieldOf(err) == "policies[0]" {
 				err = sluice.Invalid("policy", "%q is not a configured policy", name)
@@ -180,13 +184,25 @@ const (
 	leaseSecretName   = "lease-token"
 )
 
-// leaseSecret returns tenant's lease secret, from memory after the first
-// read: secrets never change.
+// leaseSecret returns the lease secret of tenant as it is now, from memory
+// after the first read: secrets never change. It is named by when the
+// tenant was created (since), so that a tenant deleted and made anew under
+// the same id does not honour the earlier one's tokens.
 func (h *Handler) leaseSecret(ctx context.Context, tenant string) ([]byte, error) {
-	if v, ok := h.secrets.Load(tenant); ok {
+	var t *sluice.Tenant
+	switch got, err := h.readTenant(ctx, tenant); {
+	case err == nil:
+		t = &got
+	case sluice.KindOf(err) != sluice.KindNotFound:
+		return nil, err
+	}
+	name := leaseSecretName + "/" + strconv.FormatInt(since(t).UnixNano(), 10)
+	if v, ok := h.secrets.Load(tenant + "\x00" + name); ok {
 		return v.([]byte), nil
 	}
-	b, err := h.opts.Secrets.Secret(ctx, tenant, leaseSecretName)
+	sctx, cancel := h.storeCtx(ctx)
+	defer cancel()
+	b, err := h.opts.Secrets.Secret(sctx, tenant, name)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +210,7 @@ func (h *Handler) leaseSecret(ctx context.Context, tenant string) ([]byte, error
 		h.secrets.Clear() // bounded: start over rather than grow
 		h.secretCount.Store(1)
 	}
-	h.secrets.Store(tenant, b)
+	h.secrets.Store(tenant+"\x00"+name, b)
 	return b, nil
 }
 

@@ -547,4 +547,31 @@ func TestTenantDeletionEndsItsSessions(t *testing.T) {
 	if len(closed) != 1 || closed[0] != "gone" {
 		t.Fatalf("the gateway was told of %v, want [gone]", closed)
 	}
+
+	// Made anew under the same id: the earlier tenant's sessions and lease
+	// tokens are not the new one's.
+	lease := `{"tenant":"gone","policy":{"name":"jobs","algorithm":"concurrency","limit":1,"leaseTTL":"1h"}}`
+	if code, out := sv.do(t, "", "POST", "/v1/tenants", `{"id":"gone"}`); code != 201 {
+		t.Fatalf("create: %d %v", code, out)
+	}
+	_, out = sv.do(t, "", "PUT", "/v1/tenants/gone/sessions", "")
+	id = out["id"].(string)
+	code, out = sv.do(t, "", "POST", "/v1/leases", lease)
+	if code != 200 {
+		t.Fatalf("lease: %d %v", code, out)
+	}
+	tok := out["lease"].(map[string]any)["token"].(string)
+	sv.do(t, "", "DELETE", "/v1/tenants/gone", "")
+	if code, out := sv.do(t, "", "POST", "/v1/tenants", `{"id":"gone"}`); code != 201 {
+		t.Fatalf("create again: %d %v", code, out)
+	}
+	if code, out := sv.do(t, "", "GET", "/v1/tenants/gone/sessions/"+id, ""); code != 404 {
+		t.Fatalf("an earlier tenant's session: %d %v, want 404", code, out)
+	}
+	if code, out := sv.do(t, "", "DELETE", "/v1/tenants/gone/sessions/"+id, ""); code != 404 {
+		t.Fatalf("deleting an earlier tenant's session: %d %v, want 404", code, out)
+	}
+	if code, out := sv.do(t, "", "POST", "/v1/leases/"+tok+"/renew", lease); code != 400 || out["field"] != "token" {
+		t.Fatalf("an earlier tenant's lease token: %d %v, want 400 naming the token", code, out)
+	}
 }

@@ -19,10 +19,40 @@ func newSessionID() string {
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
+// storeCtx bounds one read of the tenant store by StoreTimeout.
+func (h *Handler) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if h.opts.StoreTimeout > 0 {
+		return context.WithTimeout(ctx, h.opts.StoreTimeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// readTenant reads a tenant under the store deadline.
+func (h *Handler) readTenant(ctx context.Context, id string) (sluice.Tenant, error) {
+	ctx, cancel := h.storeCtx(ctx)
+	defer cancel()
+	t, err := h.opts.Tenants.GetTenant(ctx, id)
+	if err != nil && sluice.KindOf(err) != sluice.KindNotFound && ctx.Err() != nil {
+		err = &sluice.Error{Op: "httpapi.tenant", Kind: sluice.KindUnavailable, Err: err}
+	}
+	return t, err
+}
+
+// since returns when tenant was created: zero for a tenant of the
+// configuration file, or one that does not exist. Sessions and lease
+// tokens made before it belong to an earlier tenant of the same id,
+// deleted since, and are not this one's.
+func since(t *sluice.Tenant) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.CreatedAt
+}
+
 // tenantExists reports whether a tenant is known: in the tenant store, or
 // in the configuration file's tenants.
 func (h *Handler) tenantExists(ctx context.Context, id string) (*sluice.Tenant, error) {
-	t, err := h.opts.Tenants.GetTenant(ctx, id)
+	t, err := h.readTenant(ctx, id)
 	if err == nil {
 		return &t, nil
 	}
@@ -53,14 +83,24 @@ func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, tenant s
 	writeJSON(w, http.StatusCreated, x)
 }
 
+// session returns a live session of the tenant as it is now: a deleted
+// tenant's sessions are gone with it, and an earlier tenant's of the same
+// id are not this one's.
+func (h *Handler) session(ctx context.Context, tenant, id string) (sluice.Session, error) {
+	t, err := h.tenantExists(ctx, tenant)
+	if err != nil {
+		return sluice.Session{}, err
+	}
+	x, err := h.opts.Sessions.GetSession(ctx, h.opts.Now(), tenant, id)
+	if err == nil && x.CreatedAt.Before(since(t)) {
+		return sluice.Session{}, sluice.ErrSessionNotFound
+	}
+	return x, err
+}
+
 // getSession: GET /v1/tenants/{id}/sessions/{session}.
 func (h *Handler) getSession(w http.ResponseWriter, r *http.Request, tenant string) {
-	// A deleted tenant's sessions are gone with it.
-	if _, err := h.tenantExists(r.Context(), tenant); err != nil {
-		writeError(w, err)
-		return
-	}
-	x, err := h.opts.Sessions.GetSession(r.Context(), h.opts.Now(), tenant, r.PathValue("session"))
+	x, err := h.session(r.Context(), tenant, r.PathValue("session"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -71,6 +111,10 @@ func (h *Handler) getSession(w http.ResponseWriter, r *http.Request, tenant stri
 // deleteSession: DELETE /v1/tenants/{id}/sessions/{session}.
 func (h *Handler) deleteSession(w http.ResponseWriter, r *http.Request, tenant string) {
 	id := r.PathValue("session")
+	if _, err := h.session(r.Context(), tenant, id); err != nil {
+		writeError(w, err)
+		return
+	}
 	if err := h.opts.Sessions.DeleteSession(r.Context(), h.opts.Now(), tenant, id); err != nil {
 		writeError(w, err)
 		return

@@ -265,6 +265,7 @@ func (h *Handler) deleteKey(w http.ResponseWriter, r *http.Request, tenant strin
 		writeError(w, err)
 		return
 	}
+	h.keys.Delete(tenant + "\x00" + r.PathValue("key"))
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("key")})
 }
 

@@ -290,19 +290,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	gw := gateway.New(gateway.Options{
 		Limiter:  eng,
 		Sessions: st.sessions,
-		Settings: func(ctx context.Context, id string) (sluice.TenantSettings, bool, error) {
+		Tenant: func(ctx context.Context, id string) (gateway.Tenant, bool, error) {
 			t, err := st.tenants.GetTenant(ctx, id)
 			switch {
 			case err == nil:
-				return current().Settings(&t, id), true, nil
+				return gateway.Tenant{Settings: current().Settings(&t, id), Since: t.CreatedAt}, true, nil
 			case sluice.KindOf(err) != sluice.KindNotFound:
-				return sluice.TenantSettings{}, false, err
+				return gateway.Tenant{}, false, err
 			}
 			if _, ok := current().Tenants[id]; ok {
-				return current().Settings(nil, id), true, nil
+				return gateway.Tenant{Settings: current().Settings(nil, id)}, true, nil
 			}
-			return sluice.TenantSettings{}, false, nil
+			return gateway.Tenant{}, false, nil
 		},
+		StoreTimeout:   timeout,
 		RenewEvery:     c.WSRenew,
 		MaxMessage:     c.WSMaxMessage,
 		IdleTimeout:    c.WSIdle,
@@ -325,6 +326,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Config:           current,
 		AdminKey:         c.AdminKey,
 		TrustedProxies:   c.TrustedProxies,
+		StoreTimeout:     timeout,
 		Ready:            st.ready,
 		Metrics:          metrics.Handler(),
 		Page:             web.Handler(),
