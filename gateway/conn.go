@@ -31,6 +31,9 @@ type conn struct {
 
 	mu           sync.Mutex
 	lastActiveAt time.Time
+	// sessionExpires is the latest expiry of the session this node has
+	// seen: a session gone before it was deleted, not expired.
+	sessionExpires time.Time
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -59,16 +62,42 @@ func (c *conn) serve() {
 	c.release()
 }
 
-func connID() string {
+// connID returns a new connection id: its session's id, a dot, and 96
+// random bits. The session in the id lets any node find the node that
+// holds the connection (Registry.Registrations) for the management API;
+// it tells nothing the connection's tenant does not know already.
+func connID(session string) string {
 	var b [12]byte
 	rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	return session + "." + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 func (c *conn) touch() {
 	c.mu.Lock()
 	c.lastActiveAt = c.g.opts.Now()
 	c.mu.Unlock()
+}
+
+// sawExpiry records a session expiry read from the store.
+func (c *conn) sawExpiry(t time.Time) {
+	c.mu.Lock()
+	if t.After(c.sessionExpires) {
+		c.sessionExpires = t
+	}
+	c.mu.Unlock()
+}
+
+// sessionGone returns the close code and reason for a session found gone:
+// deleted (4001) if it was gone before the latest expiry this node saw,
+// which other nodes' activity can only have pushed later; expired (4000)
+// otherwise.
+func (c *conn) sessionGone() (websocket.StatusCode, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.g.opts.Now().Before(c.sessionExpires) {
+		return statusDeleted, "session deleted"
+	}
+	return statusExpired, "session expired"
 }
 
 // close closes the connection with code, once; the loops see it and end.
@@ -167,9 +196,13 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	}
 	// Activity refreshes the session.
 	ttl := time.Duration(c.settings.SessionTTL) * time.Second
-	if _, err := c.g.opts.Sessions.TouchSession(ctx, c.g.opts.Now(), c.tenant, c.session, c.g.opts.Now().Add(ttl)); errors.Is(err, sluice.ErrSessionNotFound) {
-		c.close(statusExpired, "session expired")
+	x, err := c.g.opts.Sessions.TouchSession(ctx, c.g.opts.Now(), c.tenant, c.session, c.g.opts.Now().Add(ttl))
+	switch {
+	case errors.Is(err, sluice.ErrSessionNotFound):
+		c.close(c.sessionGone())
 		return
+	case err == nil:
+		c.sawExpiry(x.ExpiresAt)
 	}
 	q := c.g.pooled
 	if f.Action == "silo" {

@@ -85,11 +85,12 @@ type Options struct {
 	// Registry, Node and Peer reach a session's connections on other
 	// nodes: each connection is registered under its node's base URL
 	// (Node), renewed with its leases, and a message for a connection on
-	// another node goes through Peer (the management API). Optional: a
-	// single node needs none.
+	// another node, a management call for it, or its session's deletion
+	// goes through Peer (that node's management API). Optional: a single
+	// node needs none.
 	Registry sluice.Registry
 	Node     string
-	Peer     func(ctx context.Context, node, tenant, conn string, frame []byte) error
+	Peer     Peer
 	Now      func() time.Time
 	Logger   *slog.Logger
 }
@@ -247,7 +248,7 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, frames ...[]byte) 
 		}
 		for _, f := range frames {
 			pctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
-			err := g.opts.Peer(pctx, r.Node, r.Tenant, r.Conn, f)
+			err := g.opts.Peer.Post(pctx, r.Node, r.Tenant, r.Conn, f)
 			cancel()
 			if sluice.KindOf(err) == sluice.KindGone {
 				g.opts.Registry.Deregister(ctx, r.Tenant, r.Session, r.Conn)
@@ -338,25 +339,44 @@ func (g *Gateway) storeCtx(ctx context.Context) (context.Context, context.Cancel
 }
 
 // admissible reads the tenant and the session a connect names: the
-// tenant's settings, or the error to answer.
-func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluice.TenantSettings, error) {
+// tenant's settings and the session, or the error to answer.
+func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluice.TenantSettings, sluice.Session, error) {
 	sctx, cancel := g.storeCtx(ctx)
 	defer cancel()
 	t, ok, err := g.opts.Tenant(sctx, tenant)
 	switch {
 	case err != nil:
-		return t.Settings, g.unavailable("tenant settings", tenant, err)
+		return t.Settings, sluice.Session{}, g.unavailable("tenant settings", tenant, err)
 	case !ok:
-		return t.Settings, errUnknownTenant(tenant)
+		return t.Settings, sluice.Session{}, errUnknownTenant(tenant)
 	}
 	x, err := g.opts.Sessions.GetSession(sctx, g.opts.Now(), tenant, session)
 	switch {
 	case sluice.KindOf(err) == sluice.KindNotFound || (err == nil && !t.owns(x)):
-		return t.Settings, errUnknownSession
+		return t.Settings, x, errUnknownSession
 	case err != nil:
-		return t.Settings, g.unavailable("session store", tenant, err)
+		return t.Settings, x, g.unavailable("session store", tenant, err)
 	}
-	return t.Settings, nil
+	return t.Settings, x, nil
+}
+
+// refresh moves a session's expiry to now plus its tenant's TTL, as any
+// activity does (seed 000: a connect too). It reports false if the session
+// is gone; a store that fails leaves the expiry as it was, logged.
+func (g *Gateway) refresh(ctx context.Context, c *conn) bool {
+	sctx, cancel := g.storeCtx(ctx)
+	defer cancel()
+	now := g.opts.Now()
+	x, err := g.opts.Sessions.TouchSession(sctx, now, c.tenant, c.session, now.Add(time.Duration(c.settings.SessionTTL)*time.Second))
+	switch {
+	case errors.Is(err, sluice.ErrSessionNotFound):
+		return false
+	case err != nil:
+		g.log.Warn("gateway: refreshing a session at connect", "tenant", c.tenant, "err", err)
+	default:
+		c.sawExpiry(x.ExpiresAt)
+	}
+	return true
 }
 
 // AdmitHandler answers GET /v1/ws/admit?tenant=T&session=S with what a
@@ -364,7 +384,7 @@ func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluic
 // first, since browsers hide a refused handshake's status.
 func (g *Gateway) AdmitHandler(w http.ResponseWriter, r *http.Request) {
 	ctx, tenant, session := r.Context(), r.URL.Query().Get("tenant"), r.URL.Query().Get("session")
-	st, err := g.admissible(ctx, tenant, session)
+	st, _, err := g.admissible(ctx, tenant, session)
 	if err != nil {
 		wire.WriteError(w, err)
 		return
@@ -426,7 +446,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	st, err := g.admissible(ctx, tenant, session)
+	st, x, err := g.admissible(ctx, tenant, session)
 	if err != nil {
 		wire.WriteError(w, err)
 		return
@@ -450,8 +470,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &conn{g: g, tenant: tenant, session: session, checks: checks[:2], leases: []uint64{res.Decisions[0].Lease.ID, res.Decisions[1].Lease.ID},
 		settings: st, send: make(chan []byte, g.opts.SendQueue), done: make(chan struct{}), connectedAt: g.opts.Now()}
 	c.ctx, c.cancel = context.WithCancel(g.ctx)
-	c.id = connID()
+	c.id = connID(session)
 	c.lastActiveAt = c.connectedAt
+	c.sessionExpires = x.ExpiresAt
+	if !g.refresh(ctx, c) {
+		c.release()
+		wire.WriteError(w, errUnknownSession)
+		return
+	}
 	// Registered before the 101 answer hands out its id: the management
 	// API knows every connection its client was told of.
 	if !g.register(c) {
@@ -501,66 +527,6 @@ func (g *Gateway) unregister(c *conn) {
 	delete(g.byID, c.id)
 }
 
-// ErrGone is the management API's answer for a connection that has gone
-// away, or never was, or is another tenant's (410, as API Gateway).
-var ErrGone = &sluice.Error{Kind: sluice.KindGone, Message: "connection gone"}
-
-// ConnectionInfo is what the management API tells of a connection.
-type ConnectionInfo struct {
-	ID           string    `json:"id"`
-	Tenant       string    `json:"tenant"`
-	Session      string    `json:"session"`
-	ConnectedAt  time.Time `json:"connectedAt"`
-	LastActiveAt time.Time `json:"lastActiveAt"`
-}
-
-// lookup returns tenant's live connection id, or ErrGone.
-func (g *Gateway) lookup(tenant, id string) (*conn, error) {
-	g.mu.Lock()
-	c := g.byID[id]
-	g.mu.Unlock()
-	if c == nil || c.tenant != tenant {
-		return nil, ErrGone
-	}
-	select {
-	case <-c.done:
-		return nil, ErrGone
-	default:
-		return c, nil
-	}
-}
-
-// PostToConnection sends data to a connection as a frame.
-func (g *Gateway) PostToConnection(tenant, id string, data []byte) error {
-	c, err := g.lookup(tenant, id)
-	if err != nil {
-		return err
-	}
-	c.enqueue(data)
-	return nil
-}
-
-// ConnectionInfo returns a connection's times.
-func (g *Gateway) ConnectionInfo(tenant, id string) (ConnectionInfo, error) {
-	c, err := g.lookup(tenant, id)
-	if err != nil {
-		return ConnectionInfo{}, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return ConnectionInfo{ID: c.id, Tenant: c.tenant, Session: c.session, ConnectedAt: c.connectedAt.UTC(), LastActiveAt: c.lastActiveAt.UTC()}, nil
-}
-
-// CloseConnection closes a connection (1000, "closed by the server").
-func (g *Gateway) CloseConnection(tenant, id string) error {
-	c, err := g.lookup(tenant, id)
-	if err != nil {
-		return err
-	}
-	c.close(websocket.StatusNormalClosure, "closed by the server")
-	return nil
-}
-
 // peers returns the session's connections on this node.
 func (g *Gateway) peers(tenant, session string) []*conn {
 	g.mu.Lock()
@@ -572,11 +538,37 @@ func (g *Gateway) peers(tenant, session string) []*conn {
 	return out
 }
 
-// CloseSession closes a session's connections at once (its deletion).
+// CloseSession closes a session's connections at once (its deletion), on
+// this node and, through their management API, on every other node that
+// holds one: all with 4001. It returns once every node has answered, or
+// after the write timeout.
 func (g *Gateway) CloseSession(tenant, session string) {
 	for _, c := range g.peers(tenant, session) {
 		c.close(statusDeleted, "session deleted")
 	}
+	if g.opts.Registry == nil || g.opts.Peer == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(g.ctx, g.opts.WriteTimeout)
+	defer cancel()
+	regs, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), tenant, session)
+	if err != nil {
+		g.log.Warn("gateway: listing a deleted session's connections; other nodes close them at their sweep", "tenant", tenant, "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, r := range regs {
+		if r.Node == g.opts.Node {
+			continue
+		}
+		wg.Go(func() {
+			err := g.opts.Peer.Close(ctx, r.Node, r.Tenant, r.Conn, statusDeleted, "session deleted")
+			if err != nil && sluice.KindOf(err) != sluice.KindGone {
+				g.log.Warn("gateway: closing a deleted session's connection on another node", "node", r.Node, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // CloseTenant closes every connection of a tenant at once (its deletion).
@@ -664,15 +656,19 @@ func (g *Gateway) expiryLoop() {
 			ctx, cancel := context.WithTimeout(g.ctx, g.opts.ExpiryEvery)
 			x, err := g.opts.Sessions.GetSession(ctx, g.opts.Now(), k.tenant, k.id)
 			cancel()
-			code, reason := statusExpired, "session expired"
 			switch {
 			case err == nil && !t.owns(x):
-				code, reason = statusDeleted, "tenant deleted"
-			case !errors.Is(err, sluice.ErrSessionNotFound):
-				continue
-			}
-			for _, c := range g.peers(k.tenant, k.id) {
-				c.close(code, reason)
+				for _, c := range g.peers(k.tenant, k.id) {
+					c.close(statusDeleted, "tenant deleted")
+				}
+			case errors.Is(err, sluice.ErrSessionNotFound):
+				for _, c := range g.peers(k.tenant, k.id) {
+					c.close(c.sessionGone())
+				}
+			case err == nil:
+				for _, c := range g.peers(k.tenant, k.id) {
+					c.sawExpiry(x.ExpiresAt)
+				}
 			}
 		}
 	}

@@ -123,7 +123,7 @@ func (f *fixture) dial(tenant, session string) (*websocket.Conn, *http.Response,
 		return ws, resp, err
 	}
 	id := resp.Header.Get("Sluice-Connection")
-	for f.g.PostToConnection(tenant, id, []byte(readyFrame)) != nil {
+	for f.g.PostToConnection(context.Background(), tenant, id, []byte(readyFrame), true) != nil {
 		if ctx.Err() != nil {
 			ws.CloseNow()
 			return nil, resp, fmt.Errorf("connection %s not registered within %v", id, patience)
@@ -416,7 +416,7 @@ func TestConnectionKnownBeforeItsID(t *testing.T) {
 				return
 			}
 			id := w.Header().Get("Sluice-Connection")
-			if _, err := f.g.ConnectionInfo("acme", id); err != nil {
+			if _, err := f.g.ConnectionInfo(context.Background(), "acme", id, true); err != nil {
 				t.Errorf("connection %q answered %v when its 101 was written", id, err)
 			}
 			checked.Add(1)
@@ -635,27 +635,27 @@ func TestManagementAPI(t *testing.T) {
 	if id == "" {
 		t.Fatal("no connection id in the handshake")
 	}
-	if err := f.g.PostToConnection("acme", id, []byte(`{"note":"from the backend"}`)); err != nil {
+	if err := f.g.PostToConnection(context.Background(), "acme", id, []byte(`{"note":"from the backend"}`), true); err != nil {
 		t.Fatal(err)
 	}
 	if m := read(t, a); m["note"] != "from the backend" {
 		t.Fatalf("posted frame %v", m)
 	}
-	info, err := f.g.ConnectionInfo("acme", id)
+	info, err := f.g.ConnectionInfo(context.Background(), "acme", id, true)
 	if err != nil || info.ConnectedAt.IsZero() || info.LastActiveAt.Before(info.ConnectedAt) || info.Session != "s1" {
 		t.Fatalf("info %+v %v", info, err)
 	}
-	if _, err := f.g.ConnectionInfo("beta", id); !errors.Is(err, ErrGone) {
+	if _, err := f.g.ConnectionInfo(context.Background(), "beta", id, true); !errors.Is(err, ErrGone) {
 		t.Fatalf("another tenant reading it: %v", err)
 	}
-	if err := f.g.CloseConnection("acme", id); err != nil {
+	if err := f.g.CloseConnection(context.Background(), "acme", id, websocket.StatusNormalClosure, "closed by the server", true); err != nil {
 		t.Fatal(err)
 	}
 	if code := closeCode(t, a); code != websocket.StatusNormalClosure {
 		t.Fatalf("closed with %v", code)
 	}
 	waitFor(t, "gone", func() bool { return f.g.Connections() == 0 })
-	if err := f.g.PostToConnection("acme", id, []byte(`{}`)); !errors.Is(err, ErrGone) {
+	if err := f.g.PostToConnection(context.Background(), "acme", id, []byte(`{}`), true); !errors.Is(err, ErrGone) {
 		t.Fatalf("post to a gone connection: %v", err)
 	}
 }
@@ -709,5 +709,46 @@ func TestFourLimitsExact(t *testing.T) {
 				t.Fatalf("no refusal named %s", tc.policy)
 			}
 		})
+	}
+}
+
+// TestConnectRefreshesTTL: a connect is activity (seed 000, step 5): it
+// moves the session's expiry to a full TTL from now, so that a connection
+// opened near the end of the TTL is not closed a moment later.
+func TestConnectRefreshesTTL(t *testing.T) {
+	f := newFixture(t, roomy, Options{ExpiryEvery: 10 * time.Millisecond})
+	f.session(t, "s1") // expires 300s from now
+	f.clock.advance(290 * time.Second)
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(websocket.StatusNormalClosure, "")
+	x, err := f.sessions.GetSession(context.Background(), f.clock.now(), "acme", "s1")
+	if err != nil || !x.ExpiresAt.Equal(f.clock.now().Add(300*time.Second)) {
+		t.Fatalf("after a connect the session expires at %v (%v), want %v", x.ExpiresAt, err, f.clock.now().Add(300*time.Second))
+	}
+	f.clock.advance(20 * time.Second) // past the TTL of the session's creation
+	write(t, a, `{"action":"pooled","data":1}`)
+	if m := read(t, a); m["type"] != "echo" {
+		t.Fatalf("a connection opened near the end of the TTL: %v", m)
+	}
+}
+
+// TestSessionDeletedElsewhereIs4001: a session deleted through another
+// node, found gone by this node's sweep before its expiry, closes its
+// connections with 4001 (deleted), not 4000 (expired).
+func TestSessionDeletedElsewhereIs4001(t *testing.T) {
+	f := newFixture(t, roomy, Options{ExpiryEvery: 10 * time.Millisecond})
+	f.session(t, "s1")
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sessions.DeleteSession(context.Background(), f.clock.now(), "acme", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if code := closeCode(t, a); code != 4001 {
+		t.Fatalf("a session deleted elsewhere closed its connection with %v, want 4001", code)
 	}
 }

@@ -3,7 +3,19 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice"
 )
+
+// ForwardedHeader marks a management call one node forwarded to the node
+// that holds the connection: that node answers for its own connections
+// only, so that no call goes round.
+const ForwardedHeader = "Sluice-Forwarded"
+
+func forward(r *http.Request) bool { return r.Header.Get(ForwardedHeader) == "" }
 
 // postToConnection: POST /v1/tenants/{id}/connections/{conn}, the body
 // (a JSON value) sent to the connection as a frame.
@@ -17,7 +29,7 @@ func (h *Handler) postToConnection(w http.ResponseWriter, r *http.Request, tenan
 		writeError(w, errInvalidJSONBody)
 		return
 	}
-	if err := h.opts.Gateway.PostToConnection(tenant, r.PathValue("conn"), body); err != nil {
+	if err := h.opts.Gateway.PostToConnection(r.Context(), tenant, r.PathValue("conn"), body, forward(r)); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -26,7 +38,7 @@ func (h *Handler) postToConnection(w http.ResponseWriter, r *http.Request, tenan
 
 // connectionInfo: GET /v1/tenants/{id}/connections/{conn}.
 func (h *Handler) connectionInfo(w http.ResponseWriter, r *http.Request, tenant string) {
-	info, err := h.opts.Gateway.ConnectionInfo(tenant, r.PathValue("conn"))
+	info, err := h.opts.Gateway.ConnectionInfo(r.Context(), tenant, r.PathValue("conn"), forward(r))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -34,9 +46,27 @@ func (h *Handler) connectionInfo(w http.ResponseWriter, r *http.Request, tenant 
 	writeJSON(w, http.StatusOK, info)
 }
 
-// closeConnection: DELETE /v1/tenants/{id}/connections/{conn}.
+// closeConnection: DELETE /v1/tenants/{id}/connections/{conn}, closing with
+// 1000, or with ?code=4000 to 4999 and ?reason= (at most 123 bytes, the
+// close frame's room).
 func (h *Handler) closeConnection(w http.ResponseWriter, r *http.Request, tenant string) {
-	if err := h.opts.Gateway.CloseConnection(tenant, r.PathValue("conn")); err != nil {
+	code, reason := websocket.StatusNormalClosure, "closed by the server"
+	if q := r.URL.Query().Get("code"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 4000 || n > 4999 {
+			writeError(w, sluice.Invalid("code", "must be a close code for applications, 4000 to 4999, got %q", q))
+			return
+		}
+		code = websocket.StatusCode(n)
+	}
+	if q := r.URL.Query().Get("reason"); q != "" {
+		if len(q) > 123 {
+			writeError(w, sluice.Invalid("reason", "is %d bytes, at most 123 fit in a close frame", len(q)))
+			return
+		}
+		reason = q
+	}
+	if err := h.opts.Gateway.CloseConnection(r.Context(), tenant, r.PathValue("conn"), code, reason, forward(r)); err != nil {
 		writeError(w, err)
 		return
 	}

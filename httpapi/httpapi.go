@@ -32,6 +32,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/gateway"
@@ -89,10 +91,12 @@ type Gateway interface {
 	http.Handler
 	AdmitHandler(w http.ResponseWriter, r *http.Request)
 	// The connection management API (API Gateway's @connections); each
-	// answers sluice.KindGone for a connection that has gone away.
-	PostToConnection(tenant, id string, data []byte) error
-	ConnectionInfo(tenant, id string) (gateway.ConnectionInfo, error)
-	CloseConnection(tenant, id string) error
+	// answers sluice.KindGone for a connection that has gone away, and
+	// forwards a call for a connection another node holds to it when
+	// forward is set.
+	PostToConnection(ctx context.Context, tenant, id string, data []byte, forward bool) error
+	ConnectionInfo(ctx context.Context, tenant, id string, forward bool) (gateway.ConnectionInfo, error)
+	CloseConnection(ctx context.Context, tenant, id string, code websocket.StatusCode, reason string, forward bool) error
 }
 
 // Handler serves the API. Create it with New.

@@ -177,3 +177,59 @@ func TestGatewayTwoNodeFanOut(t *testing.T) {
 		t.Fatalf("A received %v, want the message and the reply", got)
 	}
 }
+
+// TestGatewayManagementAcrossNodes: the management API on node B reads,
+// posts to and closes a connection held by node A, forwarding to it; a
+// session deleted through node A closes B's connections at once, with
+// 4001.
+func TestGatewayManagementAcrossNodes(t *testing.T) {
+	ps := nodes(t, 2)
+	a, b := ps[0], ps[1]
+	if code, out := a.call(t, "", "POST", "/v1/tenants", `{"id":"acme"}`); code != 201 {
+		t.Fatal(code, out)
+	}
+	_, out := a.call(t, "", "PUT", "/v1/tenants/acme/sessions", "")
+	session := out["id"].(string)
+	onA, status, id := dialWSID(t, a, "acme", session)
+	if status != 101 {
+		t.Fatalf("connect on A: %d", status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+
+	conn := "/v1/tenants/acme/connections/" + id
+	if code, info := b.call(t, "", "GET", conn, ""); code != 200 || info["id"] != id || info["session"] != session {
+		t.Fatalf("B reading A's connection: %d %v", code, info)
+	}
+	if code, out := b.call(t, "", "POST", conn, `{"via":"B"}`); code != 200 {
+		t.Fatalf("B posting to A's connection: %d %v", code, out)
+	}
+	if _, m, err := onA.Read(ctx); err != nil || string(m) != `{"via":"B"}` {
+		t.Fatalf("A's connection received %q, %v", m, err)
+	}
+	if code, out := b.call(t, "", "DELETE", conn, ""); code != 200 {
+		t.Fatalf("B closing A's connection: %d %v", code, out)
+	}
+	if _, _, err := onA.Read(ctx); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Fatalf("A's connection closed with %v, want 1000", err)
+	}
+	waitFor(t, "the closed connection gone", func() bool {
+		code, _ := b.call(t, "", "GET", conn, "")
+		return code == 410
+	})
+
+	// Deletion through A closes B's connection at once, with 4001.
+	onB, status := dialWS(t, b, "acme", session)
+	if status != 101 {
+		t.Fatalf("connect on B: %d", status)
+	}
+	start := time.Now()
+	if code, out := a.call(t, "", "DELETE", "/v1/tenants/acme/sessions/"+session, ""); code != 200 {
+		t.Fatalf("delete: %d %v", code, out)
+	}
+	_, _, err := onB.Read(ctx)
+	if code := websocket.CloseStatus(err); code != 4001 {
+		t.Fatalf("B's connection of the deleted session closed with %v, want 4001", err)
+	}
+	t.Logf("B's connection closed %v after the deletion was asked of A", time.Since(start))
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
-	"net/url"
 	"os"
 	"os/signal"
 	"path"
@@ -311,7 +309,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		AllowedOrigins: c.WSOrigins,
 		Registry:       st.registry,
 		Node:           c.advertise(ln),
-		Peer:           peer(c.AdminKey),
+		Peer:           newPeer(c.AdminKey),
 		Logger:         log,
 	})
 	defer gw.Close()
@@ -431,33 +429,4 @@ func (c serveConfig) advertise(ln net.Listener) string {
 		return strings.TrimRight(c.AdvertiseURL, "/")
 	}
 	return "http://" + ln.Addr().String()
-}
-
-// peer delivers a frame to a connection on another node, through its
-// management API, with the admin key the nodes share.
-func peer(adminKey string) func(ctx context.Context, node, tenant, conn string, frame []byte) error {
-	client := &http.Client{Timeout: 10 * time.Second}
-	return func(ctx context.Context, node, tenant, conn string, frame []byte) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, node+"/v1/tenants/"+url.PathEscape(tenant)+"/connections/"+url.PathEscape(conn), bytes.NewReader(frame))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if adminKey != "" {
-			req.Header.Set("Authorization", "Bearer "+adminKey)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		switch resp.StatusCode {
-		case http.StatusOK:
-			return nil
-		case http.StatusGone:
-			return gateway.ErrGone
-		}
-		return fmt.Errorf("node %s answered %s", node, resp.Status)
-	}
 }

@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice"
+)
+
+// The connection management API (API Gateway's @connections): post to a
+// connection, read its times, close it, through any node. A node that does
+// not hold the connection forwards the call to the node that does, found
+// in the registry by the session its id names; a connection gone
+// everywhere answers ErrGone (410).
+
+// Peer reaches a connection held by another node, through that node's
+// management API. Each call answers as the other node's gateway does:
+// ErrGone (sluice.KindGone) for a connection it does not hold.
+type Peer interface {
+	Post(ctx context.Context, node, tenant, conn string, data []byte) error
+	Info(ctx context.Context, node, tenant, conn string) (ConnectionInfo, error)
+	Close(ctx context.Context, node, tenant, conn string, code websocket.StatusCode, reason string) error
+}
+
+// ErrGone is the management API's answer for a connection that has gone
+// away, or never was, or is another tenant's (410, as API Gateway).
+var ErrGone = &sluice.Error{Kind: sluice.KindGone, Message: "connection gone"}
+
+// ConnectionInfo is what the management API tells of a connection.
+type ConnectionInfo struct {
+	ID           string    `json:"id"`
+	Tenant       string    `json:"tenant"`
+	Session      string    `json:"session"`
+	ConnectedAt  time.Time `json:"connectedAt"`
+	LastActiveAt time.Time `json:"lastActiveAt"`
+}
+
+// lookup returns tenant's live connection id on this node, or ErrGone.
+func (g *Gateway) lookup(tenant, id string) (*conn, error) {
+	g.mu.Lock()
+	c := g.byID[id]
+	g.mu.Unlock()
+	if c == nil || c.tenant != tenant {
+		return nil, ErrGone
+	}
+	select {
+	case <-c.done:
+		return nil, ErrGone
+	default:
+		return c, nil
+	}
+}
+
+// owner returns the node that holds tenant's connection id, if another
+// node registered it and forward is set; ErrGone otherwise. forward is
+// true for a client's call, false for one another node forwarded, so that
+// no call goes round.
+func (g *Gateway) owner(ctx context.Context, tenant, id string, forward bool) (string, error) {
+	session, _, ok := strings.Cut(id, ".")
+	if !forward || !ok || g.opts.Registry == nil || g.opts.Peer == nil {
+		return "", ErrGone
+	}
+	regs, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), tenant, session)
+	if err != nil {
+		return "", g.unavailable("registry", tenant, err)
+	}
+	for _, r := range regs {
+		if r.Conn == id && r.Node != g.opts.Node {
+			return r.Node, nil
+		}
+	}
+	return "", ErrGone
+}
+
+// PostToConnection sends data to a connection as a frame.
+func (g *Gateway) PostToConnection(ctx context.Context, tenant, id string, data []byte, forward bool) error {
+	c, err := g.lookup(tenant, id)
+	if err == nil {
+		c.enqueue(data)
+		return nil
+	}
+	node, err := g.owner(ctx, tenant, id, forward)
+	if err != nil {
+		return err
+	}
+	return g.opts.Peer.Post(ctx, node, tenant, id, data)
+}
+
+// ConnectionInfo returns a connection's times.
+func (g *Gateway) ConnectionInfo(ctx context.Context, tenant, id string, forward bool) (ConnectionInfo, error) {
+	c, err := g.lookup(tenant, id)
+	if err == nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return ConnectionInfo{ID: c.id, Tenant: c.tenant, Session: c.session, ConnectedAt: c.connectedAt.UTC(), LastActiveAt: c.lastActiveAt.UTC()}, nil
+	}
+	node, err := g.owner(ctx, tenant, id, forward)
+	if err != nil {
+		return ConnectionInfo{}, err
+	}
+	return g.opts.Peer.Info(ctx, node, tenant, id)
+}
+
+// CloseConnection closes a connection with code (1000 for a client's
+// call, 4001 for its session's deletion) and reason.
+func (g *Gateway) CloseConnection(ctx context.Context, tenant, id string, code websocket.StatusCode, reason string, forward bool) error {
+	c, err := g.lookup(tenant, id)
+	if err == nil {
+		c.close(code, reason)
+		return nil
+	}
+	node, err := g.owner(ctx, tenant, id, forward)
+	if err != nil {
+		return err
+	}
+	return g.opts.Peer.Close(ctx, node, tenant, id, code, reason)
+}
