@@ -204,14 +204,21 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	case err == nil:
 		c.sawExpiry(x.ExpiresAt)
 	}
-	q := c.g.pooled
-	if f.Action == "silo" {
-		q = c.g.silo(c.tenant)
+	m := queue.Message{Tenant: c.tenant, Group: c.tenant + ":" + c.session, ID: f.ID, Body: job{from: c, f: f, done: &fanout{}}}
+	if f.Action == "pooled" {
+		err = c.g.pooled.Enqueue(m)
+	} else {
+		// A silo released as idle answers ErrClosed: its next is made.
+		for range 2 {
+			q := c.g.silo(c.tenant)
+			if q == nil {
+				return // shutting down
+			}
+			if err = q.Enqueue(m); !errors.Is(err, queue.ErrClosed) {
+				break
+			}
+		}
 	}
-	if q == nil {
-		return // shutting down
-	}
-	err = q.Enqueue(queue.Message{Tenant: c.tenant, Group: c.tenant + ":" + c.session, ID: f.ID, Body: job{from: c, f: f}})
 	switch {
 	case errors.Is(err, queue.ErrFull):
 		c.enqueue(mustJSON(map[string]any{"error": "Queue Full", "message": "the " + f.Action + " queue is full; try again", "id": f.ID}))

@@ -19,6 +19,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,6 +74,10 @@ type Options struct {
 	QueueCapacity int
 	// PooledWorkers serve the pooled queue. Default 4.
 	PooledWorkers int
+	// VisibilityTimeout is how long a message's delivery (its echo and
+	// fan-out) may take before the queue delivers it again, to the
+	// connections not reached yet. Default 30s.
+	VisibilityTimeout time.Duration
 	// AllowedOrigins are the browser origins, besides the server's own
 	// host, that may open connections: host patterns ("app.example.com",
 	// "*.example.com") or, with a scheme, origin patterns
@@ -147,6 +152,9 @@ func New(opts Options) *Gateway {
 	if opts.PooledWorkers <= 0 {
 		opts.PooledWorkers = 4
 	}
+	if opts.VisibilityTimeout <= 0 {
+		opts.VisibilityTimeout = 30 * time.Second
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -156,7 +164,7 @@ func New(opts Options) *Gateway {
 	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.dedup = queue.NewDedup(5*time.Minute, 100_000)
-	g.pooled = queue.New(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, TenantCapacity: opts.QueueCapacity, Workers: opts.PooledWorkers, Dedup: g.dedup, Now: opts.Now}, g.deliver)
+	g.pooled = queue.New(g.queueOptions(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, TenantCapacity: opts.QueueCapacity, Workers: opts.PooledWorkers}), g.deliver)
 	g.wg.Go(g.expiryLoop)
 	return g
 }
@@ -199,67 +207,118 @@ func (g *Gateway) silo(tenant string) *queue.Queue {
 	defer g.mu.Unlock()
 	q := g.silos[tenant]
 	if q == nil && g.silos != nil {
-		q = queue.New(queue.Options{Capacity: g.opts.QueueCapacity, Workers: 1, Dedup: g.dedup, Now: g.opts.Now}, g.deliver)
+		q = queue.New(g.queueOptions(queue.Options{Capacity: g.opts.QueueCapacity, Workers: 1}), g.deliver)
 		g.silos[tenant] = q
 	}
 	return q
 }
 
-// job is a message waiting in a queue: its sender and its frame.
+// queueOptions fills the options every queue of the gateway shares.
+func (g *Gateway) queueOptions(o queue.Options) queue.Options {
+	o.Dedup, o.Now, o.VisibilityTimeout = g.dedup, g.opts.Now, g.opts.VisibilityTimeout
+	o.DeadLetter = func(m queue.Message, err error) {
+		j := m.Body.(job)
+		g.log.Warn("gateway: message dropped after its deliveries failed", "tenant", m.Tenant, "receives", m.Receives, "err", err)
+		j.from.enqueue(mustJSON(map[string]any{"error": "Not Delivered", "message": "the message could not be delivered to every connection of the session", "id": j.f.ID}))
+	}
+	return o
+}
+
+// releaseIdleSilos closes the silo queues, and stops the workers, of the
+// tenants that have nothing waiting nor in flight; a tenant's next message
+// makes its queue anew. An idle queue has no message in flight, so no
+// message of a group can overtake another across the two.
+func (g *Gateway) releaseIdleSilos() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for tenant, q := range g.silos {
+		if q.CloseIfIdle() {
+			delete(g.silos, tenant)
+		}
+	}
+}
+
+// job is a message waiting in a queue: its sender, its frame, and what of
+// its fan-out is done, shared by its deliveries.
 type job struct {
 	from *conn
 	f    frame
+	done *fanout
+}
+
+// fanout is what a message's deliveries have done so far, so that a
+// delivery again after a failure reaches only what the failed one did not.
+type fanout struct {
+	mu    sync.Mutex
+	local bool            // the echo and this node's connections
+	conns map[string]bool // connections on other nodes reached, or gone
 }
 
 // deliver is the queues' consumer (the sample's contract): it echoes the
 // message to its sender, and sends the message and the reply to every
-// other connection of the session. A connection gone or too slow is
-// skipped; the fan-out goes on.
-func (g *Gateway) deliver(ctx context.Context, m queue.Message) {
+// other connection of the session, on this node and on others. A
+// connection gone or too slow is skipped; the fan-out goes on. A node that
+// could not be reached fails the delivery, which the queue makes again,
+// for the connections not reached yet.
+func (g *Gateway) deliver(ctx context.Context, m queue.Message) error {
 	j := m.Body.(job)
 	c, f := j.from, j.f
-	c.enqueue(mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID}))
 	msg := mustJSON(map[string]any{"type": "message", "from": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
 	reply := mustJSON(map[string]any{"type": "reply", "to": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
-	for _, p := range g.peers(c.tenant, c.session) {
-		if p != c {
-			p.enqueue(msg)
-			p.enqueue(reply)
+	j.done.mu.Lock()
+	defer j.done.mu.Unlock()
+	if !j.done.local {
+		c.enqueue(mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID}))
+		for _, p := range g.peers(c.tenant, c.session) {
+			if p != c {
+				p.enqueue(msg)
+				p.enqueue(reply)
+			}
 		}
+		j.done.local = true
 	}
-	g.deliverRemote(ctx, c, msg, reply)
+	return g.deliverRemote(ctx, c, j.done, msg, reply)
 }
 
 // deliverRemote sends the message and the reply to the session's
-// connections on other nodes. A connection gone there (410) is
-// deregistered and skipped; the fan-out goes on.
-func (g *Gateway) deliverRemote(ctx context.Context, c *conn, frames ...[]byte) {
+// connections on other nodes not reached yet. A connection gone there
+// (410) is deregistered and skipped; the fan-out goes on, and the first
+// other failure is returned. The caller holds done's lock.
+func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, frames ...[]byte) error {
 	if g.opts.Registry == nil || g.opts.Peer == nil {
-		return
+		return nil
 	}
 	regs, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), c.tenant, c.session)
 	if err != nil {
-		g.log.Warn("gateway: listing the session's connections on other nodes", "err", err)
-		return
+		return g.unavailable("registry", c.tenant, err)
 	}
+	var failed error
 	for _, r := range regs {
-		if r.Node == g.opts.Node {
+		if r.Node == g.opts.Node || done.conns[r.Conn] {
 			continue
 		}
 		for _, f := range frames {
 			pctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
-			err := g.opts.Peer.Post(pctx, r.Node, r.Tenant, r.Conn, f)
+			err = g.opts.Peer.Post(pctx, r.Node, r.Tenant, r.Conn, f)
 			cancel()
-			if sluice.KindOf(err) == sluice.KindGone {
-				g.opts.Registry.Deregister(ctx, r.Tenant, r.Session, r.Conn)
-				break
-			}
 			if err != nil {
-				g.log.Warn("gateway: delivering to another node", "node", r.Node, "err", err)
 				break
 			}
 		}
+		switch {
+		case sluice.KindOf(err) == sluice.KindGone:
+			g.opts.Registry.Deregister(ctx, r.Tenant, r.Session, r.Conn)
+		case err != nil:
+			g.log.Warn("gateway: delivering to another node", "node", r.Node, "err", err)
+			failed = cmp.Or(failed, err)
+			continue
+		}
+		if done.conns == nil {
+			done.conns = map[string]bool{}
+		}
+		done.conns[r.Conn] = true
 	}
+	return failed
 }
 
 // The admission policies, from the tenant's settings. Connection counts are
@@ -622,6 +681,7 @@ func (g *Gateway) expiryLoop() {
 			return
 		case <-t.C:
 		}
+		g.releaseIdleSilos()
 		g.mu.Lock()
 		keys := make([]sessionKey, 0, len(g.conns))
 		for k := range g.conns {

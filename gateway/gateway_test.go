@@ -752,3 +752,83 @@ func TestSessionDeletedElsewhereIs4001(t *testing.T) {
 		t.Fatalf("a session deleted elsewhere closed its connection with %v, want 4001", code)
 	}
 }
+
+// TestIdleSiloReleased: a tenant's silo queue and worker go once it is
+// idle, and its next message makes them anew, in order.
+func TestIdleSiloReleased(t *testing.T) {
+	f := newFixture(t, roomy, Options{ExpiryEvery: 10 * time.Millisecond})
+	f.session(t, "s1")
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(websocket.StatusNormalClosure, "")
+	silos := func() int { f.g.mu.Lock(); defer f.g.mu.Unlock(); return len(f.g.silos) }
+	for i := range 3 {
+		write(t, a, fmt.Sprintf(`{"action":"silo","data":%d}`, i))
+		if m := read(t, a); m["type"] != "echo" || m["data"] != float64(i) {
+			t.Fatalf("message %d: %v", i, m)
+		}
+		waitFor(t, "the idle silo released", func() bool { return silos() == 0 })
+	}
+}
+
+// TestFailedRemoteDeliveryRetried: a node that cannot be reached fails the
+// delivery, which the queue makes again for the connections not reached
+// yet: the remote connection gets the message once it is reachable, and
+// the sender its echo once.
+func TestFailedRemoteDeliveryRetried(t *testing.T) {
+	reg := &memstore.Registry{}
+	p := &flakyPeer{failures: 2, posted: make(chan string, 8)}
+	f := newFixture(t, roomy, Options{Registry: reg, Node: "http://self", Peer: p})
+	f.session(t, "s1")
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(websocket.StatusNormalClosure, "")
+	reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Conn: "s1.remote", Node: "http://other", ExpiresAt: f.clock.now().Add(time.Hour)})
+	write(t, a, `{"action":"pooled","data":1,"id":"m1"}`)
+	if m := read(t, a); m["type"] != "echo" {
+		t.Fatalf("echo: %v", m)
+	}
+	for _, want := range []string{"message", "reply"} {
+		if got := <-p.posted; got != want {
+			t.Fatalf("the other node got %q, want %q", got, want)
+		}
+	}
+	if p.calls.Load() != 4 {
+		t.Fatalf("%d posts to the other node, want 2 failed then 2 delivered", p.calls.Load())
+	}
+	// No second echo: the retry reached only what the first did not.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, b, err := a.Read(ctx); err == nil {
+		t.Fatalf("the sender got another frame: %s", b)
+	}
+}
+
+// flakyPeer fails its first posts, then takes them.
+type flakyPeer struct {
+	failures int64
+	calls    atomic.Int64
+	posted   chan string
+}
+
+func (p *flakyPeer) Post(ctx context.Context, node, tenant, conn string, data []byte) error {
+	if p.calls.Add(1) <= p.failures {
+		return errors.New("connection refused")
+	}
+	var m map[string]any
+	json.Unmarshal(data, &m)
+	p.posted <- m["type"].(string)
+	return nil
+}
+
+func (p *flakyPeer) Info(ctx context.Context, node, tenant, conn string) (ConnectionInfo, error) {
+	return ConnectionInfo{}, ErrGone
+}
+
+func (p *flakyPeer) Close(ctx context.Context, node, tenant, conn string, code websocket.StatusCode, reason string) error {
+	return ErrGone
+}

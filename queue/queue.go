@@ -1,7 +1,11 @@
 // Package queue runs messages through bounded FIFO queues with SQS FIFO's
 // guarantees, in process: strict order within a message group, one message
-// of a group in flight at a time, and a message id seen in the last five
-// minutes not delivered twice. Its workers serve tenants fairly, by deficit
+// of a group in flight at a time, a message id seen in the last five
+// minutes not delivered twice, and a message whose delivery fails, or does
+// not end within the visibility timeout, delivered again, first of its
+// group, up to a number of receives, then dropped to a dead letter so that
+// its group moves on. Delivery is at least once: a handler that timed out
+// may still finish after the message was delivered again. Its workers serve tenants fairly, by deficit
 // round robin in which every message costs one: each tenant with a message
 // ready takes one turn in rotation, so one busy tenant cannot starve the
 // others.
@@ -16,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +33,9 @@ type Message struct {
 	// last dedup window is refused with ErrDuplicate. Empty: no dedup.
 	ID   string
 	Body any
+	// Receives is how many times the message has been delivered, this
+	// delivery included: 1 at the first.
+	Receives int
 }
 
 // Errors of Enqueue.
@@ -37,9 +45,14 @@ var (
 	ErrClosed    = errors.New("queue: closed")
 )
 
-// Handler handles one message. It must not block forever: the worker is
-// the queue's.
-type Handler func(ctx context.Context, m Message)
+// Handler handles one message and returns nil once it is done with it. An
+// error, or a delivery still running at the visibility timeout, has the
+// message delivered again. ctx is cancelled at the visibility timeout and
+// at Close: a handler should return then, since Close waits for it.
+type Handler func(ctx context.Context, m Message) error
+
+// errVisibilityTimeout is a delivery that outlived the visibility timeout.
+var errVisibilityTimeout = errors.New("queue: delivery did not end within the visibility timeout")
 
 // Options configures a Queue. The zero Options are the defaults.
 type Options struct {
@@ -60,8 +73,23 @@ type Options struct {
 	// MaxDedup caps the ids remembered; past it the oldest are forgotten
 	// early. Default 100,000.
 	MaxDedup int
-	Now      func() time.Time
+	// VisibilityTimeout is how long a delivery may run before its message
+	// is delivered again, as SQS's. Default 30s.
+	VisibilityTimeout time.Duration
+	// MaxReceives is the most deliveries of one message, the first
+	// included; past it the message is dropped, told to DeadLetter, and
+	// its group moves on. Default 5.
+	MaxReceives int
+	// DeadLetter is told of every message dropped after MaxReceives, with
+	// the last delivery's error. Optional.
+	DeadLetter func(m Message, err error)
+	Now        func() time.Time
 }
+
+// maxOverdue bounds the deliveries still running past their visibility
+// timeout (handlers that ignore their context): past it, a worker waits for
+// its delivery to end rather than leave another goroutine behind.
+const maxOverdue = 64
 
 // Queue is a bounded, fair, group-ordered queue with its workers. It is safe
 // for concurrent use.
@@ -77,8 +105,10 @@ type Queue struct {
 	waiting int
 	closed  bool
 
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
+	wg       sync.WaitGroup // the workers
+	handlers sync.WaitGroup // the deliveries, some of which may be overdue
+	overdue  atomic.Int64
+	cancel   context.CancelFunc
 }
 
 type tenantQ struct {
@@ -152,6 +182,12 @@ func New(opts Options, handle Handler) *Queue {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.VisibilityTimeout <= 0 {
+		opts.VisibilityTimeout = 30 * time.Second
+	}
+	if opts.MaxReceives <= 0 {
+		opts.MaxReceives = 5
 	}
 	if opts.Dedup == nil {
 		opts.Dedup = NewDedup(opts.DedupWindow, opts.MaxDedup)
@@ -244,15 +280,79 @@ func (q *Queue) work(ctx context.Context) {
 			m, t, ok = q.nextLocked()
 		}
 		q.mu.Unlock()
-		q.handle(ctx, m)
+		m.Receives++
+		err := q.deliver(ctx, m)
+		var dead bool
 		q.mu.Lock()
 		delete(t.inFlight, m.Group)
+		switch {
+		case err == nil || q.closed:
+		case m.Receives < q.opts.MaxReceives:
+			// Delivered again, first of its group: order holds.
+			t.pending.PushFront(m)
+			q.waiting++
+		default:
+			dead = true
+		}
 		if t.pending.Len() == 0 && len(t.inFlight) == 0 {
 			q.dropLocked(t)
+		} else if !t.inRing {
+			t.inRing = true
+			q.ring = append(q.ring, t)
 		}
 		// The group's next message may be ready for another worker.
 		q.ready.Broadcast()
+		if dead && q.opts.DeadLetter != nil {
+			q.mu.Unlock()
+			q.opts.DeadLetter(m, err)
+			q.mu.Lock()
+		}
 	}
+}
+
+// deliver runs the handler on m and returns its error, or
+// errVisibilityTimeout if it is still running at the visibility timeout;
+// then it runs on with its context cancelled, and Close waits for it.
+func (q *Queue) deliver(ctx context.Context, m Message) error {
+	dctx, cancel := context.WithTimeout(ctx, q.opts.VisibilityTimeout)
+	done := make(chan error, 1)
+	const running, finished, leftBehind = 0, 1, 2
+	var state atomic.Int32
+	q.handlers.Go(func() {
+		defer cancel()
+		done <- q.handle(dctx, m)
+		if !state.CompareAndSwap(running, finished) {
+			q.overdue.Add(-1) // it was left behind, and is no longer
+		}
+	})
+	select {
+	case err := <-done:
+		return err
+	case <-dctx.Done():
+	}
+	if q.overdue.Load() >= maxOverdue || !state.CompareAndSwap(running, leftBehind) {
+		return <-done // too many left behind already, or just finished
+	}
+	q.overdue.Add(1)
+	return errVisibilityTimeout
+}
+
+// CloseIfIdle closes the queue if no message waits nor is in flight, and
+// reports whether it did; an Enqueue after it answers ErrClosed. For an
+// owner that makes queues on demand and drops idle ones.
+func (q *Queue) CloseIfIdle() bool {
+	q.mu.Lock()
+	if q.closed || q.waiting > 0 || len(q.tenants) > 0 {
+		q.mu.Unlock()
+		return false
+	}
+	q.closed = true
+	q.ready.Broadcast()
+	q.mu.Unlock()
+	q.cancel()
+	q.wg.Wait()
+	q.handlers.Wait()
+	return true
 }
 
 // dropLocked takes an empty tenant out of the rotation.
@@ -290,5 +390,6 @@ func (q *Queue) Close() int {
 	q.mu.Unlock()
 	q.cancel()
 	q.wg.Wait()
+	q.handlers.Wait()
 	return dropped
 }

@@ -19,7 +19,7 @@ func TestGroupOrderUnderConcurrentSenders(t *testing.T) {
 	handled := map[string][]int{}
 	var inFlight sync.Map
 	var violations atomic.Int64
-	q := New(Options{Workers: 4}, func(ctx context.Context, m Message) {
+	q := New(Options{Workers: 4}, func(ctx context.Context, m Message) error {
 		n, _ := inFlight.LoadOrStore(m.Group, new(atomic.Int64))
 		if n.(*atomic.Int64).Add(1) > 1 {
 			violations.Add(1)
@@ -31,6 +31,7 @@ func TestGroupOrderUnderConcurrentSenders(t *testing.T) {
 		handled[m.Group] = append(handled[m.Group], m.Body.(int))
 		mu.Unlock()
 		n.(*atomic.Int64).Add(-1)
+		return nil
 	})
 	var seq atomic.Int64
 	var wg sync.WaitGroup
@@ -83,11 +84,12 @@ func TestFairAcrossTenants(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var order []string
-	q := New(Options{Workers: 1}, func(ctx context.Context, m Message) {
+	q := New(Options{Workers: 1}, func(ctx context.Context, m Message) error {
 		<-release
 		mu.Lock()
 		order = append(order, m.Tenant)
 		mu.Unlock()
+		return nil
 	})
 	for i := range 500 {
 		q.Enqueue(Message{Tenant: "busy", Group: fmt.Sprint("busy:", i%10), Body: i})
@@ -114,7 +116,7 @@ func TestDedupAndBounds(t *testing.T) {
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	block := make(chan struct{})
-	q := New(Options{Capacity: 3, Now: clock}, func(ctx context.Context, m Message) { <-block })
+	q := New(Options{Capacity: 3, Now: clock}, func(ctx context.Context, m Message) error { <-block; return nil })
 	defer func() { close(block); q.Close() }()
 	if err := q.Enqueue(Message{Tenant: "a", Group: "a:s", ID: "m1"}); err != nil {
 		t.Fatal(err)
@@ -144,7 +146,7 @@ func TestDedupAndBounds(t *testing.T) {
 }
 
 func TestCloseStopsWorkers(t *testing.T) {
-	q := New(Options{Workers: 3}, func(ctx context.Context, m Message) {})
+	q := New(Options{Workers: 3}, func(ctx context.Context, m Message) error { return nil })
 	for i := range 10 {
 		q.Enqueue(Message{Tenant: "a", Group: fmt.Sprint(i)})
 	}
@@ -173,8 +175,8 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestTenantCapacityAndSharedDedup(t *testing.T) {
 	block := make(chan struct{})
 	d := NewDedup(time.Minute, 100)
-	q := New(Options{Capacity: 10, TenantCapacity: 3, Dedup: d}, func(ctx context.Context, m Message) { <-block })
-	other := New(Options{Dedup: d}, func(ctx context.Context, m Message) {})
+	q := New(Options{Capacity: 10, TenantCapacity: 3, Dedup: d}, func(ctx context.Context, m Message) error { <-block; return nil })
+	other := New(Options{Dedup: d}, func(ctx context.Context, m Message) error { return nil })
 	defer func() { close(block); q.Close(); other.Close() }()
 	for i := range 5 {
 		err := q.Enqueue(Message{Tenant: "busy", Group: fmt.Sprint("busy:", i)})
@@ -196,5 +198,89 @@ func TestTenantCapacityAndSharedDedup(t *testing.T) {
 	}
 	if err := other.Enqueue(Message{Tenant: "quiet", Group: "quiet:s", ID: "x"}); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("the other queue took a seen id: %v", err)
+	}
+}
+
+// TestHungHandlerRedelivered: a handler that hangs on a message past the
+// visibility timeout has the message delivered again, first of its group,
+// and the group moves on in order; the hung delivery's context is
+// cancelled.
+func TestHungHandlerRedelivered(t *testing.T) {
+	var mu sync.Mutex
+	var handled []string
+	cancelled := make(chan struct{})
+	q := New(Options{VisibilityTimeout: 20 * time.Millisecond}, func(ctx context.Context, m Message) error {
+		if m.Body == "first" && m.Receives == 1 {
+			<-ctx.Done() // hangs until the visibility timeout
+			close(cancelled)
+			return ctx.Err()
+		}
+		mu.Lock()
+		handled = append(handled, fmt.Sprintf("%v#%d", m.Body, m.Receives))
+		mu.Unlock()
+		return nil
+	})
+	defer q.Close()
+	for _, b := range []string{"first", "second"} {
+		if err := q.Enqueue(Message{Tenant: "acme", Group: "acme:s", Body: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) == 2 })
+	<-cancelled
+	if handled[0] != "first#2" || handled[1] != "second#1" {
+		t.Fatalf("handled %v, want the hung message again, then the next", handled)
+	}
+}
+
+// TestFailedDeliveryRetriedThenDeadLettered: a failed delivery is retried;
+// one that fails every time is dropped after MaxReceives, told to the dead
+// letter, and its group moves on.
+func TestFailedDeliveryRetriedThenDeadLettered(t *testing.T) {
+	var mu sync.Mutex
+	receives := map[string]int{}
+	var handled []string
+	dead := make(chan Message, 1)
+	q := New(Options{MaxReceives: 3, DeadLetter: func(m Message, err error) { dead <- m }}, func(ctx context.Context, m Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		receives[m.Body.(string)]++
+		switch {
+		case m.Body == "poison":
+			return errors.New("always fails")
+		case m.Body == "flaky" && m.Receives == 1:
+			return errors.New("fails once")
+		}
+		handled = append(handled, m.Body.(string))
+		return nil
+	})
+	defer q.Close()
+	for _, b := range []string{"flaky", "poison", "after"} {
+		q.Enqueue(Message{Tenant: "acme", Group: "acme:s", Body: b})
+	}
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if handled[0] != "flaky" || handled[1] != "after" || receives["flaky"] != 2 || receives["poison"] != 3 {
+		t.Fatalf("handled %v with receives %v", handled, receives)
+	}
+	if m := <-dead; m.Body != "poison" || m.Receives != 3 {
+		t.Fatalf("dead letter %+v", m)
+	}
+}
+
+// TestCloseIfIdle: a queue with nothing waiting nor in flight closes, and
+// refuses what comes after; a busy one does not.
+func TestCloseIfIdle(t *testing.T) {
+	block := make(chan struct{})
+	q := New(Options{}, func(ctx context.Context, m Message) error { <-block; return nil })
+	q.Enqueue(Message{Tenant: "acme", Group: "g", Body: 1})
+	if q.CloseIfIdle() {
+		t.Fatal("a busy queue closed")
+	}
+	close(block)
+	waitFor(t, func() bool { return q.CloseIfIdle() })
+	if err := q.Enqueue(Message{Tenant: "acme", Group: "g"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("enqueue after an idle close: %v", err)
 	}
 }
