@@ -60,6 +60,7 @@ func (c *conn) serve() {
 	<-writerDone
 	c.g.unregister(c)
 	c.release()
+	c.g.opts.Observer.Closed(c.tenant, c.code)
 }
 
 // connID returns a new connection id: its session's id, a dot, and 96
@@ -176,7 +177,10 @@ func (c *conn) readLoop() {
 // queue, whose consumer echoes it and fans it out (Gateway.deliver).
 func (c *conn) handle(ctx context.Context, b []byte) {
 	var f frame
+	outcome := "accepted"
+	defer func() { c.g.opts.Observer.Message(c.tenant, outcome) }()
 	if err := json.Unmarshal(b, &f); err != nil || (f.Action != "silo" && f.Action != "pooled") {
+		outcome = "invalid"
 		c.enqueue(mustJSON(map[string]any{"error": "Bad Request", "message": `want {"action": "silo" | "pooled", "data": ...}`}))
 		return
 	}
@@ -187,10 +191,12 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 		if err != nil {
 			c.g.log.Warn("gateway: deciding a message failed", "tenant", c.tenant, "err", err)
 		}
+		outcome = "unavailable"
 		c.enqueue(mustJSON(map[string]any{"error": "Service Unavailable", "message": "limiter unavailable; try again", "id": f.ID}))
 		return
 	}
 	if !res.Allowed {
+		outcome = "throttled"
 		c.enqueue(mustJSON(map[string]any{"error": "Too Many Requests", "message": "message throttled: messagesPerMinute", "retryAfterMs": res.Decision.RetryAfter.Milliseconds(), "id": f.ID}))
 		return
 	}
@@ -199,12 +205,13 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	x, err := c.g.opts.Sessions.TouchSession(ctx, c.g.opts.Now(), c.tenant, c.session, c.g.opts.Now().Add(ttl))
 	switch {
 	case errors.Is(err, sluice.ErrSessionNotFound):
+		outcome = "session_gone"
 		c.close(c.sessionGone())
 		return
 	case err == nil:
 		c.sawExpiry(x.ExpiresAt)
 	}
-	m := queue.Message{Tenant: c.tenant, Group: c.tenant + ":" + c.session, ID: f.ID, Body: job{from: c, f: f, done: &fanout{}}}
+	m := queue.Message{Tenant: c.tenant, Group: c.tenant + ":" + c.session, ID: f.ID, Body: job{from: c, f: f, at: c.g.opts.Now(), done: &fanout{}}}
 	if f.Action == "pooled" {
 		err = c.g.pooled.Enqueue(m)
 	} else {
@@ -221,8 +228,10 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	}
 	switch {
 	case errors.Is(err, queue.ErrFull):
+		outcome = "queue_full"
 		c.enqueue(mustJSON(map[string]any{"error": "Queue Full", "message": "the " + f.Action + " queue is full; try again", "id": f.ID}))
 	case errors.Is(err, queue.ErrDuplicate):
+		outcome = "duplicate"
 		c.enqueue(mustJSON(map[string]any{"duplicate": true, "message": "a message with this id was sent in the last 5 minutes", "id": f.ID}))
 	}
 }

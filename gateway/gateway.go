@@ -96,8 +96,61 @@ type Options struct {
 	Registry sluice.Registry
 	Node     string
 	Peer     Peer
+	// Observer is told what the gateway does, for metrics. Optional.
+	Observer Observer
 	Now      func() time.Time
 	Logger   *slog.Logger
+}
+
+// Observer is told what the gateway does, for metrics. It must be safe for
+// concurrent use and fast.
+type Observer interface {
+	// Connect is told of every connect: "admitted", or why it was
+	// refused: a limit's policy (gw:tenant-connections, ...),
+	// "forbidden" (unknown tenant or session, another origin),
+	// "unavailable" (the store failed), "invalid".
+	Connect(tenant, outcome string)
+	// Closed is told of every connection's close code.
+	Closed(tenant string, code websocket.StatusCode)
+	// Message is told of every message: "accepted", "throttled",
+	// "duplicate", "queue_full", "unavailable", "invalid", "session_gone".
+	Message(tenant, outcome string)
+	// Delivered is told of every delivery: its queue ("silo", "pooled"),
+	// how long the message waited in it, and how long its fan-out took.
+	Delivered(queue string, wait, fanout time.Duration)
+}
+
+// nopObserver is the Observer of a gateway without one.
+type nopObserver struct{}
+
+func (nopObserver) Connect(string, string)                         {}
+func (nopObserver) Closed(string, websocket.StatusCode)            {}
+func (nopObserver) Message(string, string)                         {}
+func (nopObserver) Delivered(string, time.Duration, time.Duration) {}
+
+// Stats are the gateway's live counts on this node.
+type Stats struct {
+	Connections int // live connections
+	Sessions    int // sessions with a live connection
+	Silos       int // silo queues, one per tenant with messages lately
+	SiloDepth   int // messages waiting in the silo queues
+	PooledDepth int // messages waiting in the pooled queue
+}
+
+// Stats returns the gateway's live counts on this node.
+func (g *Gateway) Stats() Stats {
+	g.mu.Lock()
+	st := Stats{Sessions: len(g.conns), Silos: len(g.silos), Connections: len(g.byID)}
+	silos := make([]*queue.Queue, 0, len(g.silos))
+	for _, q := range g.silos {
+		silos = append(silos, q)
+	}
+	g.mu.Unlock()
+	for _, q := range silos {
+		st.SiloDepth += q.Len()
+	}
+	st.PooledDepth = g.pooled.Len()
+	return st
 }
 
 // Gateway serves WebSocket connections. Create it with New; Close it.
@@ -160,6 +213,9 @@ func New(opts Options) *Gateway {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
 	}
 	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
@@ -238,11 +294,12 @@ func (g *Gateway) releaseIdleSilos() {
 	}
 }
 
-// job is a message waiting in a queue: its sender, its frame, and what of
-// its fan-out is done, shared by its deliveries.
+// job is a message waiting in a queue: its sender, its frame, when it was
+// accepted, and what of its fan-out is done, shared by its deliveries.
 type job struct {
 	from *conn
 	f    frame
+	at   time.Time
 	done *fanout
 }
 
@@ -267,6 +324,8 @@ func (g *Gateway) deliver(ctx context.Context, m queue.Message) error {
 	reply := mustJSON(map[string]any{"type": "reply", "to": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
 	j.done.mu.Lock()
 	defer j.done.mu.Unlock()
+	start := g.opts.Now()
+	defer func() { g.opts.Observer.Delivered(f.Action, start.Sub(j.at), g.opts.Now().Sub(start)) }()
 	if !j.done.local {
 		c.enqueue(mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID}))
 		for _, p := range g.peers(c.tenant, c.session) {
@@ -496,18 +555,18 @@ func (g *Gateway) originAllowed(r *http.Request) bool {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tenant, session := r.URL.Query().Get("tenant"), r.URL.Query().Get("session")
 	if !sluice.ValidID(tenant) || session == "" || len(session) > 128 {
-		wire.WriteError(w, errBadConnect)
+		g.refuse(w, "", errBadConnect)
 		return
 	}
 	if !g.originAllowed(r) {
 		g.log.Info("gateway: connect refused: origin not allowed", "tenant", tenant, "origin", r.Header.Get("Origin"))
-		wire.WriteError(w, &sluice.Error{Kind: sluice.KindForbidden, Message: fmt.Sprintf("origin %q may not connect: see --ws-allowed-origins", r.Header.Get("Origin"))})
+		g.refuse(w, tenant, &sluice.Error{Kind: sluice.KindForbidden, Message: fmt.Sprintf("origin %q may not connect: see --ws-allowed-origins", r.Header.Get("Origin"))})
 		return
 	}
 	ctx := r.Context()
 	st, x, err := g.admissible(ctx, tenant, session)
 	if err != nil {
-		wire.WriteError(w, err)
+		g.refuse(w, tenant, err)
 		return
 	}
 	// The four limits, all or nothing, before the upgrade.
@@ -515,14 +574,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: checks, Hits: 1})
 	switch {
 	case err != nil:
-		wire.WriteError(w, g.unavailable("limiter", tenant, err))
+		g.refuse(w, tenant, g.unavailable("limiter", tenant, err))
 		return
 	case !res.Allowed && res.Decision.FailedClosed:
 		// The store could not decide: a fault, never a limit.
-		wire.WriteError(w, wire.FailedClosed(res.Decision.Policy))
+		g.refuse(w, tenant, wire.FailedClosed(res.Decision.Policy))
 		return
 	case !res.Allowed:
 		g.log.Info("gateway: connect refused", "tenant", tenant, "limit", res.Decision.Policy)
+		g.opts.Observer.Connect(tenant, res.Decision.Policy)
 		refuseLimit(w, res.Decision.Policy, max(1, wire.CeilSeconds(res.Decision.RetryAfter)), "connection refused: over the limit "+res.Decision.Policy)
 		return
 	}
@@ -534,14 +594,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.sessionExpires = x.ExpiresAt
 	if !g.refresh(ctx, c) {
 		c.release()
-		wire.WriteError(w, errUnknownSession)
+		g.refuse(w, tenant, errUnknownSession)
 		return
 	}
 	// Registered before the 101 answer hands out its id: the management
 	// API knows every connection its client was told of.
 	if !g.register(c) {
 		c.release()
-		wire.WriteError(w, &sluice.Error{Kind: sluice.KindUnavailable, Message: "server shutting down"})
+		g.refuse(w, tenant, &sluice.Error{Kind: sluice.KindUnavailable, Message: "server shutting down"})
 		return
 	}
 	c.registerRemote()
@@ -556,7 +616,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(g.opts.MaxMessage)
 	c.ws = ws
+	g.opts.Observer.Connect(tenant, "admitted")
 	c.serve()
+}
+
+// refuse answers a connect refused for err, and counts it by its kind.
+func (g *Gateway) refuse(w http.ResponseWriter, tenant string, err error) {
+	g.opts.Observer.Connect(tenant, map[sluice.Kind]string{
+		sluice.KindInvalid: "invalid", sluice.KindForbidden: "forbidden", sluice.KindUnavailable: "unavailable",
+	}[sluice.KindOf(err)])
+	wire.WriteError(w, err)
 }
 
 func (g *Gateway) register(c *conn) bool {

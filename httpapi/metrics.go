@@ -31,6 +31,7 @@ type Metrics struct {
 	storeErrs prometheus.Counter
 	reloads   *prometheus.CounterVec
 	known     func(policy string) bool
+	gw        *gatewayMetrics
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -55,6 +56,7 @@ func NewMetrics(known func(policy string) bool) *Metrics {
 			Name: "sluice_config_reloads_total", Help: "Configuration reloads by result.",
 		}, []string{"result"}),
 		known: known,
+		gw:    newGatewayMetrics(),
 	}
 	// Both results exist from the start, at 0, so that a rate or an
 	// alert on rejected reloads has a series before the first reload.
@@ -62,6 +64,7 @@ func NewMetrics(known func(policy string) bool) *Metrics {
 		m.reloads.WithLabelValues(result)
 	}
 	m.reg.MustRegister(m.decisions, m.store, m.storeErrs, m.reloads,
+		m.gw.connects, m.gw.messages, m.gw.closes, m.gw.wait, m.gw.fanout,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

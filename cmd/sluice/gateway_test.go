@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,4 +233,59 @@ func TestGatewayManagementAcrossNodes(t *testing.T) {
 		t.Fatalf("B's connection of the deleted session closed with %v, want 4001", err)
 	}
 	t.Logf("B's connection closed %v after the deletion was asked of A", time.Since(start))
+}
+
+// TestGatewayMetrics: the gateway's metrics count what the test did:
+// connects admitted and refused, messages by outcome, closes by code, and
+// the live connections.
+func TestGatewayMetrics(t *testing.T) {
+	p := start(t, "--config", "../../examples/sluice.yaml", "--metrics-tenant-labels", "5")
+	_, out := p.call(t, "", "PUT", "/v1/tenants/demo/sessions", "")
+	session := out["id"].(string)
+	ws, status := dialWS(t, p, "demo", session)
+	if status != 101 {
+		t.Fatalf("connect: %d", status)
+	}
+	if _, status := dialWS(t, p, "demo", "no-such-session"); status != 403 {
+		t.Fatalf("connect to a session that is not: %d", status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	for _, m := range []string{`{"action":"pooled","data":1}`, `{"action":"silo","data":2}`, `not json`} {
+		ws.Write(ctx, websocket.MessageText, []byte(m))
+		if _, _, err := ws.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scrape := func() string { b, _ := httpGet("http://" + p.addr + "/metrics"); return b }
+	if live := scrape(); !strings.Contains(live, "sluice_gateway_connections 1\n") {
+		t.Fatalf("live connections not 1:\n%s", grepLines(live, "sluice_gateway_"))
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, "the close counted", func() bool { return strings.Contains(scrape(), `sluice_gateway_closes_total{code="1000"} 1`) })
+	m := scrape()
+	for _, want := range []string{
+		`sluice_gateway_connects_total{outcome="admitted",tenant="demo"} 1`,
+		`sluice_gateway_connects_total{outcome="forbidden",tenant="demo"} 1`,
+		`sluice_gateway_messages_total{outcome="accepted",tenant="demo"} 2`,
+		`sluice_gateway_messages_total{outcome="invalid",tenant="demo"} 1`,
+		`sluice_gateway_queue_wait_seconds_count{queue="pooled"} 1`,
+		`sluice_gateway_queue_wait_seconds_count{queue="silo"} 1`,
+		"sluice_gateway_connections 0\n",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "sluice_gateway_"))
+		}
+	}
+}
+
+// grepLines returns the lines of s that start with prefix.
+func grepLines(s, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -54,6 +54,7 @@ type serveConfig struct {
 	WSIdle          time.Duration
 	WSLifetime      time.Duration
 	WSOrigins       []string
+	TenantLabels    int
 }
 
 func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
@@ -78,6 +79,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&c.WSLifetime, "ws-max-lifetime", 2*time.Hour, "close any WebSocket connection after this long")
 	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node renews its WebSocket connections' leases; a dead node's connections return within three")
 	fs.StringVar(&origins, "ws-allowed-origins", "", "comma-separated browser `origins` besides this server's own host that may open WebSocket connections: hosts (app.example.com, *.example.com) or origins (https://*.example.com)")
+	fs.IntVar(&c.TenantLabels, "metrics-tenant-labels", 0, "label the gateway's metrics by tenant for the first `N` tenants seen (the rest count as \"other\"); 0 labels none")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
@@ -121,6 +123,8 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 		return c, errors.New("serve: --ws-max-message, --ws-idle-timeout and --ws-max-lifetime must be positive")
 	case c.WSRenew < 10*time.Millisecond:
 		return c, fmt.Errorf("serve: --ws-renew must be at least 10ms, got %v", c.WSRenew)
+	case c.TenantLabels < 0 || c.TenantLabels > 10_000:
+		return c, fmt.Errorf("serve: --metrics-tenant-labels must be between 0 and 10000, got %d", c.TenantLabels)
 	case c.ConfigPoll <= 0:
 		return c, fmt.Errorf("serve: --config-poll must be positive, got %v", c.ConfigPoll)
 	case c.LogFormat != "text" && c.LogFormat != "json":
@@ -307,12 +311,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		IdleTimeout:    c.WSIdle,
 		MaxLifetime:    c.WSLifetime,
 		AllowedOrigins: c.WSOrigins,
+		Observer:       metrics,
 		Registry:       st.registry,
 		Node:           c.advertise(ln),
 		Peer:           newPeer(c.AdminKey),
 		Logger:         log,
 	})
 	defer gw.Close()
+	metrics.LabelTenants(c.TenantLabels)
+	if err := metrics.GatewayStats(gw.Stats); err != nil {
+		return fmt.Errorf("serve: gateway metrics: %w", err)
+	}
 	var inflight sync.WaitGroup // handlers running, so that the store outlives them
 	api := httpapi.New(httpapi.Options{
 		Limiter:          eng,
