@@ -780,7 +780,7 @@ func TestIdleSiloReleased(t *testing.T) {
 func TestFailedRemoteDeliveryRetried(t *testing.T) {
 	reg := &memstore.Registry{}
 	p := &flakyPeer{failures: 2, posted: make(chan string, 8)}
-	f := newFixture(t, roomy, Options{Registry: reg, Node: "http://self", Peer: p})
+	f := newFixture(t, roomy, Options{Registry: reg, Node: "http://self", Peer: p, RenewEvery: 50 * time.Millisecond})
 	f.session(t, "s1")
 	a, _, err := f.dial("acme", "s1")
 	if err != nil {

@@ -36,6 +36,8 @@ type Message struct {
 	// Receives is how many times the message has been delivered, this
 	// delivery included: 1 at the first.
 	Receives int
+
+	visibleAt time.Time // after a failed delivery, when it may go again
 }
 
 // Errors of Enqueue.
@@ -80,6 +82,10 @@ type Options struct {
 	// included; past it the message is dropped, told to DeadLetter, and
 	// its group moves on. Default 5.
 	MaxReceives int
+	// RetryDelay is the wait before a failed delivery is made again,
+	// doubling at each further one; its group waits with it. Default
+	// 100ms.
+	RetryDelay time.Duration
 	// DeadLetter is told of every message dropped after MaxReceives, with
 	// the last delivery's error. Optional.
 	DeadLetter func(m Message, err error)
@@ -189,6 +195,9 @@ func New(opts Options, handle Handler) *Queue {
 	if opts.MaxReceives <= 0 {
 		opts.MaxReceives = 5
 	}
+	if opts.RetryDelay <= 0 {
+		opts.RetryDelay = 100 * time.Millisecond
+	}
 	if opts.Dedup == nil {
 		opts.Dedup = NewDedup(opts.DedupWindow, opts.MaxDedup)
 	}
@@ -244,6 +253,8 @@ func (q *Queue) Len() int {
 // the oldest message whose group has none in flight. It returns false if no
 // message can be handled now.
 func (q *Queue) nextLocked() (Message, *tenantQ, bool) {
+	var now time.Time
+	var waiting map[string]bool // groups whose first message waits to go again
 	for range len(q.ring) {
 		if q.next >= len(q.ring) {
 			q.next = 0
@@ -251,8 +262,20 @@ func (q *Queue) nextLocked() (Message, *tenantQ, bool) {
 		t := q.ring[q.next]
 		for e := t.pending.Front(); e != nil; e = e.Next() {
 			m := e.Value.(Message)
-			if t.inFlight[m.Group] {
+			if t.inFlight[m.Group] || waiting[m.Group] {
 				continue
+			}
+			if !m.visibleAt.IsZero() {
+				if now.IsZero() {
+					now = time.Now()
+				}
+				if now.Before(m.visibleAt) {
+					if waiting == nil {
+						waiting = map[string]bool{}
+					}
+					waiting[m.Group] = true // and its group behind it
+					continue
+				}
 			}
 			t.pending.Remove(e)
 			t.inFlight[m.Group] = true
@@ -288,7 +311,13 @@ func (q *Queue) work(ctx context.Context) {
 		switch {
 		case err == nil || q.closed:
 		case m.Receives < q.opts.MaxReceives:
-			// Delivered again, first of its group: order holds.
+			// Delivered again, first of its group: order holds. A
+			// failure waits a delay that doubles; a timeout has waited.
+			if !errors.Is(err, errVisibilityTimeout) {
+				delay := q.opts.RetryDelay << min(m.Receives-1, 16)
+				m.visibleAt = time.Now().Add(delay)
+				time.AfterFunc(delay, q.wake)
+			}
 			t.pending.PushFront(m)
 			q.waiting++
 		default:
@@ -308,6 +337,14 @@ func (q *Queue) work(ctx context.Context) {
 			q.mu.Lock()
 		}
 	}
+}
+
+// wake has the workers look for messages again: a message waiting to go
+// again may be ready.
+func (q *Queue) wake() {
+	q.mu.Lock()
+	q.ready.Broadcast()
+	q.mu.Unlock()
 }
 
 // deliver runs the handler on m and returns its error, or

@@ -284,3 +284,38 @@ func TestCloseIfIdle(t *testing.T) {
 		t.Fatalf("enqueue after an idle close: %v", err)
 	}
 }
+
+// TestRetryWaitsAndHoldsItsGroup: a failed delivery goes again only after
+// the retry delay, and its group waits with it while other groups go on.
+func TestRetryWaitsAndHoldsItsGroup(t *testing.T) {
+	var mu sync.Mutex
+	var handled []string
+	var failedAt, retriedAt time.Time
+	q := New(Options{RetryDelay: 50 * time.Millisecond}, func(ctx context.Context, m Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Body == "a1" && m.Receives == 1 {
+			failedAt = time.Now()
+			return errors.New("fails once")
+		}
+		if m.Body == "a1" {
+			retriedAt = time.Now()
+		}
+		handled = append(handled, m.Body.(string))
+		return nil
+	})
+	defer q.Close()
+	for _, m := range []Message{{Group: "a", Body: "a1"}, {Group: "a", Body: "a2"}, {Group: "b", Body: "b1"}} {
+		m.Tenant = "acme"
+		q.Enqueue(m)
+	}
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) == 3 })
+	mu.Lock()
+	defer mu.Unlock()
+	if handled[0] != "b1" || handled[1] != "a1" || handled[2] != "a2" {
+		t.Fatalf("handled %v, want b1 while a waits, then a1, a2", handled)
+	}
+	if wait := retriedAt.Sub(failedAt); wait < 50*time.Millisecond {
+		t.Fatalf("retried after %v, before the delay of 50ms", wait)
+	}
+}
