@@ -29,11 +29,10 @@ type conn struct {
 	send            chan []byte // bounded: a client that lets it fill is dropped
 	connectedAt     time.Time
 
+	sess            *session // this node's state of the session, shared by its connections
+
 	mu           sync.Mutex
 	lastActiveAt time.Time
-	// sessionExpires is the latest expiry of the session this node has
-	// seen: a session gone before it was deleted, not expired.
-	sessionExpires time.Time
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -77,28 +76,6 @@ func (c *conn) touch() {
 	c.mu.Lock()
 	c.lastActiveAt = c.g.opts.Now()
 	c.mu.Unlock()
-}
-
-// sawExpiry records a session expiry read from the store.
-func (c *conn) sawExpiry(t time.Time) {
-	c.mu.Lock()
-	if t.After(c.sessionExpires) {
-		c.sessionExpires = t
-	}
-	c.mu.Unlock()
-}
-
-// sessionGone returns the close code and reason for a session found gone:
-// deleted (4001) if it was gone before the latest expiry this node saw,
-// which other nodes' activity can only have pushed later; expired (4000)
-// otherwise.
-func (c *conn) sessionGone() (websocket.StatusCode, string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.g.opts.Now().Before(c.sessionExpires) {
-		return statusDeleted, "session deleted"
-	}
-	return statusExpired, "session expired"
 }
 
 // close closes the connection with code, once; the loops see it and end.
@@ -200,16 +177,21 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 		c.enqueue(mustJSON(map[string]any{"error": "Too Many Requests", "message": "message throttled: messagesPerMinute", "retryAfterMs": res.Decision.RetryAfter.Milliseconds(), "id": f.ID}))
 		return
 	}
-	// Activity refreshes the session.
+	// Activity refreshes the session: one write per tenth of the TTL at
+	// most, so that it expires no sooner than nine tenths of its TTL
+	// after its last message.
+	now := c.g.opts.Now()
 	ttl := time.Duration(c.settings.SessionTTL) * time.Second
-	x, err := c.g.opts.Sessions.TouchSession(ctx, c.g.opts.Now(), c.tenant, c.session, c.g.opts.Now().Add(ttl))
-	switch {
-	case errors.Is(err, sluice.ErrSessionNotFound):
-		outcome = "session_gone"
-		c.close(c.sessionGone())
-		return
-	case err == nil:
-		c.sawExpiry(x.ExpiresAt)
+	if c.sess.touchDue(now, ttl/10) {
+		x, err := c.g.opts.Sessions.TouchSession(ctx, now, c.tenant, c.session, now.Add(ttl))
+		switch {
+		case errors.Is(err, sluice.ErrSessionNotFound):
+			outcome = "session_gone"
+			c.close(c.sess.gone(now))
+			return
+		case err == nil:
+			c.sess.saw(x.ExpiresAt)
+		}
 	}
 	m := queue.Message{Tenant: c.tenant, Group: c.tenant + ":" + c.session, ID: f.ID, Body: job{from: c, f: f, at: c.g.opts.Now(), done: &fanout{}}}
 	if f.Action == "pooled" {

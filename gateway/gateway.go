@@ -66,8 +66,13 @@ type Options struct {
 	SendQueue int
 	// WriteTimeout drops a client that does not take a frame. Default 5s.
 	WriteTimeout time.Duration
-	// ExpiryEvery is how often sessions are checked for expiry. Default 1s.
+	// ExpiryEvery is how often the sessions whose known expiry has passed
+	// are read again. Default 1s.
 	ExpiryEvery time.Duration
+	// CheckEvery is how often every session and tenant with connections
+	// here is read again, to find a deletion another node could not tell
+	// this one of. Default 30s; at least ExpiryEvery.
+	CheckEvery time.Duration
 	// QueueCapacity caps the messages waiting in a tenant's silo queue,
 	// and, times PooledWorkers, in the pooled queue; a sender whose message
 	// does not fit is told so. Default 1,000.
@@ -158,9 +163,10 @@ type Gateway struct {
 	opts Options
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	conns map[sessionKey]map[*conn]struct{}
-	byID  map[string]*conn
+	mu       sync.Mutex
+	conns    map[sessionKey]map[*conn]struct{}
+	sessions map[sessionKey]*session // of the sessions in conns
+	byID     map[string]*conn
 	silos map[string]*queue.Queue // one queue and worker per tenant
 
 	pooled *queue.Queue // one queue for every tenant, fair between them
@@ -199,6 +205,10 @@ func New(opts Options) *Gateway {
 	if opts.ExpiryEvery <= 0 {
 		opts.ExpiryEvery = time.Second
 	}
+	if opts.CheckEvery <= 0 {
+		opts.CheckEvery = 30 * time.Second
+	}
+	opts.CheckEvery = max(opts.CheckEvery, opts.ExpiryEvery)
 	if opts.QueueCapacity <= 0 {
 		opts.QueueCapacity = 1000
 	}
@@ -217,7 +227,7 @@ func New(opts Options) *Gateway {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
+	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, sessions: map[sessionKey]*session{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.dedup = queue.NewDedup(5*time.Minute, 100_000)
 	g.pooled = queue.New(g.queueOptions(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, TenantCapacity: opts.QueueCapacity, Workers: opts.PooledWorkers}), g.deliver)
@@ -351,13 +361,13 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 	if g.opts.Registry == nil || g.opts.Peer == nil {
 		return nil
 	}
-	regs, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), c.tenant, c.session)
+	regs, err := g.remoteConns(ctx, c)
 	if err != nil {
 		return g.unavailable("registry", c.tenant, err)
 	}
 	var failed error
 	for _, r := range regs {
-		if r.Node == g.opts.Node || done.conns[r.Conn] {
+		if done.conns[r.Conn] {
 			continue
 		}
 		for _, f := range frames {
@@ -371,9 +381,11 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 		switch {
 		case sluice.KindOf(err) == sluice.KindGone:
 			g.opts.Registry.Deregister(ctx, r.Tenant, r.Session, r.Conn)
+			c.sess.forget(r.Conn)
 		case err != nil:
 			g.log.Warn("gateway: delivering to another node", "node", r.Node, "err", err)
 			failed = cmp.Or(failed, err)
+			c.sess.invalidate() // the node may be gone: read again next time
 			continue
 		}
 		if done.conns == nil {
@@ -483,22 +495,22 @@ func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluic
 }
 
 // refresh moves a session's expiry to now plus its tenant's TTL, as any
-// activity does (seed 000: a connect too). It reports false if the session
-// is gone; a store that fails leaves the expiry as it was, logged.
-func (g *Gateway) refresh(ctx context.Context, c *conn) bool {
+// activity does (seed 000: a connect too), and returns the expiry. It
+// reports false if the session is gone; a store that fails leaves the
+// expiry as it was, logged.
+func (g *Gateway) refresh(ctx context.Context, x sluice.Session, ttl time.Duration) (time.Time, bool) {
 	sctx, cancel := g.storeCtx(ctx)
 	defer cancel()
 	now := g.opts.Now()
-	x, err := g.opts.Sessions.TouchSession(sctx, now, c.tenant, c.session, now.Add(time.Duration(c.settings.SessionTTL)*time.Second))
+	y, err := g.opts.Sessions.TouchSession(sctx, now, x.Tenant, x.ID, now.Add(ttl))
 	switch {
 	case errors.Is(err, sluice.ErrSessionNotFound):
-		return false
+		return time.Time{}, false
 	case err != nil:
-		g.log.Warn("gateway: refreshing a session at connect", "tenant", c.tenant, "err", err)
-	default:
-		c.sawExpiry(x.ExpiresAt)
+		g.log.Warn("gateway: refreshing a session at connect", "tenant", x.Tenant, "err", err)
+		return x.ExpiresAt, true
 	}
-	return true
+	return y.ExpiresAt, true
 }
 
 // AdmitHandler answers GET /v1/ws/admit?tenant=T&session=S with what a
@@ -595,20 +607,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.ctx, c.cancel = context.WithCancel(g.ctx)
 	c.id = connID(session)
 	c.lastActiveAt = c.connectedAt
-	c.sessionExpires = x.ExpiresAt
-	if !g.refresh(ctx, c) {
+	expires, ok := g.refresh(ctx, x, time.Duration(st.SessionTTL)*time.Second)
+	if !ok {
 		c.release()
 		g.refuse(w, tenant, errUnknownSession)
 		return
 	}
 	// Registered before the 101 answer hands out its id: the management
-	// API knows every connection its client was told of.
-	if !g.register(c) {
+	// API knows every connection its client was told of, and so do the
+	// other nodes of the session.
+	if !g.register(c, expires) {
 		c.release()
 		g.refuse(w, tenant, &sluice.Error{Kind: sluice.KindUnavailable, Message: "server shutting down"})
 		return
 	}
 	c.registerRemote()
+	g.announce(ctx, c)
 	w.Header().Set("Sluice-Connection", c.id)
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.opts.AllowedOrigins})
 	if err != nil {
@@ -632,7 +646,9 @@ func (g *Gateway) refuse(w http.ResponseWriter, tenant string, err error) {
 	wire.WriteError(w, err)
 }
 
-func (g *Gateway) register(c *conn) bool {
+// register adds c to this node's connections, its session's expiry
+// as the connect left it, just written.
+func (g *Gateway) register(c *conn, expires time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -641,7 +657,11 @@ func (g *Gateway) register(c *conn) bool {
 	k := sessionKey{c.tenant, c.session}
 	if g.conns[k] == nil {
 		g.conns[k] = map[*conn]struct{}{}
+		g.sessions[k] = &session{}
 	}
+	c.sess = g.sessions[k]
+	c.sess.saw(expires)
+	c.sess.touchDue(g.opts.Now(), 0)
 	g.conns[k][c] = struct{}{}
 	g.byID[c.id] = c
 	g.wg.Add(1)
@@ -655,6 +675,7 @@ func (g *Gateway) unregister(c *conn) {
 	delete(g.conns[k], c)
 	if len(g.conns[k]) == 0 {
 		delete(g.conns, k)
+		delete(g.sessions, k)
 	}
 	delete(g.byID, c.id)
 }
@@ -744,10 +765,17 @@ func (g *Gateway) Connections() int {
 	return n
 }
 
-// expiryLoop closes the connections of sessions that have expired.
+// expiryLoop closes the connections of sessions that have expired, and
+// releases idle silo queues, every ExpiryEvery. It reads only the sessions
+// whose latest known expiry has passed: another node's activity may have
+// pushed it later, or it has expired. Every CheckEvery it also reads every
+// session and tenant with connections here, to find deletions made through
+// a node that could not tell this one (deletions are told to every node at
+// once, CloseSession): a fallback, not the rule.
 func (g *Gateway) expiryLoop() {
 	t := time.NewTicker(g.opts.ExpiryEvery)
 	defer t.Stop()
+	var lastFull time.Time
 	for {
 		select {
 		case <-g.stop:
@@ -755,54 +783,65 @@ func (g *Gateway) expiryLoop() {
 		case <-t.C:
 		}
 		g.releaseIdleSilos()
+		now := g.opts.Now()
+		full := time.Since(lastFull) >= g.opts.CheckEvery
+		if full {
+			lastFull = time.Now()
+		}
 		g.mu.Lock()
-		keys := make([]sessionKey, 0, len(g.conns))
-		for k := range g.conns {
-			keys = append(keys, k)
+		sessions := make(map[sessionKey]*session, len(g.sessions))
+		for k, s := range g.sessions {
+			if full || s.mayHaveExpired(now) {
+				sessions[k] = s
+			}
 		}
 		g.mu.Unlock()
-		// A tenant deleted through another node, or deleted and made
-		// anew: its connections close here too.
 		tenants := map[string]*Tenant{} // nil: gone
-		for _, k := range keys {
-			if _, seen := tenants[k.tenant]; seen {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(g.ctx, g.opts.ExpiryEvery)
-			t, ok, err := g.opts.Tenant(ctx, k.tenant)
-			cancel()
-			switch {
-			case err != nil:
-				tenants[k.tenant] = &Tenant{} // a failed read proves nothing
-			case ok:
-				tenants[k.tenant] = &t
-			default:
-				tenants[k.tenant] = nil
-				g.CloseTenant(k.tenant)
+		if full {
+			for k := range sessions {
+				if _, seen := tenants[k.tenant]; !seen {
+					tenants[k.tenant] = g.checkTenant(k.tenant)
+				}
 			}
 		}
-		for _, k := range keys {
-			t := tenants[k.tenant]
-			if t == nil {
-				continue
+		for k, s := range sessions {
+			t, checked := tenants[k.tenant]
+			if checked && t == nil {
+				continue // closed with its tenant
 			}
 			ctx, cancel := context.WithTimeout(g.ctx, g.opts.ExpiryEvery)
-			x, err := g.opts.Sessions.GetSession(ctx, g.opts.Now(), k.tenant, k.id)
+			x, err := g.opts.Sessions.GetSession(ctx, now, k.tenant, k.id)
 			cancel()
 			switch {
-			case err == nil && !t.owns(x):
+			case err == nil && t != nil && !t.owns(x):
 				for _, c := range g.peers(k.tenant, k.id) {
 					c.close(statusDeleted, "tenant deleted")
 				}
 			case errors.Is(err, sluice.ErrSessionNotFound):
+				code, reason := s.gone(now)
 				for _, c := range g.peers(k.tenant, k.id) {
-					c.close(c.sessionGone())
+					c.close(code, reason)
 				}
 			case err == nil:
-				for _, c := range g.peers(k.tenant, k.id) {
-					c.sawExpiry(x.ExpiresAt)
-				}
+				s.saw(x.ExpiresAt)
 			}
 		}
 	}
+}
+
+// checkTenant reads a tenant with connections here, and closes them if it
+// was deleted: it returns nil then, the tenant otherwise (a zero Tenant if
+// the read failed, which proves nothing).
+func (g *Gateway) checkTenant(tenant string) *Tenant {
+	ctx, cancel := context.WithTimeout(g.ctx, g.opts.ExpiryEvery)
+	t, ok, err := g.opts.Tenant(ctx, tenant)
+	cancel()
+	switch {
+	case err != nil:
+		return &Tenant{}
+	case !ok:
+		g.CloseTenant(tenant)
+		return nil
+	}
+	return &t
 }

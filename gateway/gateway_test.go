@@ -48,7 +48,8 @@ type fixture struct {
 	sessions *memstore.Sessions
 	clock    *clock
 	settings sluice.TenantSettings
-	deleted  sync.Map // tenant -> true once deleted
+	counted  *countingSessions // the gateway's session store: f.sessions, counted
+	deleted  sync.Map          // tenant -> true once deleted
 	since    sync.Map // tenant -> time.Time it was created, if not zero
 }
 
@@ -75,7 +76,8 @@ func newFixture(t *testing.T, s sluice.TenantSettings, opts Options) *fixture {
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
 	f := &fixture{sessions: &memstore.Sessions{}, clock: c, settings: s, store: store}
 	f.eng = engine.New(store, engine.Options{Now: c.now, Timeout: 200 * time.Millisecond})
-	opts.Limiter, opts.Sessions, opts.Now = f.eng, f.sessions, c.now
+	f.counted = &countingSessions{Sessions: f.sessions}
+	opts.Limiter, opts.Sessions, opts.Now = f.eng, f.counted, c.now
 	opts.Tenant = func(ctx context.Context, tenant string) (Tenant, bool, error) {
 		_, gone := f.deleted.Load(tenant)
 		since, _ := f.since.Load(tenant)
@@ -449,7 +451,7 @@ func (o *onHeader) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // 4001 at once on the node that deleted it (CloseTenant), and on another
 // node at its next sweep, which finds the tenant gone; other tenants stay.
 func TestTenantDeletionCloses(t *testing.T) {
-	f := newFixture(t, roomy, Options{ExpiryEvery: 20 * time.Millisecond})
+	f := newFixture(t, roomy, Options{ExpiryEvery: 20 * time.Millisecond, CheckEvery: 20 * time.Millisecond})
 	f.session(t, "s1")
 	now := f.clock.now()
 	f.sessions.CreateSession(context.Background(), sluice.Session{Tenant: "beta", ID: "b1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
@@ -739,7 +741,7 @@ func TestConnectRefreshesTTL(t *testing.T) {
 // node, found gone by this node's sweep before its expiry, closes its
 // connections with 4001 (deleted), not 4000 (expired).
 func TestSessionDeletedElsewhereIs4001(t *testing.T) {
-	f := newFixture(t, roomy, Options{ExpiryEvery: 10 * time.Millisecond})
+	f := newFixture(t, roomy, Options{ExpiryEvery: 10 * time.Millisecond, CheckEvery: 10 * time.Millisecond})
 	f.session(t, "s1")
 	a, _, err := f.dial("acme", "s1")
 	if err != nil {
@@ -831,4 +833,57 @@ func (p *flakyPeer) Info(ctx context.Context, node, tenant, conn string) (Connec
 
 func (p *flakyPeer) Close(ctx context.Context, node, tenant, conn string, code websocket.StatusCode, reason string) error {
 	return ErrGone
+}
+
+func (p *flakyPeer) Changed(ctx context.Context, node, tenant, session string) error { return nil }
+
+// countingSessions counts the gateway's session reads and writes.
+type countingSessions struct {
+	*memstore.Sessions
+	gets, touches atomic.Int64
+}
+
+func (c *countingSessions) GetSession(ctx context.Context, now time.Time, tenant, id string) (sluice.Session, error) {
+	c.gets.Add(1)
+	return c.Sessions.GetSession(ctx, now, tenant, id)
+}
+
+func (c *countingSessions) TouchSession(ctx context.Context, now time.Time, tenant, id string, expiresAt time.Time) (sluice.Session, error) {
+	c.touches.Add(1)
+	return c.Sessions.TouchSession(ctx, now, tenant, id, expiresAt)
+}
+
+// TestMessagesCostLittleOfTheSessionStore: messages do not each write the
+// session's expiry (one write per tenth of the TTL at most), and the sweep
+// reads only sessions whose known expiry has passed, not every live one at
+// every tick.
+func TestMessagesCostLittleOfTheSessionStore(t *testing.T) {
+	f := newFixture(t, roomy, Options{ExpiryEvery: 5 * time.Millisecond, CheckEvery: time.Hour})
+	f.session(t, "s1")
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(websocket.StatusNormalClosure, "")
+	gets, touches := f.counted.gets.Load(), f.counted.touches.Load()
+	for i := range 20 {
+		write(t, a, fmt.Sprintf(`{"action":"pooled","data":%d}`, i))
+		if m := read(t, a); m["type"] != "echo" {
+			t.Fatalf("message %d: %v", i, m)
+		}
+		f.clock.advance(time.Second) // 20s in all: under a tenth of the TTL of 300s
+	}
+	if n := f.counted.touches.Load() - touches; n != 0 {
+		t.Errorf("20 messages within a tenth of the TTL of the connect wrote the expiry %d times, want 0", n)
+	}
+	// At most the sweep's first, full check read the session.
+	if n := f.counted.gets.Load() - gets; n > 1 {
+		t.Errorf("the session was read %d times during the messages", n)
+	}
+	f.clock.advance(15 * time.Second) // past a tenth of the TTL
+	write(t, a, `{"action":"pooled","data":"late"}`)
+	read(t, a)
+	if n := f.counted.touches.Load() - touches; n != 1 {
+		t.Errorf("a message past a tenth of the TTL wrote the expiry %d times, want 1", n)
+	}
 }

@@ -23,6 +23,9 @@ type Peer interface {
 	Post(ctx context.Context, node, tenant, conn string, data []byte) error
 	Info(ctx context.Context, node, tenant, conn string) (ConnectionInfo, error)
 	Close(ctx context.Context, node, tenant, conn string, code websocket.StatusCode, reason string) error
+	// Changed tells node that a session it holds connections of has a
+	// new one elsewhere (Gateway.SessionChanged).
+	Changed(ctx context.Context, node, tenant, session string) error
 }
 
 // ErrGone is the management API's answer for a connection that has gone

@@ -72,3 +72,12 @@ func (h *Handler) closeConnection(w http.ResponseWriter, r *http.Request, tenant
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"closed": r.PathValue("conn")})
 }
+
+// sessionChanged: POST /v1/tenants/{id}/sessions/{session}/changed, from
+// another node that has a new connection of the session: this node reads
+// the session's connections again before its next fan-out. It costs the
+// caller's own tenant a read at most, whoever calls it.
+func (h *Handler) sessionChanged(w http.ResponseWriter, r *http.Request, tenant string) {
+	h.opts.Gateway.SessionChanged(tenant, r.PathValue("session"))
+	writeJSON(w, http.StatusOK, map[string]string{"changed": r.PathValue("session")})
+}

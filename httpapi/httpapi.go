@@ -97,6 +97,9 @@ type Gateway interface {
 	PostToConnection(ctx context.Context, tenant, id string, data []byte, forward bool) error
 	ConnectionInfo(ctx context.Context, tenant, id string, forward bool) (gateway.ConnectionInfo, error)
 	CloseConnection(ctx context.Context, tenant, id string, code websocket.StatusCode, reason string, forward bool) error
+	// SessionChanged drops what the node keeps of a session's
+	// connections on other nodes: another node has a new one.
+	SessionChanged(tenant, session string)
 }
 
 // Handler serves the API. Create it with New.
@@ -165,6 +168,7 @@ func New(opts Options) *Handler {
 		h.tenantRoute("POST", "/v1/tenants/{id}/connections/{conn}", h.postToConnection)
 		h.tenantRoute("GET", "/v1/tenants/{id}/connections/{conn}", h.connectionInfo)
 		h.tenantRoute("DELETE", "/v1/tenants/{id}/connections/{conn}", h.closeConnection)
+		h.tenantRoute("POST", "/v1/tenants/{id}/sessions/{session}/changed", h.sessionChanged)
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

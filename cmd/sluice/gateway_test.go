@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
 func dialWS(t *testing.T, p *process, tenant, session string) (*websocket.Conn, int) {
@@ -288,4 +291,39 @@ func grepLines(s, prefix string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestGatewayStoreRequestsPerMessage: on DynamoDB, a session's messages on
+// one node cost one store request each, the message limit's decision, and
+// little more (target: at most 1.1): the session's expiry is written once
+// per tenth of its TTL, its connections on other nodes are read once and
+// kept, and the sweep reads only sessions that may have expired. Counted
+// by a proxy in front of the emulator.
+func TestGatewayStoreRequestsPerMessage(t *testing.T) {
+	px := dynamotest.NewFaultProxy(t, dynamotest.Get(t).Endpoint)
+	p := nodesVia(t, 1, px.Endpoint, "--ws-renew", "1m")[0]
+	if code, out := p.call(t, "", "POST", "/v1/tenants", `{"id":"acme","settings":{"messagesPerMinute":100000}}`); code != 201 {
+		t.Fatal(code, out)
+	}
+	_, out := p.call(t, "", "PUT", "/v1/tenants/acme/sessions", "")
+	ws, status := dialWS(t, p, "acme", out["id"].(string))
+	if status != 101 {
+		t.Fatalf("connect: %d", status)
+	}
+	defer ws.Close(websocket.StatusNormalClosure, "")
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	const messages = 200
+	before := px.Total()
+	for i := range messages {
+		ws.Write(ctx, websocket.MessageText, []byte(fmt.Sprintf(`{"action":"pooled","data":%d}`, i)))
+		if _, b, err := ws.Read(ctx); err != nil || !strings.Contains(string(b), `"echo"`) {
+			t.Fatalf("message %d: %s %v", i, b, err)
+		}
+	}
+	per := float64(px.Total()-before) / messages
+	t.Logf("%.3f store requests per message (%d requests for %d messages)", per, px.Total()-before, messages)
+	if per > 1.1 {
+		t.Fatalf("%.3f store requests per message, want at most 1.1", per)
+	}
 }

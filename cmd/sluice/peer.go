@@ -31,10 +31,14 @@ func newPeer(adminKey string) *peer {
 	return &peer{key: adminKey, client: &http.Client{Timeout: 10 * time.Second}}
 }
 
-// call makes one management call and decodes a 200's body into out; an
-// error answer is the other node's error, of its kind (410: gateway.ErrGone).
+// call makes one management call on a connection and decodes a 200's body
+// into out; an error answer is the other node's error, of its kind (410:
+// gateway.ErrGone).
 func (p *peer) call(ctx context.Context, method, node, tenant, conn, query string, body []byte, out any) error {
-	u := node + "/v1/tenants/" + url.PathEscape(tenant) + "/connections/" + url.PathEscape(conn)
+	return p.do(ctx, method, node+"/v1/tenants/"+url.PathEscape(tenant)+"/connections/"+url.PathEscape(conn), query, body, out)
+}
+
+func (p *peer) do(ctx context.Context, method, u, query string, body []byte, out any) error {
 	if query != "" {
 		u += "?" + query
 	}
@@ -65,7 +69,7 @@ func (p *peer) call(ctx context.Context, method, node, tenant, conn, query strin
 	case http.StatusGone:
 		return gateway.ErrGone
 	}
-	return wire.ParseError("peer "+node, resp.StatusCode, b)
+	return wire.ParseError("peer "+req.URL.Host, resp.StatusCode, b)
 }
 
 // Post implements gateway.Peer.
@@ -87,4 +91,9 @@ func (p *peer) Close(ctx context.Context, node, tenant, conn string, code websoc
 		q.Set("code", strconv.Itoa(int(code)))
 	}
 	return p.call(ctx, http.MethodDelete, node, tenant, conn, q.Encode(), nil, nil)
+}
+
+// Changed implements gateway.Peer.
+func (p *peer) Changed(ctx context.Context, node, tenant, session string) error {
+	return p.do(ctx, http.MethodPost, node+"/v1/tenants/"+url.PathEscape(tenant)+"/sessions/"+url.PathEscape(session)+"/changed", "", nil, nil)
 }

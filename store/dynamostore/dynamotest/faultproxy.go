@@ -118,6 +118,17 @@ func (p *FaultProxy) Writes() int64 {
 	return n
 }
 
+// Total returns how many requests came in, of every operation.
+func (p *FaultProxy) Total() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := int64(0)
+	for _, c := range p.counts {
+		n += c
+	}
+	return n
+}
+
 // Injected returns how many faults the proxy answered itself; Dropped how
 // many items it took out of failed conditions.
 func (p *FaultProxy) Injected() int64 { return p.injected.Load() }

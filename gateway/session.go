@@ -1,0 +1,160 @@
+package gateway
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice"
+)
+
+// session is what this node knows of a session it holds connections of,
+// so that a message costs one store request, its limit's decision, and
+// little else:
+//
+//   - the latest expiry seen, so that the sweep reads only sessions that
+//     may have expired, and tells a deletion (gone before its expiry, 4001)
+//     from an expiry (4000);
+//   - when this node last moved the expiry, so that it writes it at most
+//     once per tenth of the TTL, however many messages (touchDue);
+//   - the session's connections on other nodes, read once and kept until
+//     another node says they changed (Gateway.SessionChanged), a node
+//     answers that one is gone, or a node cannot be reached.
+type session struct {
+	mu      sync.Mutex
+	expires time.Time
+	touched time.Time
+	regs    []sluice.Registration // other nodes' connections, if cached
+	cached  bool
+	gen     uint64 // moved by every invalidation, so that a read in flight is not kept
+}
+
+// saw records a session expiry read from the store.
+func (s *session) saw(t time.Time) {
+	s.mu.Lock()
+	if t.After(s.expires) {
+		s.expires = t
+	}
+	s.mu.Unlock()
+}
+
+// gone returns the close code and reason for a session found gone at now:
+// deleted (4001) if it was gone before the latest expiry this node saw,
+// which other nodes' activity can only have pushed later; expired (4000)
+// otherwise.
+func (s *session) gone(now time.Time) (websocket.StatusCode, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Before(s.expires) {
+		return statusDeleted, "session deleted"
+	}
+	return statusExpired, "session expired"
+}
+
+// mayHaveExpired reports whether the session's latest known expiry has
+// passed at now.
+func (s *session) mayHaveExpired(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !now.Before(s.expires)
+}
+
+// touchDue reports whether the session's expiry is to be written now: once
+// per every, at most. It takes the turn, so that of messages arriving
+// together one writes.
+func (s *session) touchDue(now time.Time, every time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Sub(s.touched) < every {
+		return false
+	}
+	s.touched = now
+	return true
+}
+
+// invalidate drops the cached connections of other nodes.
+func (s *session) invalidate() {
+	s.mu.Lock()
+	s.regs, s.cached = nil, false
+	s.gen++
+	s.mu.Unlock()
+}
+
+// forget drops one connection from the cache: its node says it is gone.
+func (s *session) forget(conn string) {
+	s.mu.Lock()
+	s.regs = slices.DeleteFunc(slices.Clone(s.regs), func(r sluice.Registration) bool { return r.Conn == conn })
+	s.mu.Unlock()
+}
+
+// remoteConns returns the session's connections on other nodes: cached,
+// or read from the registry and cached unless invalidated meanwhile.
+func (g *Gateway) remoteConns(ctx context.Context, c *conn) ([]sluice.Registration, error) {
+	s := c.sess
+	s.mu.Lock()
+	if s.cached {
+		regs := s.regs
+		s.mu.Unlock()
+		return regs, nil
+	}
+	gen := s.gen
+	s.mu.Unlock()
+	all, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), c.tenant, c.session)
+	if err != nil {
+		return nil, err
+	}
+	regs := slices.DeleteFunc(all, func(r sluice.Registration) bool { return r.Node == g.opts.Node })
+	s.mu.Lock()
+	if s.gen == gen {
+		s.regs, s.cached = regs, true
+	}
+	s.mu.Unlock()
+	return regs, nil
+}
+
+// SessionChanged drops what this node keeps of a session's connections on
+// other nodes: another node has a new one (it says so when it registers
+// one).
+func (g *Gateway) SessionChanged(tenant, session string) {
+	g.mu.Lock()
+	s := g.sessions[sessionKey{tenant, session}]
+	g.mu.Unlock()
+	if s != nil {
+		s.invalidate()
+	}
+}
+
+// announce tells the other nodes holding connections of c's session that
+// it has a new one here, so that they read its connections again. It runs
+// before the connect is answered: a message sent once the client is
+// connected reaches it from every node.
+func (g *Gateway) announce(ctx context.Context, c *conn) {
+	if g.opts.Registry == nil || g.opts.Peer == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
+	defer cancel()
+	regs, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), c.tenant, c.session)
+	if err != nil {
+		g.log.Warn("gateway: telling other nodes of a new connection", "tenant", c.tenant, "err", err)
+		return
+	}
+	nodes := map[string]bool{}
+	for _, r := range regs {
+		if r.Node != g.opts.Node {
+			nodes[r.Node] = true
+		}
+	}
+	var wg sync.WaitGroup
+	for node := range nodes {
+		wg.Go(func() {
+			if err := g.opts.Peer.Changed(ctx, node, c.tenant, c.session); err != nil {
+				g.log.Warn("gateway: telling another node of a new connection", "node", node, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
