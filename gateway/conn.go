@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -16,8 +17,10 @@ import (
 	"github.com/sluicehq/sluice/queue"
 )
 
-// conn is one WebSocket connection. Its handler goroutine reads; one more
-// goroutine writes its send queue and renews its leases.
+// conn is one WebSocket connection. Its handler goroutine reads; a writer
+// goroutine runs only while frames wait to be written, so that an idle
+// connection holds one goroutine. Its leases are renewed, and its idle time
+// and lifetime watched, by the gateway's loops, not by timers of its own.
 type conn struct {
 	g               *Gateway
 	ws              *websocket.Conn
@@ -25,21 +28,38 @@ type conn struct {
 	tenant, session string
 	settings        sluice.TenantSettings
 	checks          []sluice.Check // the two lease policies
-	leases          []uint64
-	send            chan []byte // bounded: a client that lets it fill is dropped
 	connectedAt     time.Time
-
 	sess            *session // this node's state of the session, shared by its connections
+
+	out     outbox
+	writers sync.WaitGroup // the writer goroutine, and the close handshake
 
 	mu           sync.Mutex
 	lastActiveAt time.Time
+	leases       []uint64 // 0 once lost
+	code         websocket.StatusCode
+	reason       string
 
 	closeOnce sync.Once
 	done      chan struct{}
 	ctx       context.Context // cancelled at close, and by the gateway's Close
 	cancel    context.CancelFunc
-	code      websocket.StatusCode
-	reason    string
+}
+
+// outbox is a connection's frames waiting to be written, bounded in bytes.
+// A sender waits while it is full (back-pressure: a reader stops reading
+// its own client's socket, a queue's worker stops taking messages), and a
+// client that takes no frame for the write timeout while some wait is
+// dropped: a slow reader that reads is never dropped, however large the
+// burst.
+type outbox struct {
+	mu       sync.Mutex
+	frames   [][]byte
+	size     int
+	writing  bool          // a writer goroutine is draining the frames
+	open     bool          // the WebSocket is open: frames may be written
+	space    chan struct{} // closed, and made anew, whenever frames are written
+	progress time.Time     // when the client last took a frame, or frames began to wait
 }
 
 // frame is a client's message.
@@ -50,16 +70,36 @@ type frame struct {
 }
 
 // serve runs the connection until it closes, then releases its leases.
+// The close handshake runs when the connection's context ends: closed by
+// either side, by the gateway's loops, or by the gateway's Close.
 func (c *conn) serve() {
 	defer c.g.wg.Done()
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); c.writeLoop() }()
+	closed := make(chan struct{})
+	context.AfterFunc(c.ctx, func() {
+		defer close(closed)
+		code, reason := c.closeStatus()
+		c.ws.Close(code, reason) // bounded by the library's own 5s handshake timeout
+	})
+	c.opened()
 	c.readLoop()
 	c.close(websocket.StatusNormalClosure, "")
-	<-writerDone
+	<-closed
+	c.writers.Wait()
 	c.g.unregister(c)
 	c.release()
-	c.g.opts.Observer.Closed(c.tenant, c.code)
+	code, _ := c.closeStatus()
+	c.g.opts.Observer.Closed(c.tenant, code)
+}
+
+// closeStatus returns the code and reason the connection closes with:
+// those given to close, or 1001 (going away) if the gateway is closing.
+func (c *conn) closeStatus() (websocket.StatusCode, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.code == 0 {
+		return websocket.StatusGoingAway, "server shutting down"
+	}
+	return c.code, c.reason
 }
 
 // connID returns a new connection id: its session's id, a dot, and 96
@@ -78,10 +118,13 @@ func (c *conn) touch() {
 	c.mu.Unlock()
 }
 
-// close closes the connection with code, once; the loops see it and end.
+// close closes the connection with code, once: its context ends, which
+// starts the close handshake, and the loops see it and end.
 func (c *conn) close(code websocket.StatusCode, reason string) {
 	c.closeOnce.Do(func() {
+		c.mu.Lock()
 		c.code, c.reason = code, reason
+		c.mu.Unlock()
 		close(c.done)
 		c.cancel()
 	})
@@ -111,7 +154,10 @@ func (c *conn) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for i, id := range c.leases {
+	c.mu.Lock()
+	leases := slices.Clone(c.leases)
+	c.mu.Unlock()
+	for i, id := range leases {
 		if id == 0 {
 			continue
 		}
@@ -158,7 +204,7 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	defer func() { c.g.opts.Observer.Message(c.tenant, outcome) }()
 	if err := json.Unmarshal(b, &f); err != nil || (f.Action != "silo" && f.Action != "pooled") {
 		outcome = "invalid"
-		c.enqueue(mustJSON(map[string]any{"error": "Bad Request", "message": `want {"action": "silo" | "pooled", "data": ...}`}))
+		c.send(ctx, mustJSON(map[string]any{"error": "Bad Request", "message": `want {"action": "silo" | "pooled", "data": ...}`}))
 		return
 	}
 	lim := sluice.Check{Policy: sluice.Policy{Name: policyTenantMessage, Algorithm: sluice.SlidingWindow, Limit: c.settings.MessagesPerMinute, Window: time.Minute}, Space: sluice.SpaceInternal}
@@ -169,12 +215,12 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 			c.g.log.Warn("gateway: deciding a message failed", "tenant", c.tenant, "err", err)
 		}
 		outcome = "unavailable"
-		c.enqueue(mustJSON(map[string]any{"error": "Service Unavailable", "message": "limiter unavailable; try again", "id": f.ID}))
+		c.send(ctx, mustJSON(map[string]any{"error": "Service Unavailable", "message": "limiter unavailable; try again", "id": f.ID}))
 		return
 	}
 	if !res.Allowed {
 		outcome = "throttled"
-		c.enqueue(mustJSON(map[string]any{"error": "Too Many Requests", "message": "message throttled: messagesPerMinute", "retryAfterMs": res.Decision.RetryAfter.Milliseconds(), "id": f.ID}))
+		c.send(ctx, mustJSON(map[string]any{"error": "Too Many Requests", "message": "message throttled: messagesPerMinute", "retryAfterMs": res.Decision.RetryAfter.Milliseconds(), "id": f.ID}))
 		return
 	}
 	// Activity refreshes the session: one write per tenth of the TTL at
@@ -194,8 +240,10 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 		}
 	}
 	m := queue.Message{Tenant: c.tenant, Group: c.tenant + ":" + c.session, ID: f.ID, Body: job{from: c, f: f, at: c.g.opts.Now(), done: &fanout{}}}
+	// A full queue holds the reader (back-pressure on its client) until
+	// there is room, for as long as ctx allows.
 	if f.Action == "pooled" {
-		err = c.g.pooled.Enqueue(m)
+		err = c.g.pooled.EnqueueWait(ctx, m)
 	} else {
 		// A silo released as idle answers ErrClosed: its next is made.
 		for range 2 {
@@ -203,7 +251,7 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 			if q == nil {
 				return // shutting down
 			}
-			if err = q.Enqueue(m); !errors.Is(err, queue.ErrClosed) {
+			if err = q.EnqueueWait(ctx, m); !errors.Is(err, queue.ErrClosed) {
 				break
 			}
 		}
@@ -211,70 +259,122 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	switch {
 	case errors.Is(err, queue.ErrFull):
 		outcome = "queue_full"
-		c.enqueue(mustJSON(map[string]any{"error": "Queue Full", "message": "the " + f.Action + " queue is full; try again", "id": f.ID}))
+		c.send(ctx, mustJSON(map[string]any{"error": "Queue Full", "message": "the " + f.Action + " queue is full; try again", "id": f.ID}))
 	case errors.Is(err, queue.ErrDuplicate):
 		outcome = "duplicate"
-		c.enqueue(mustJSON(map[string]any{"duplicate": true, "message": "a message with this id was sent in the last 5 minutes", "id": f.ID}))
+		c.send(ctx, mustJSON(map[string]any{"duplicate": true, "message": "a message with this id was sent in the last 5 minutes", "id": f.ID}))
 	}
 }
 
-// enqueue queues a frame; a full queue drops the connection rather than
-// block the sender.
-func (c *conn) enqueue(b []byte) {
-	select {
-	case <-c.done:
-	case c.send <- b:
-	default:
-		c.close(websocket.StatusPolicyViolation, "too slow: send queue full")
-	}
-}
-
-// writeLoop writes queued frames with a deadline each, renews the leases
-// every renewal period, and closes the connection at its maximum lifetime
-// or when it has been idle too long (checked every renewal, or every tenth
-// of the idle timeout if that is sooner), until the connection closes. One
-// goroutine for all of it keeps a connection's memory small.
-func (c *conn) writeLoop() {
-	every := c.g.opts.RenewEvery
-	renew := time.NewTicker(every)
-	defer renew.Stop()
-	idle := time.NewTicker(max(min(every, c.g.opts.IdleTimeout/10), 10*time.Millisecond))
-	defer idle.Stop()
-	lifetime := time.NewTimer(c.g.opts.MaxLifetime)
-	defer lifetime.Stop()
-	for {
-		select {
-		case <-lifetime.C:
-			c.close(websocket.StatusNormalClosure, "maximum connection time reached")
-		case <-idle.C:
-			c.mu.Lock()
-			last := c.lastActiveAt
-			c.mu.Unlock()
-			if c.g.opts.Now().Sub(last) >= c.g.opts.IdleTimeout {
-				c.close(websocket.StatusNormalClosure, "idle timeout")
-			}
-		case <-c.done:
-			c.ws.Close(c.code, c.reason) // bounded by the library's own 5s handshake timeout
+// send queues a frame for the client, waiting while its outbox is full
+// until there is room, ctx ends, or the client has taken no frame for the
+// write timeout: then the client is dropped (1008). A frame larger than the
+// outbox goes alone.
+func (c *conn) send(ctx context.Context, b []byte) {
+	o := &c.out
+	o.mu.Lock()
+	for o.size > 0 && o.size+len(b) > c.g.opts.SendBuffer {
+		wait := c.g.opts.WriteTimeout - time.Since(o.progress)
+		if wait <= 0 {
+			o.mu.Unlock()
+			c.close(websocket.StatusPolicyViolation, "too slow: took no frame for the write timeout")
 			return
-		case b := <-c.send:
-			ctx, cancel := context.WithTimeout(context.Background(), c.g.opts.WriteTimeout)
-			err := c.ws.Write(ctx, websocket.MessageText, b)
-			cancel()
-			if err != nil {
-				c.close(websocket.StatusPolicyViolation, "write failed")
-			}
-		case <-renew.C:
-			c.registerRemote()
-			ctx, cancel := context.WithTimeout(context.Background(), c.g.opts.RenewEvery)
-			for i, id := range c.leases {
-				if _, err := c.g.opts.Limiter.Renew(ctx, c.tenant, c.checks[i], id); errors.Is(err, sluice.ErrLeaseNotFound) {
-					// The lease ran out (this node stalled): the count
-					// may already be someone else's. Drop the connection.
-					c.leases[i] = 0
-					c.close(websocket.StatusTryAgainLater, "connection lease lost")
-				}
-			}
-			cancel()
+		}
+		space := o.space
+		o.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-space:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-c.done:
+		}
+		t.Stop()
+		if ctx.Err() != nil || c.ctx.Err() != nil {
+			return
+		}
+		o.mu.Lock()
+	}
+	if o.size == 0 {
+		o.progress = time.Now() // the client is waited for from now
+	}
+	if o.space == nil {
+		o.space = make(chan struct{})
+	}
+	o.frames = append(o.frames, b)
+	o.size += len(b)
+	start := o.open && !o.writing
+	o.writing = o.writing || start
+	o.mu.Unlock()
+	if start {
+		c.writers.Go(c.drain)
+	}
+}
+
+// opened lets the outbox write, once the WebSocket is open: frames sent
+// between the connection's registration and its 101 wait until then.
+func (c *conn) opened() {
+	o := &c.out
+	o.mu.Lock()
+	o.open = true
+	start := len(o.frames) > 0 && !o.writing
+	o.writing = o.writing || start
+	o.mu.Unlock()
+	if start {
+		c.writers.Go(c.drain)
+	}
+}
+
+// drain writes the outbox's frames, each within the write timeout, until
+// it is empty; then the goroutine ends. A frame written is activity: a
+// client that only listens is not idle while it receives traffic.
+func (c *conn) drain() {
+	o := &c.out
+	for {
+		o.mu.Lock()
+		if len(o.frames) == 0 || c.ctx.Err() != nil {
+			o.frames, o.size, o.writing = nil, 0, false
+			o.mu.Unlock()
+			return
+		}
+		b := o.frames[0]
+		o.frames[0] = nil
+		o.frames = o.frames[1:]
+		o.mu.Unlock()
+		ctx, cancel := context.WithTimeout(c.ctx, c.g.opts.WriteTimeout)
+		err := c.ws.Write(ctx, websocket.MessageText, b)
+		cancel()
+		if err != nil {
+			c.close(websocket.StatusPolicyViolation, "write failed")
+			continue
+		}
+		o.mu.Lock()
+		o.size -= len(b)
+		o.progress = time.Now()
+		close(o.space)
+		o.space = make(chan struct{})
+		o.mu.Unlock()
+		c.touch()
+	}
+}
+
+// renew renews the connection's leases and its registration, and drops
+// the connection if a lease was lost (this node stalled past its TTL: the
+// count may already be someone else's).
+func (c *conn) renew(ctx context.Context) {
+	c.registerRemote()
+	c.mu.Lock()
+	leases := slices.Clone(c.leases)
+	c.mu.Unlock()
+	for i, id := range leases {
+		if id == 0 {
+			continue
+		}
+		if _, err := c.g.opts.Limiter.Renew(ctx, c.tenant, c.checks[i], id); errors.Is(err, sluice.ErrLeaseNotFound) {
+			c.mu.Lock()
+			c.leases[i] = 0
+			c.mu.Unlock()
+			c.close(websocket.StatusTryAgainLater, "connection lease lost")
 		}
 	}
 }

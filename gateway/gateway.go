@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -61,9 +62,10 @@ type Options struct {
 	IdleTimeout time.Duration
 	// MaxLifetime closes any connection. Default 2h.
 	MaxLifetime time.Duration
-	// SendQueue caps the frames waiting for one connection; a client that
-	// lets it fill is dropped. Default 64.
-	SendQueue int
+	// SendBuffer caps the bytes of the frames waiting for one connection.
+	// A sender waits while it is full, and a client that takes no frame
+	// for WriteTimeout meanwhile is dropped (1008). Default 1 MiB.
+	SendBuffer int
 	// WriteTimeout drops a client that does not take a frame. Default 5s.
 	WriteTimeout time.Duration
 	// ExpiryEvery is how often the sessions whose known expiry has passed
@@ -167,7 +169,7 @@ type Gateway struct {
 	conns    map[sessionKey]map[*conn]struct{}
 	sessions map[sessionKey]*session // of the sessions in conns
 	byID     map[string]*conn
-	silos map[string]*queue.Queue // one queue and worker per tenant
+	silos    map[string]*queue.Queue // one queue and worker per tenant
 
 	pooled *queue.Queue // one queue for every tenant, fair between them
 	dedup  *queue.Dedup // message ids, shared by the queues
@@ -178,6 +180,7 @@ type Gateway struct {
 	wg     sync.WaitGroup
 	stop   chan struct{}
 	closed bool
+	sweeps atomic.Int64 // expiry sweeps done, for tests to wait on
 }
 
 type sessionKey struct{ tenant, id string }
@@ -196,8 +199,8 @@ func New(opts Options) *Gateway {
 	if opts.MaxLifetime <= 0 {
 		opts.MaxLifetime = 2 * time.Hour
 	}
-	if opts.SendQueue <= 0 {
-		opts.SendQueue = 64
+	if opts.SendBuffer <= 0 {
+		opts.SendBuffer = 1 << 20
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 5 * time.Second
@@ -232,6 +235,7 @@ func New(opts Options) *Gateway {
 	g.dedup = queue.NewDedup(5*time.Minute, 100_000)
 	g.pooled = queue.New(g.queueOptions(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, TenantCapacity: opts.QueueCapacity, Workers: opts.PooledWorkers}), g.deliver)
 	g.wg.Go(g.expiryLoop)
+	g.wg.Go(g.renewLoop)
 	return g
 }
 
@@ -289,7 +293,7 @@ func (g *Gateway) queueOptions(o queue.Options) queue.Options {
 	o.DeadLetter = func(m queue.Message, err error) {
 		j := m.Body.(job)
 		g.log.Warn("gateway: message dropped after its deliveries failed", "tenant", m.Tenant, "receives", m.Receives, "err", err)
-		j.from.enqueue(mustJSON(map[string]any{"error": "Not Delivered", "message": "the message could not be delivered to every connection of the session", "id": j.f.ID}))
+		j.from.send(j.from.ctx, mustJSON(map[string]any{"error": "Not Delivered", "message": "the message could not be delivered to every connection of the session", "id": j.f.ID}))
 	}
 	return o
 }
@@ -341,11 +345,11 @@ func (g *Gateway) deliver(ctx context.Context, m queue.Message) error {
 	start := g.opts.Now()
 	defer func() { g.opts.Observer.Delivered(f.Action, start.Sub(j.at), g.opts.Now().Sub(start)) }()
 	if !j.done.local {
-		c.enqueue(mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID}))
+		c.send(ctx, mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID}))
 		for _, p := range g.peers(c.tenant, c.session) {
 			if p != c {
-				p.enqueue(msg)
-				p.enqueue(reply)
+				p.send(ctx, msg)
+				p.send(ctx, reply)
 			}
 		}
 		j.done.local = true
@@ -603,7 +607,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &conn{g: g, tenant: tenant, session: session, checks: checks[:2], leases: []uint64{res.Decisions[0].Lease.ID, res.Decisions[1].Lease.ID},
-		settings: st, send: make(chan []byte, g.opts.SendQueue), done: make(chan struct{}), connectedAt: g.opts.Now()}
+		settings: st, done: make(chan struct{}), connectedAt: g.opts.Now()}
 	c.ctx, c.cancel = context.WithCancel(g.ctx)
 	c.id = connID(session)
 	c.lastActiveAt = c.connectedAt
@@ -783,6 +787,7 @@ func (g *Gateway) expiryLoop() {
 		case <-t.C:
 		}
 		g.releaseIdleSilos()
+		g.closeIdleAndOld()
 		now := g.opts.Now()
 		full := time.Since(lastFull) >= g.opts.CheckEvery
 		if full {
@@ -826,6 +831,73 @@ func (g *Gateway) expiryLoop() {
 				s.saw(x.ExpiresAt)
 			}
 		}
+		g.sweeps.Add(1)
+	}
+}
+
+// closeIdleAndOld closes the connections idle for IdleTimeout (neither
+// sending nor receiving), and those older than MaxLifetime.
+func (g *Gateway) closeIdleAndOld() {
+	now := g.opts.Now()
+	for _, c := range g.allConns() {
+		c.mu.Lock()
+		idle, age := now.Sub(c.lastActiveAt), now.Sub(c.connectedAt)
+		c.mu.Unlock()
+		switch {
+		case age >= g.opts.MaxLifetime:
+			c.close(websocket.StatusNormalClosure, "maximum connection time reached")
+		case idle >= g.opts.IdleTimeout:
+			c.close(websocket.StatusNormalClosure, "idle timeout")
+		}
+	}
+}
+
+// allConns returns this node's connections.
+func (g *Gateway) allConns() []*conn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]*conn, 0, len(g.byID))
+	for _, c := range g.byID {
+		out = append(out, c)
+	}
+	return out
+}
+
+// renewers bounds the connections renewed at once by renewLoop.
+const renewers = 16
+
+// renewLoop renews every connection's leases and registration every
+// RenewEvery, renewers at a time: a lease lives three renewals, so a node
+// that dies stops renewing and its connections' counts come back by
+// themselves.
+func (g *Gateway) renewLoop() {
+	t := time.NewTicker(g.opts.RenewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(g.ctx, g.opts.RenewEvery)
+		work := make(chan *conn)
+		var wg sync.WaitGroup
+		for range renewers {
+			wg.Go(func() {
+				for c := range work {
+					c.renew(ctx)
+				}
+			})
+		}
+		for _, c := range g.allConns() {
+			select {
+			case work <- c:
+			case <-ctx.Done():
+			}
+		}
+		close(work)
+		wg.Wait()
+		cancel()
 	}
 }
 

@@ -50,7 +50,7 @@ type fixture struct {
 	settings sluice.TenantSettings
 	counted  *countingSessions // the gateway's session store: f.sessions, counted
 	deleted  sync.Map          // tenant -> true once deleted
-	since    sync.Map // tenant -> time.Time it was created, if not zero
+	since    sync.Map          // tenant -> time.Time it was created, if not zero
 }
 
 // stallingStore is a memory store that, while stalled, answers nothing
@@ -885,5 +885,193 @@ func TestMessagesCostLittleOfTheSessionStore(t *testing.T) {
 	read(t, a)
 	if n := f.counted.touches.Load() - touches; n != 1 {
 		t.Errorf("a message past a tenth of the TTL wrote the expiry %d times, want 1", n)
+	}
+}
+
+// TestBurstDropsNoReaderThatReads: another member's 1,000-frame burst,
+// back to back, reaches a member that reads as it goes, whole and in
+// order: a reader is never dropped for a burst, however large.
+func TestBurstDropsNoReaderThatReads(t *testing.T) {
+	s := roomy
+	s.MessagesPerMinute = 100_000
+	f := newFixture(t, s, Options{SendBuffer: 16 << 10})
+	f.session(t, "s1")
+	sender, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close(websocket.StatusNormalClosure, "")
+	reader, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close(websocket.StatusNormalClosure, "")
+	const burst = 1000
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	go func() { // the sender reads its echoes, as a client does
+		for {
+			if _, _, err := sender.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		for i := range burst {
+			if err := sender.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `{"action":"pooled","data":%d}`, i)); err != nil {
+				return
+			}
+		}
+	}()
+	next := 0
+	for next < burst {
+		_, b, err := reader.Read(ctx)
+		if err != nil {
+			t.Fatalf("the reader was dropped after %d of %d messages: %v", next, burst, err)
+		}
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		if m["type"] != "message" {
+			continue // its reply
+		}
+		if m["data"] != float64(next) {
+			t.Fatalf("message %v, want %d: out of order", m["data"], next)
+		}
+		next++
+	}
+}
+
+// TestFloodingSenderThrottledNotClosed: a sender past its message limit
+// gets a throttle frame for each message, and stays connected.
+func TestFloodingSenderThrottledNotClosed(t *testing.T) {
+	s := roomy
+	s.MessagesPerMinute = 10
+	f := newFixture(t, s, Options{SendBuffer: 4 << 10})
+	f.session(t, "s1")
+	a, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(websocket.StatusNormalClosure, "")
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	const flood = 500
+	go func() {
+		for i := range flood {
+			if err := a.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `{"action":"pooled","data":%d}`, i)); err != nil {
+				return
+			}
+		}
+	}()
+	throttled := 0
+	for got := 0; got < flood; got++ {
+		_, b, err := a.Read(ctx)
+		if err != nil {
+			t.Fatalf("the flooding sender was closed after %d answers: %v", got, err)
+		}
+		if strings.Contains(string(b), "Too Many Requests") {
+			throttled++
+		}
+	}
+	if throttled != flood-10 {
+		t.Fatalf("%d throttle frames, want %d", throttled, flood-10)
+	}
+	write(t, a, `{"action":"pooled","data":"still here"}`)
+	if m := read(t, a); m["error"] != "Too Many Requests" {
+		t.Fatalf("after the flood: %v", m)
+	}
+}
+
+// TestClientThatDoesNotReadIsDropped: a member that takes no frame for the
+// write timeout while frames wait for it is dropped (1008); the others go
+// on.
+func TestClientThatDoesNotReadIsDropped(t *testing.T) {
+	s := roomy
+	s.MessagesPerMinute = 100_000
+	closes := &closeRecorder{}
+	f := newFixture(t, s, Options{SendBuffer: 1 << 10, WriteTimeout: 200 * time.Millisecond, Observer: closes})
+	f.session(t, "s1")
+	sender, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close(websocket.StatusNormalClosure, "")
+	sender.SetReadLimit(1 << 20)
+	deaf, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deaf.Close(websocket.StatusNormalClosure, "")
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	// Large frames, so that the deaf member's socket buffers fill too.
+	big := strings.Repeat("x", 32<<10)
+	for i := 0; f.g.Stats().Connections == 2; i++ {
+		if i > 10_000 {
+			t.Fatal("the member that does not read was never dropped")
+		}
+		sender.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `{"action":"pooled","data":"%s"}`, big))
+		if _, _, err := sender.Read(ctx); err != nil {
+			t.Fatalf("the sender, which reads, was dropped: %v", err)
+		}
+	}
+	// Its socket is full: it cannot be sent a close frame, only cut off.
+	closeCode(t, deaf)
+	waitFor(t, "the drop counted", func() bool { return closes.count(websocket.StatusPolicyViolation) == 1 })
+}
+
+// closeRecorder is an Observer that counts close codes.
+type closeRecorder struct {
+	nopObserver
+	mu    sync.Mutex
+	codes []websocket.StatusCode
+}
+
+func (r *closeRecorder) Closed(tenant string, code websocket.StatusCode) {
+	r.mu.Lock()
+	r.codes = append(r.codes, code)
+	r.mu.Unlock()
+}
+
+func (r *closeRecorder) count(code websocket.StatusCode) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.codes {
+		if c == code {
+			n++
+		}
+	}
+	return n
+}
+
+// TestListenerNotIdleWhileReceiving: a member that only listens is not
+// closed as idle while it receives traffic.
+func TestListenerNotIdleWhileReceiving(t *testing.T) {
+	f := newFixture(t, roomy, Options{IdleTimeout: 10 * time.Minute, ExpiryEvery: 5 * time.Millisecond})
+	f.session(t, "s1")
+	talker, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer talker.Close(websocket.StatusNormalClosure, "")
+	listener, _, err := f.dial("acme", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(websocket.StatusNormalClosure, "")
+	sweep := func() { // wait for a whole sweep after now
+		n := f.g.sweeps.Load()
+		waitFor(t, "a sweep", func() bool { return f.g.sweeps.Load() >= n+2 })
+	}
+	for i := range 4 { // 16 minutes, past the idle timeout
+		f.clock.advance(4 * time.Minute)
+		sweep()
+		write(t, talker, fmt.Sprintf(`{"action":"pooled","data":%d}`, i))
+		read(t, talker)
+		if m := read(t, listener); m["type"] != "message" {
+			t.Fatalf("the listener, at minute %d: %v", 4*(i+1), m)
+		}
+		read(t, listener) // the reply
 	}
 }

@@ -82,7 +82,7 @@ func (g *Gateway) owner(ctx context.Context, tenant, id string, forward bool) (s
 func (g *Gateway) PostToConnection(ctx context.Context, tenant, id string, data []byte, forward bool) error {
 	c, err := g.lookup(tenant, id)
 	if err == nil {
-		c.enqueue(data)
+		c.send(ctx, data)
 		return nil
 	}
 	node, err := g.owner(ctx, tenant, id, forward)

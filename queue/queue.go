@@ -110,6 +110,7 @@ type Queue struct {
 	next    int        // whose turn
 	waiting int
 	closed  bool
+	room    chan struct{} // closed, and made anew, whenever a message is taken
 
 	wg       sync.WaitGroup // the workers
 	handlers sync.WaitGroup // the deliveries, some of which may be overdue
@@ -202,7 +203,7 @@ func New(opts Options, handle Handler) *Queue {
 		opts.Dedup = NewDedup(opts.DedupWindow, opts.MaxDedup)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	q := &Queue{opts: opts, handle: handle, tenants: map[string]*tenantQ{}, cancel: cancel}
+	q := &Queue{opts: opts, handle: handle, tenants: map[string]*tenantQ{}, cancel: cancel, room: make(chan struct{})}
 	q.ready = sync.NewCond(&q.mu)
 	for range opts.Workers {
 		q.wg.Go(func() { q.work(ctx) })
@@ -239,6 +240,27 @@ func (q *Queue) Enqueue(m Message) error {
 	}
 	q.ready.Signal()
 	return nil
+}
+
+// EnqueueWait is Enqueue, waiting while the queue, or m's tenant's share
+// of it, is full, until there is room or ctx ends (then ErrFull): for a
+// sender that stops reading its own input while it waits, so that its
+// client feels the back-pressure.
+func (q *Queue) EnqueueWait(ctx context.Context, m Message) error {
+	for {
+		q.mu.Lock()
+		room := q.room
+		q.mu.Unlock()
+		err := q.Enqueue(m)
+		if !errors.Is(err, ErrFull) {
+			return err
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ErrFull
+		}
+	}
 }
 
 // Len returns the number of messages waiting.
@@ -280,6 +302,8 @@ func (q *Queue) nextLocked() (Message, *tenantQ, bool) {
 			t.pending.Remove(e)
 			t.inFlight[m.Group] = true
 			q.waiting--
+			close(q.room)
+			q.room = make(chan struct{})
 			q.next++ // the next tenant's turn
 			return m, t, true
 		}
