@@ -71,9 +71,9 @@ type Options struct {
 	// ExpiryEvery is how often the sessions whose known expiry has passed
 	// are read again. Default 1s.
 	ExpiryEvery time.Duration
-	// CheckEvery is how often every session and tenant with connections
-	// here is read again, to find a deletion another node could not tell
-	// this one of. Default 30s; at least ExpiryEvery.
+	// CheckEvery is how often every session with connections here is
+	// read again, to find a deletion another node could not tell this one
+	// of. Default 30s; at least ExpiryEvery.
 	CheckEvery time.Duration
 	// QueueCapacity caps the messages waiting in a tenant's silo queue,
 	// and, times PooledWorkers, in the pooled queue; a sender whose message
@@ -769,13 +769,14 @@ func (g *Gateway) Connections() int {
 	return n
 }
 
-// expiryLoop closes the connections of sessions that have expired, and
-// releases idle silo queues, every ExpiryEvery. It reads only the sessions
-// whose latest known expiry has passed: another node's activity may have
-// pushed it later, or it has expired. Every CheckEvery it also reads every
-// session and tenant with connections here, to find deletions made through
-// a node that could not tell this one (deletions are told to every node at
-// once, CloseSession): a fallback, not the rule.
+// expiryLoop closes the connections of sessions that have expired, of
+// tenants deleted, idle or too old, and releases idle silo queues, every
+// ExpiryEvery. It reads every tenant with connections here, and only the
+// sessions whose latest known expiry has passed: another node's activity
+// may have pushed it later, or it has expired. Every CheckEvery it also
+// reads every session with connections here, to find deletions made
+// through a node that could not tell this one (a session's deletion is told
+// to every node at once, CloseSession): a fallback, not the rule.
 func (g *Gateway) expiryLoop() {
 	t := time.NewTicker(g.opts.ExpiryEvery)
 	defer t.Stop()
@@ -795,23 +796,23 @@ func (g *Gateway) expiryLoop() {
 		}
 		g.mu.Lock()
 		sessions := make(map[sessionKey]*session, len(g.sessions))
+		tenants := map[string]*Tenant{} // nil: gone
 		for k, s := range g.sessions {
+			tenants[k.tenant] = nil
 			if full || s.mayHaveExpired(now) {
 				sessions[k] = s
 			}
 		}
 		g.mu.Unlock()
-		tenants := map[string]*Tenant{} // nil: gone
-		if full {
-			for k := range sessions {
-				if _, seen := tenants[k.tenant]; !seen {
-					tenants[k.tenant] = g.checkTenant(k.tenant)
-				}
-			}
+		// Tenants at every sweep: a tenant deleted through another node
+		// closes here within a sweep or two (its read is cached by the
+		// store for a second), at one read per tenant, not per session.
+		for tenant := range tenants {
+			tenants[tenant] = g.checkTenant(tenant)
 		}
 		for k, s := range sessions {
-			t, checked := tenants[k.tenant]
-			if checked && t == nil {
+			t := tenants[k.tenant]
+			if t == nil {
 				continue // closed with its tenant
 			}
 			ctx, cancel := context.WithTimeout(g.ctx, g.opts.ExpiryEvery)
