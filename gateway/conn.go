@@ -31,6 +31,9 @@ type conn struct {
 	connectedAt     time.Time
 	sess            *session // this node's state of the session, shared by its connections
 
+	regMu    sync.Mutex // orders registerRemote and release
+	released bool
+
 	out     outbox
 	writers sync.WaitGroup // the writer goroutine, and the close handshake
 
@@ -58,6 +61,7 @@ type outbox struct {
 	size     int
 	writing  bool          // a writer goroutine is draining the frames
 	open     bool          // the WebSocket is open: frames may be written
+	stopped  bool          // the connection is closing: no more frames
 	space    chan struct{} // closed, and made anew, whenever frames are written
 	progress time.Time     // when the client last took a frame, or frames began to wait
 }
@@ -78,13 +82,21 @@ func (c *conn) serve() {
 	context.AfterFunc(c.ctx, func() {
 		defer close(closed)
 		code, reason := c.closeStatus()
-		c.ws.Close(code, reason) // bounded by the library's own 5s handshake timeout
+		if code == websocket.StatusAbnormalClosure {
+			c.ws.CloseNow() // the client is gone: nothing to say
+			return
+		}
+		c.ws.Close(code, reason) // after any frame being written; bounded by the library's own timeouts
 	})
 	c.opened()
 	c.readLoop()
-	c.close(websocket.StatusNormalClosure, "")
-	<-closed
+	// The read ended with the client's close, with ours, or abruptly.
+	// A writer still running says why first, if it failed (1008); then
+	// the connection is gone without a word (1006).
+	c.out.stop()
 	c.writers.Wait()
+	c.close(websocket.StatusAbnormalClosure, "")
+	<-closed
 	c.g.unregister(c)
 	c.release()
 	code, _ := c.closeStatus()
@@ -125,35 +137,48 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 		c.mu.Lock()
 		c.code, c.reason = code, reason
 		c.mu.Unlock()
+		c.out.stop()
 		close(c.done)
 		c.cancel()
 	})
 }
 
 // registerRemote registers the connection for other nodes' fan-out, until
-// three renewal periods from now.
-func (c *conn) registerRemote() {
+// three renewal periods from now, unless it has been released: a renewal
+// racing the connection's end must not bring its registration back.
+func (c *conn) registerRemote(ctx context.Context) error {
 	g := c.g
 	if g.opts.Registry == nil {
-		return
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), g.opts.RenewEvery)
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if c.released {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.opts.RenewEvery)
 	defer cancel()
 	r := sluice.Registration{Tenant: c.tenant, Session: c.session, Conn: c.id, Node: g.opts.Node, ExpiresAt: g.opts.Now().Add(3 * g.opts.RenewEvery)}
 	if err := g.opts.Registry.Register(ctx, r); err != nil {
-		g.log.Warn("gateway: registering a connection", "err", err)
+		g.log.Warn("gateway: registering a connection", "tenant", c.tenant, "err", err)
+		return err
 	}
+	return nil
 }
 
-// release returns the connection's leases at once, and deregisters it.
+// release returns the connection's leases at once, and deregisters it,
+// for good: a renewal after it registers nothing. It runs once the
+// connection has ended, past the gateway's own context when the gateway
+// is closing, within a bound of its own.
 func (c *conn) release() {
-	if c.g.opts.Registry != nil && c.id != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c.g.opts.Registry.Deregister(ctx, c.tenant, c.session, c.id)
-		cancel()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), c.g.opts.WriteTimeout)
 	defer cancel()
+	c.regMu.Lock()
+	c.released = true
+	if c.g.opts.Registry != nil && c.id != "" {
+		c.g.opts.Registry.Deregister(ctx, c.tenant, c.session, c.id)
+	}
+	c.regMu.Unlock()
 	c.mu.Lock()
 	leases := slices.Clone(c.leases)
 	c.mu.Unlock()
@@ -239,22 +264,28 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 			c.sess.saw(x.ExpiresAt)
 		}
 	}
-	m := queue.Message{Tenant: c.tenant, Group: c.tenant + ":" + c.session, ID: f.ID, Body: job{from: c, f: f, at: c.g.opts.Now(), done: &fanout{}}}
+	m := queue.Message{Tenant: c.tenant, Group: c.tenant + ":" + c.session, ID: f.ID, Body: job{from: c, f: f, at: c.g.opts.Now(), done: newFanout()}}
 	// A full queue holds the reader (back-pressure on its client) until
 	// there is room, for as long as ctx allows.
 	if f.Action == "pooled" {
 		err = c.g.pooled.EnqueueWait(ctx, m)
 	} else {
 		// A silo released as idle answers ErrClosed: its next is made.
+		err = queue.ErrClosed
 		for range 2 {
 			q := c.g.silo(c.tenant)
 			if q == nil {
-				return // shutting down
+				break // shutting down
 			}
 			if err = q.EnqueueWait(ctx, m); !errors.Is(err, queue.ErrClosed) {
 				break
 			}
 		}
+	}
+	if errors.Is(err, queue.ErrClosed) {
+		outcome = "unavailable"
+		c.send(ctx, mustJSON(map[string]any{"error": "Service Unavailable", "message": "the server is shutting down", "id": f.ID}))
+		return
 	}
 	switch {
 	case errors.Is(err, queue.ErrFull):
@@ -269,16 +300,18 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 // send queues a frame for the client, waiting while its outbox is full
 // until there is room, ctx ends, or the client has taken no frame for the
 // write timeout: then the client is dropped (1008). A frame larger than the
-// outbox goes alone.
-func (c *conn) send(ctx context.Context, b []byte) {
+// outbox goes alone. It reports false only if ctx ended before the frame
+// was queued; a connection closing takes no more frames, and reports true:
+// there is nothing to deliver to.
+func (c *conn) send(ctx context.Context, b []byte) bool {
 	o := &c.out
 	o.mu.Lock()
-	for o.size > 0 && o.size+len(b) > c.g.opts.SendBuffer {
+	for !o.stopped && o.size > 0 && o.size+len(b) > c.g.opts.SendBuffer {
 		wait := c.g.opts.WriteTimeout - time.Since(o.progress)
 		if wait <= 0 {
 			o.mu.Unlock()
 			c.close(websocket.StatusPolicyViolation, "too slow: took no frame for the write timeout")
-			return
+			return true
 		}
 		space := o.space
 		o.mu.Unlock()
@@ -290,10 +323,14 @@ func (c *conn) send(ctx context.Context, b []byte) {
 		case <-c.done:
 		}
 		t.Stop()
-		if ctx.Err() != nil || c.ctx.Err() != nil {
-			return
+		if ctx.Err() != nil {
+			return false
 		}
 		o.mu.Lock()
+	}
+	if o.stopped {
+		o.mu.Unlock()
+		return true
 	}
 	if o.size == 0 {
 		o.progress = time.Now() // the client is waited for from now
@@ -303,10 +340,19 @@ func (c *conn) send(ctx context.Context, b []byte) {
 	}
 	o.frames = append(o.frames, b)
 	o.size += len(b)
-	start := o.open && !o.writing
-	o.writing = o.writing || start
+	c.startWriterLocked()
 	o.mu.Unlock()
-	if start {
+	return true
+}
+
+// startWriterLocked starts the writer if frames wait, the WebSocket is
+// open and no writer runs. The caller holds c.out.mu: a writer is never
+// started once the outbox is stopped, so that serve's wait for the writers
+// is final.
+func (c *conn) startWriterLocked() {
+	o := &c.out
+	if o.open && !o.writing && !o.stopped && len(o.frames) > 0 {
+		o.writing = true
 		c.writers.Go(c.drain)
 	}
 }
@@ -314,26 +360,36 @@ func (c *conn) send(ctx context.Context, b []byte) {
 // opened lets the outbox write, once the WebSocket is open: frames sent
 // between the connection's registration and its 101 wait until then.
 func (c *conn) opened() {
-	o := &c.out
-	o.mu.Lock()
-	o.open = true
-	start := len(o.frames) > 0 && !o.writing
-	o.writing = o.writing || start
-	o.mu.Unlock()
-	if start {
-		c.writers.Go(c.drain)
-	}
+	c.out.mu.Lock()
+	c.out.open = true
+	c.startWriterLocked()
+	c.out.mu.Unlock()
 }
 
-// drain writes the outbox's frames, each within the write timeout, until
-// it is empty; then the goroutine ends. A frame written is activity: a
-// client that only listens is not idle while it receives traffic.
+// stop takes no more frames and drops those waiting: the connection is
+// closing. A frame being written is finished.
+func (o *outbox) stop() {
+	o.mu.Lock()
+	o.stopped = true
+	o.frames, o.size = nil, 0
+	if o.space != nil {
+		close(o.space) // senders waiting for room find the outbox stopped
+		o.space = nil
+	}
+	o.mu.Unlock()
+}
+
+// drain writes the outbox's frames until it is empty or stopped, then the
+// goroutine ends. Each frame is written within the write timeout on a
+// context of its own, never cut short by a close: the close frame follows
+// it. A frame written is activity: a client that only listens is not idle
+// while it receives traffic.
 func (c *conn) drain() {
 	o := &c.out
 	for {
 		o.mu.Lock()
-		if len(o.frames) == 0 || c.ctx.Err() != nil {
-			o.frames, o.size, o.writing = nil, 0, false
+		if len(o.frames) == 0 || o.stopped {
+			o.writing = false
 			o.mu.Unlock()
 			return
 		}
@@ -341,18 +397,20 @@ func (c *conn) drain() {
 		o.frames[0] = nil
 		o.frames = o.frames[1:]
 		o.mu.Unlock()
-		ctx, cancel := context.WithTimeout(c.ctx, c.g.opts.WriteTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), c.g.opts.WriteTimeout)
 		err := c.ws.Write(ctx, websocket.MessageText, b)
 		cancel()
 		if err != nil {
-			c.close(websocket.StatusPolicyViolation, "write failed")
+			c.close(websocket.StatusPolicyViolation, "too slow: a frame was not taken within the write timeout")
 			continue
 		}
 		o.mu.Lock()
-		o.size -= len(b)
+		o.size = max(o.size-len(b), 0)
 		o.progress = time.Now()
-		close(o.space)
-		o.space = make(chan struct{})
+		if o.space != nil {
+			close(o.space)
+			o.space = make(chan struct{})
+		}
 		o.mu.Unlock()
 		c.touch()
 	}
@@ -362,7 +420,10 @@ func (c *conn) drain() {
 // the connection if a lease was lost (this node stalled past its TTL: the
 // count may already be someone else's).
 func (c *conn) renew(ctx context.Context) {
-	c.registerRemote()
+	if c.ctx.Err() != nil {
+		return // ending: release has it
+	}
+	c.registerRemote(ctx)
 	c.mu.Lock()
 	leases := slices.Clone(c.leases)
 	c.mu.Unlock()

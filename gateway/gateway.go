@@ -303,12 +303,17 @@ func (g *Gateway) queueOptions(o queue.Options) queue.Options {
 // makes its queue anew. An idle queue has no message in flight, so no
 // message of a group can overtake another across the two.
 func (g *Gateway) releaseIdleSilos() {
+	var idle []*queue.Queue
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	for tenant, q := range g.silos {
 		if q.CloseIfIdle() {
 			delete(g.silos, tenant)
+			idle = append(idle, q)
 		}
+	}
+	g.mu.Unlock()
+	for _, q := range idle {
+		q.Close() // waits for its worker, not holding g.mu
 	}
 }
 
@@ -323,10 +328,18 @@ type job struct {
 
 // fanout is what a message's deliveries have done so far, so that a
 // delivery again after a failure reaches only what the failed one did not.
+// One delivery at a time works on it (lock), a later one waiting for an
+// earlier one left behind by the visibility timeout, within its context.
 type fanout struct {
-	mu    sync.Mutex
-	local bool            // the echo and this node's connections
+	lock  chan struct{}   // holds one token: taken by the delivery at work
+	sent  map[*conn]int   // frames queued to each connection of this node
 	conns map[string]bool // connections on other nodes reached, or gone
+}
+
+func newFanout() *fanout {
+	f := &fanout{lock: make(chan struct{}, 1), sent: map[*conn]int{}}
+	f.lock <- struct{}{}
+	return f
 }
 
 // deliver is the queues' consumer (the sample's contract): it echoes the
@@ -340,19 +353,35 @@ func (g *Gateway) deliver(ctx context.Context, m queue.Message) error {
 	c, f := j.from, j.f
 	msg := mustJSON(map[string]any{"type": "message", "from": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
 	reply := mustJSON(map[string]any{"type": "reply", "to": c.id, "action": f.Action, "data": f.Data, "id": f.ID})
-	j.done.mu.Lock()
-	defer j.done.mu.Unlock()
+	select {
+	case <-j.done.lock:
+		defer func() { j.done.lock <- struct{}{} }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	start := g.opts.Now()
 	defer func() { g.opts.Observer.Delivered(f.Action, start.Sub(j.at), g.opts.Now().Sub(start)) }()
-	if !j.done.local {
-		c.send(ctx, mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID}))
-		for _, p := range g.peers(c.tenant, c.session) {
-			if p != c {
-				p.send(ctx, msg)
-				p.send(ctx, reply)
-			}
+	// This node's connections, each with what it still lacks: the echo
+	// for the sender, the message and the reply for the others. A send
+	// that could not queue before ctx ended fails the delivery, which
+	// goes again for what is missing.
+	echo := [][]byte{mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID})}
+	var failed error
+	for _, p := range g.peers(c.tenant, c.session) {
+		frames := [][]byte{msg, reply}
+		if p == c {
+			frames = echo
 		}
-		j.done.local = true
+		for j.done.sent[p] < len(frames) {
+			if !p.send(ctx, frames[j.done.sent[p]]) {
+				failed = ctx.Err()
+				break
+			}
+			j.done.sent[p]++
+		}
+	}
+	if failed != nil {
+		return failed
 	}
 	return g.deliverRemote(ctx, c, j.done, msg, reply)
 }
@@ -625,8 +654,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, tenant, &sluice.Error{Kind: sluice.KindUnavailable, Message: "server shutting down"})
 		return
 	}
-	c.registerRemote()
-	g.announce(ctx, c)
+	if err := c.registerRemote(ctx); err == nil {
+		g.announce(ctx, c) // a registration that failed is renewed, and found by the other nodes within a renewal
+	}
 	w.Header().Set("Sluice-Connection", c.id)
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.opts.AllowedOrigins})
 	if err != nil {

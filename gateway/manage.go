@@ -62,7 +62,8 @@ func (g *Gateway) lookup(tenant, id string) (*conn, error) {
 // true for a client's call, false for one another node forwarded, so that
 // no call goes round.
 func (g *Gateway) owner(ctx context.Context, tenant, id string, forward bool) (string, error) {
-	session, _, ok := strings.Cut(id, ".")
+	i := strings.LastIndexByte(id, '.')
+	session, ok := id[:max(i, 0)], i > 0
 	if !forward || !ok || g.opts.Registry == nil || g.opts.Peer == nil {
 		return "", ErrGone
 	}

@@ -20,16 +20,18 @@ import (
 //     from an expiry (4000);
 //   - when this node last moved the expiry, so that it writes it at most
 //     once per tenth of the TTL, however many messages (touchDue);
-//   - the session's connections on other nodes, read once and kept until
-//     another node says they changed (Gateway.SessionChanged), a node
-//     answers that one is gone, or a node cannot be reached.
+//   - the session's connections on other nodes, read once and kept for a
+//     renewal period at most, and less if another node says they changed
+//     (Gateway.SessionChanged), a node answers that one is gone, or a node
+//     cannot be reached: a new connection whose node could not tell this
+//     one is reached within a renewal period.
 type session struct {
 	mu      sync.Mutex
 	expires time.Time
 	touched time.Time
 	regs    []sluice.Registration // other nodes' connections, if cached
-	cached  bool
-	gen     uint64 // moved by every invalidation, so that a read in flight is not kept
+	cached  time.Time             // when regs was read; zero if not cached
+	gen     uint64                // moved by every invalidation, so that a read in flight is not kept
 }
 
 // saw records a session expiry read from the store.
@@ -78,7 +80,7 @@ func (s *session) touchDue(now time.Time, every time.Duration) bool {
 // invalidate drops the cached connections of other nodes.
 func (s *session) invalidate() {
 	s.mu.Lock()
-	s.regs, s.cached = nil, false
+	s.regs, s.cached = nil, time.Time{}
 	s.gen++
 	s.mu.Unlock()
 }
@@ -95,7 +97,7 @@ func (s *session) forget(conn string) {
 func (g *Gateway) remoteConns(ctx context.Context, c *conn) ([]sluice.Registration, error) {
 	s := c.sess
 	s.mu.Lock()
-	if s.cached {
+	if !s.cached.IsZero() && time.Since(s.cached) < g.opts.RenewEvery {
 		regs := s.regs
 		s.mu.Unlock()
 		return regs, nil
@@ -109,7 +111,7 @@ func (g *Gateway) remoteConns(ctx context.Context, c *conn) ([]sluice.Registrati
 	regs := slices.DeleteFunc(all, func(r sluice.Registration) bool { return r.Node == g.opts.Node })
 	s.mu.Lock()
 	if s.gen == gen {
-		s.regs, s.cached = regs, true
+		s.regs, s.cached = regs, time.Now()
 	}
 	s.mu.Unlock()
 	return regs, nil

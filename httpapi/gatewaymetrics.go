@@ -58,9 +58,11 @@ func newGatewayMetrics() *gatewayMetrics {
 	}
 }
 
-// tenant is the label of tenant: "" unless tenant labels are on, "other"
-// past the cap.
-func (g *gatewayMetrics) tenant(t string) string {
+// tenant is the label of tenant: "" unless tenant labels are on; its own
+// once a connect of it was admitted (so that no one can take the labels
+// with made-up tenant ids), while fewer than the cap have one; "other"
+// otherwise.
+func (g *gatewayMetrics) tenant(t string, admitted bool) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
@@ -68,12 +70,16 @@ func (g *gatewayMetrics) tenant(t string) string {
 		return ""
 	case g.tenants[t]:
 		return t
-	case len(g.tenants) < g.max:
+	case admitted && len(g.tenants) < g.max:
 		g.tenants[t] = true
 		return t
 	}
 	return "other"
 }
+
+// closeCodes are the close codes counted by their own label; any other,
+// which a client may choose, counts as "other".
+var closeCodes = map[websocket.StatusCode]bool{1000: true, 1001: true, 1006: true, 1007: true, 1008: true, 1009: true, 1011: true, 1013: true, 4000: true, 4001: true}
 
 // LabelTenants labels the gateway's metrics by tenant, for the first n
 // tenants seen; the rest count as "other". Zero (the default) labels none.
@@ -85,17 +91,21 @@ func (m *Metrics) LabelTenants(n int) {
 
 // Connect implements gateway.Observer.
 func (m *Metrics) Connect(tenant, outcome string) {
-	m.gw.connects.WithLabelValues(m.gw.tenant(tenant), outcome).Inc()
+	m.gw.connects.WithLabelValues(m.gw.tenant(tenant, outcome == "admitted"), outcome).Inc()
 }
 
 // Closed implements gateway.Observer.
 func (m *Metrics) Closed(tenant string, code websocket.StatusCode) {
-	m.gw.closes.WithLabelValues(strconv.Itoa(int(code))).Inc()
+	label := "other"
+	if closeCodes[code] {
+		label = strconv.Itoa(int(code))
+	}
+	m.gw.closes.WithLabelValues(label).Inc()
 }
 
 // Message implements gateway.Observer.
 func (m *Metrics) Message(tenant, outcome string) {
-	m.gw.messages.WithLabelValues(m.gw.tenant(tenant), outcome).Inc()
+	m.gw.messages.WithLabelValues(m.gw.tenant(tenant, false), outcome).Inc()
 }
 
 // Delivered implements gateway.Observer.
@@ -106,21 +116,34 @@ func (m *Metrics) Delivered(queue string, wait, fanout time.Duration) {
 
 var _ gateway.Observer = (*Metrics)(nil)
 
-// GatewayStats publishes a gateway's live counts, read at every scrape.
+// GatewayStats publishes a gateway's live counts, read once per scrape.
 func (m *Metrics) GatewayStats(stats func() gateway.Stats) error {
-	gauge := func(name, help string, labels prometheus.Labels, v func(gateway.Stats) int) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, func() float64 { return float64(v(stats())) })
-	}
-	for _, c := range []prometheus.Collector{
-		gauge("sluice_gateway_connections", "Live WebSocket connections on this node.", nil, func(s gateway.Stats) int { return s.Connections }),
-		gauge("sluice_gateway_sessions", "Sessions with a live connection on this node.", nil, func(s gateway.Stats) int { return s.Sessions }),
-		gauge("sluice_gateway_silo_queues", "Silo queues held, one per tenant with messages lately.", nil, func(s gateway.Stats) int { return s.Silos }),
-		gauge("sluice_gateway_queue_depth", "Messages waiting to be delivered.", prometheus.Labels{"queue": "silo"}, func(s gateway.Stats) int { return s.SiloDepth }),
-		gauge("sluice_gateway_queue_depth", "Messages waiting to be delivered.", prometheus.Labels{"queue": "pooled"}, func(s gateway.Stats) int { return s.PooledDepth }),
-	} {
-		if err := m.reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return m.reg.Register(gatewayStats(stats))
+}
+
+type gatewayStats func() gateway.Stats
+
+var (
+	descConns    = prometheus.NewDesc("sluice_gateway_connections", "Live WebSocket connections on this node.", nil, nil)
+	descSessions = prometheus.NewDesc("sluice_gateway_sessions", "Sessions with a live connection on this node.", nil, nil)
+	descSilos    = prometheus.NewDesc("sluice_gateway_silo_queues", "Silo queues held, one per tenant with messages lately.", nil, nil)
+	descDepth    = prometheus.NewDesc("sluice_gateway_queue_depth", "Messages waiting to be delivered.", []string{"queue"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (f gatewayStats) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descConns
+	ch <- descSessions
+	ch <- descSilos
+	ch <- descDepth
+}
+
+// Collect implements prometheus.Collector.
+func (f gatewayStats) Collect(ch chan<- prometheus.Metric) {
+	s := f()
+	ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(s.Connections))
+	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(s.Sessions))
+	ch <- prometheus.MustNewConstMetric(descSilos, prometheus.GaugeValue, float64(s.Silos))
+	ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(s.SiloDepth), "silo")
+	ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(s.PooledDepth), "pooled")
 }

@@ -260,6 +260,7 @@ func (q *Queue) EnqueueWait(ctx context.Context, m Message) error {
 		case <-ctx.Done():
 			return ErrFull
 		}
+		// Closed meanwhile: Enqueue answers ErrClosed next.
 	}
 }
 
@@ -302,7 +303,7 @@ func (q *Queue) nextLocked() (Message, *tenantQ, bool) {
 			t.pending.Remove(e)
 			t.inFlight[m.Group] = true
 			q.waiting--
-			close(q.room)
+			close(q.room) // a sender waiting for room looks again
 			q.room = make(chan struct{})
 			q.next++ // the next tenant's turn
 			return m, t, true
@@ -399,20 +400,19 @@ func (q *Queue) deliver(ctx context.Context, m Message) error {
 }
 
 // CloseIfIdle closes the queue if no message waits nor is in flight, and
-// reports whether it did; an Enqueue after it answers ErrClosed. For an
-// owner that makes queues on demand and drops idle ones.
+// reports whether it did; an Enqueue after it answers ErrClosed. It does
+// not wait: Close then waits for the workers to end. For an owner that
+// makes queues on demand and drops idle ones, under its own lock.
 func (q *Queue) CloseIfIdle() bool {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.closed || q.waiting > 0 || len(q.tenants) > 0 {
-		q.mu.Unlock()
 		return false
 	}
 	q.closed = true
 	q.ready.Broadcast()
-	q.mu.Unlock()
+	close(q.room)
 	q.cancel()
-	q.wg.Wait()
-	q.handlers.Wait()
 	return true
 }
 
@@ -439,9 +439,11 @@ func (q *Queue) Close() int {
 	if q.closed {
 		q.mu.Unlock()
 		q.wg.Wait()
+		q.handlers.Wait()
 		return 0
 	}
 	q.closed = true
+	close(q.room) // senders waiting for room find the queue closed
 	dropped := q.waiting
 	for _, t := range q.tenants {
 		t.pending.Init()

@@ -280,6 +280,7 @@ func TestCloseIfIdle(t *testing.T) {
 	}
 	close(block)
 	waitFor(t, func() bool { return q.CloseIfIdle() })
+	q.Close() // waits for the workers
 	if err := q.Enqueue(Message{Tenant: "acme", Group: "g"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("enqueue after an idle close: %v", err)
 	}
