@@ -161,3 +161,65 @@ func TestDemoPageInBrowser(t *testing.T) {
 func jsString(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
+
+// TestDemoPageWithAdminKey: on a node with an admin key, the demo page
+// asks for a key instead of stopping at a 401, keeps it in memory only,
+// and with a tenant's key lists that tenant alone and runs the session's
+// flow.
+func TestDemoPageWithAdminKey(t *testing.T) {
+	bin := chromium(t)
+	const admin = "an-admin-key-for-the-demo-page"
+	p := start(t, "--admin-key", admin)
+	for _, id := range []string{"acme", "beta"} {
+		if code, out := p.call(t, admin, "POST", "/v1/tenants", `{"id":"`+id+`"}`); code != 201 {
+			t.Fatal(code, out)
+		}
+	}
+	code, out := p.call(t, admin, "POST", "/v1/tenants/acme/keys", `{}`)
+	if code != 201 {
+		t.Fatal(code, out)
+	}
+	key := out["token"].(string)
+
+	o := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), o...)
+	defer cancelA()
+	tab, cancelT := chromedp.NewContext(actx)
+	defer cancelT()
+	ctx, cancel := context.WithTimeout(tab, 4*patience)
+	defer cancel()
+	poll := func(js string) chromedp.Action {
+		return chromedp.Poll(js, nil, chromedp.WithPollingTimeout(patience))
+	}
+	var tenants []string
+	var kept bool
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate("http://"+p.addr+"/"),
+		poll(`!document.getElementById("auth").hidden && document.getElementById("status").textContent.includes("needs an API key")`),
+		chromedp.SetValue(`#key`, key, chromedp.ByID),
+		chromedp.Click(`#usekey`, chromedp.ByID),
+		poll(`document.querySelector('#tenant option[value="acme"]') !== null`),
+		chromedp.Evaluate(`[...document.querySelectorAll("#tenant option")].map(o => o.value)`, &tenants),
+		chromedp.Click(`#create`, chromedp.ByID),
+		poll(`document.getElementById("session").textContent !== "none"`),
+		chromedp.Click(`#connect`, chromedp.ByID),
+		poll(`document.getElementById("status").textContent === "connected"`),
+		chromedp.Click(`#pooled`, chromedp.ByID),
+		poll(`[...document.querySelectorAll("#log .recv")].some(l => l.textContent.includes('"type":"echo"'))`),
+		chromedp.Evaluate(`localStorage.length > 0 || sessionStorage.length > 0 || location.href.includes(`+jsString(key)+`) || document.cookie.includes(`+jsString(key)+`) || document.getElementById("key").value !== ""`, &kept),
+	); err != nil {
+		var status string
+		chromedp.Run(ctx, chromedp.Text(`#status`, &status, chromedp.ByID))
+		t.Fatalf("the demo page with a key: %v (status %q)", err, status)
+	}
+	if len(tenants) != 1 || tenants[0] != "acme" {
+		t.Fatalf("a tenant's key lists %v, want [acme] alone", tenants)
+	}
+	if kept {
+		t.Fatal("the key was kept outside the page's memory, or left in its field")
+	}
+}
