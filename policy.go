@@ -145,6 +145,11 @@ const (
 	MaxWindow       = 366 * 24 * time.Hour
 	MaxBuckets      = 100
 	DefaultLeaseTTL = time.Minute
+	// MaxLeases caps the live leases of one concurrency counter, whose
+	// state holds one entry each: a limit past it is reached with leases
+	// of several units (as the gateway's nodes hold one lease each, sized
+	// to their connections). An acquire past it is denied until one ends.
+	MaxLeases = 1_000
 
 	// maxBucketDepth bounds a token bucket's depth in time, Burst
 	// emission intervals, far from overflowing int64 nanoseconds.
@@ -354,9 +359,6 @@ func (p *Policy) Validate() error {
 	case Concurrency:
 		if p.LeaseTTL < 0 || p.LeaseTTL > MaxWindow || (p.LeaseTTL > 0 && p.LeaseTTL < MinWindow) {
 			return Invalid("leaseTTL", "must be between %v and %v (or 0 for %v), got %v", MinWindow, MaxWindow, DefaultLeaseTTL, p.LeaseTTL)
-		}
-		if p.Limit > MaxLogLimit {
-			return Invalid("limit", "must be between 1 and %d for concurrency, got %d", MaxLogLimit, p.Limit)
 		}
 	case Quota:
 		if p.Calendar > Month {

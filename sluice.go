@@ -61,6 +61,14 @@ type Check struct {
 	// IP address, a descriptor. It may be empty (one counter per tenant and
 	// policy) and is at most MaxKeyLen bytes.
 	Key string
+	// Hits, if not zero, is this check's cost instead of the request's:
+	// for a request that grows a lease of one policy by its own measure
+	// (Replace) while it spends one hit of the others. A request of zero
+	// hits (a read) reads every check.
+	Hits int64
+	// Replace, for a Concurrency policy, is the caller's live lease that
+	// this check's new lease replaces (see Op.Replace).
+	Replace uint64
 	// Space is the key space of the check's counter: SpacePolicy (the
 	// zero value) for configured policies and Go callers, SpaceInline for
 	// the inline policies a client sends, SpaceInternal for Sluice's own

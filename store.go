@@ -10,6 +10,12 @@ type Op struct {
 	Key    Key
 	Policy *Policy
 	Hits   int64
+	// Replace, for a Concurrency policy, is a live lease of Key that the
+	// op's new lease of Hits units replaces: its units count as free for
+	// the new one, and it is gone if the new one is admitted; a denial
+	// leaves it as it was. So a holder grows or shrinks its lease in one
+	// atomic step. Zero: none; a lease that is not live: none either.
+	Replace uint64
 }
 
 // Store keeps the state of counters and applies decisions to it atomically.

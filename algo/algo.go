@@ -75,6 +75,16 @@ func Decide(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision)
 // denial leaves *s as it was. It saves the copies of Decide's values on the
 // hot path of a store.
 func Update(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
+	update(p, s, now, hits, 0, d)
+}
+
+// UpdateOp is Update for a store's op: its policy, its hits and, for a
+// concurrency policy, the lease it replaces (sluice.Op.Replace).
+func UpdateOp(op *sluice.Op, s *State, now int64, d *sluice.Decision) {
+	update(op.Policy, s, now, op.Hits, op.Replace, d)
+}
+
+func update(p *sluice.Policy, s *State, now, hits int64, replace uint64, d *sluice.Decision) {
 	switch p.Algorithm {
 	case sluice.FixedWindow:
 		fixedWindow(p, s, now, hits, d)
@@ -85,7 +95,7 @@ func Update(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	case sluice.TokenBucket:
 		tokenBucket(p, s, now, hits, d)
 	case sluice.Concurrency:
-		acquire(p, s, now, hits, d)
+		acquire(p, s, now, hits, replace, d)
 	case sluice.Quota:
 		quota(p, s, now, hits, d)
 	case sluice.PenaltyBox:

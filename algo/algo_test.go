@@ -274,3 +274,67 @@ func Example() {
 	// request 1: allowed=true remaining=0 retry after 0s
 	// request 2: allowed=false remaining=0 retry after 100ms
 }
+
+// TestAcquireReplacing: a lease replaced by a larger one frees its units
+// for it and is gone once the larger one is admitted; a replacement denied
+// leaves it as it was; a replacement by a smaller one always fits.
+func TestAcquireReplacing(t *testing.T) {
+	p := &sluice.Policy{Name: "c", Algorithm: sluice.Concurrency, Limit: 10, LeaseTTL: time.Minute}
+	now := int64(1_000_000_000)
+	s, d := Acquire(p, State{}, now, 6) // this node's 6
+	mine := d.Lease.ID
+	s, d = Acquire(p, s, now+1, 3) // another node's 3
+	other := d.Lease.ID
+	if !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("setup: %+v", d)
+	}
+	// 6 -> 7 fits (3 + 7 = 10); 7 -> 8 does not.
+	s, d = AcquireReplacing(p, s, now+2, 7, mine)
+	if !d.Allowed || d.Remaining != 0 || len(s.Entries) != 2 {
+		t.Fatalf("grow to 7: %+v, %d leases", d, len(s.Entries))
+	}
+	mine = d.Lease.ID
+	before := s
+	s, d = AcquireReplacing(p, s, now+3, 8, mine)
+	if d.Allowed || d.Remaining != 0 {
+		t.Fatalf("grow to 8 past the limit: %+v", d)
+	}
+	if len(s.Entries) != len(before.Entries) || s.Entries[1].ID != mine {
+		t.Fatal("a denied replacement changed the leases")
+	}
+	// 7 -> 2 always fits, and frees 5.
+	s, d = AcquireReplacing(p, s, now+4, 2, mine)
+	if !d.Allowed || d.Remaining != 5 {
+		t.Fatalf("shrink to 2: %+v", d)
+	}
+	// A replaced lease is gone: replacing it again replaces nothing.
+	if _, d = AcquireReplacing(p, s, now+5, 6, mine); d.Allowed {
+		t.Fatalf("replacing a lease already replaced freed its units again: %+v", d)
+	}
+	if _, _, ok := Release(p, s, now+6, other); !ok {
+		t.Fatal("the other node's lease was lost")
+	}
+}
+
+// TestLeasesPerCounterBounded: past MaxLeases live leases, an acquire is
+// denied until one ends, whatever units are free: the counter's state
+// holds one entry per lease.
+func TestLeasesPerCounterBounded(t *testing.T) {
+	p := &sluice.Policy{Name: "c", Algorithm: sluice.Concurrency, Limit: 1_000_000, LeaseTTL: time.Minute}
+	var s State
+	var d sluice.Decision
+	now := int64(1_000_000_000)
+	for i := range sluice.MaxLeases {
+		if s, d = Acquire(p, s, now+int64(i), 1); !d.Allowed {
+			t.Fatalf("lease %d: %+v", i, d)
+		}
+	}
+	_, d = Acquire(p, s, now+sluice.MaxLeases, 1)
+	if d.Allowed || d.RetryAfter <= 0 {
+		t.Fatalf("lease %d: %+v, want denied until the first ends", sluice.MaxLeases+1, d)
+	}
+	// A lease of many units still fits in a replacement.
+	if _, d = AcquireReplacing(p, s, now+sluice.MaxLeases, 500, s.Entries[0].ID); !d.Allowed {
+		t.Fatalf("a replacement at the cap: %+v", d)
+	}
+}

@@ -23,7 +23,7 @@ func DecideAll(ops []sluice.Op, stored, next []State, now int64, dst []sluice.De
 				break
 			}
 		}
-		Update(ops[i].Policy, &next[i], now, ops[i].Hits, &dst[i])
+		UpdateOp(&ops[i], &next[i], now, &dst[i])
 		allowed = allowed && dst[i].Allowed
 	}
 	if !allowed {

@@ -21,24 +21,53 @@ import (
 // expires, and RetryAfter, for a denial, the wait until enough leases expire
 // if none is released.
 func Acquire(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
-	return pure(acquire, p, s, now, hits)
+	var d sluice.Decision
+	acquire(p, &s, now, hits, 0, &d)
+	return s, d
 }
 
-func acquire(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
+// AcquireReplacing is Acquire of a lease that replaces live lease replace
+// of the same key: its units count as free for the new lease, which takes
+// its place if admitted. A denial leaves it as it was; a lease that is not
+// live replaces nothing.
+func AcquireReplacing(p *sluice.Policy, s State, now, hits int64, replace uint64) (State, sluice.Decision) {
+	var d sluice.Decision
+	acquire(p, &s, now, hits, replace, &d)
+	return s, d
+}
+
+func acquire(p *sluice.Policy, s *State, now, hits int64, replace uint64, d *sluice.Decision) {
 	var es []Entry
 	if s.Algorithm == sluice.Concurrency {
 		es = s.Entries
 	}
 	used, expired := leasesLive(es, now)
+	var freed int64 // the replaced lease's units
+	leases := 0     // live leases once the replaced one is gone
+	for _, e := range es {
+		switch {
+		case e.At <= now:
+		case replace != 0 && e.ID == replace:
+			freed = e.N
+		default:
+			leases++
+		}
+	}
+	used -= freed
 	switch {
 	case hits > p.Limit:
-		decide(d, p, p.Limit, false, used, now, leasesResetAt(es, now), now)
+		decide(d, p, p.Limit, false, used+freed, now, leasesResetAt(es, now), now)
 		return
 	case used+hits > p.Limit:
-		decide(d, p, p.Limit, false, used, now, leasesResetAt(es, now), leasesFreeAt(es, now, used, p.Limit-hits))
+		decide(d, p, p.Limit, false, used+freed, now, leasesResetAt(es, now), leasesFreeAt(es, now, used+freed, p.Limit-hits+freed))
 		return
 	case hits == 0:
-		decide(d, p, p.Limit, true, used, now, leasesResetAt(es, now), now)
+		decide(d, p, p.Limit, true, used+freed, now, leasesResetAt(es, now), now)
+		return
+	case leases >= sluice.MaxLeases:
+		// As many leases as a counter holds: the next to end frees a
+		// place.
+		decide(d, p, p.Limit, false, used+freed, now, leasesResetAt(es, now), leasesFirstEnd(es, now))
 		return
 	}
 	id := uint64(now)
@@ -46,13 +75,27 @@ func acquire(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 		id = uint64(s.TAT) + 1
 	}
 	expires := now + int64(p.EffectiveLeaseTTL())
-	if expired {
+	if expired || freed > 0 {
 		es = pruneLeases(es, now, len(es)+1)
+		if freed > 0 {
+			es = slices.DeleteFunc(es, func(e Entry) bool { return e.ID == replace })
+		}
 	}
 	es = append(es, Entry{At: expires, N: hits, ID: id})
 	*s = State{Algorithm: sluice.Concurrency, TAT: int64(id), Entries: es, Expires: leasesResetAt(es, now)}
 	decide(d, p, p.Limit, true, used+hits, now, s.Expires, now)
 	d.Lease = sluice.Lease{ID: id, ExpiresAt: unix(expires)}
+}
+
+// leasesFirstEnd returns when the first live lease expires, or now.
+func leasesFirstEnd(es []Entry, now int64) int64 {
+	at := int64(0)
+	for _, e := range es {
+		if e.At > now && (at == 0 || e.At < at) {
+			at = e.At
+		}
+	}
+	return max(at, now)
 }
 
 // Release ends lease id, returning its units at once. It reports false, and

@@ -202,8 +202,13 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 	return res, nil
 }
 
+// op is check c's op: the request's hits, or the check's own if it has
+// them and the request is not a read, and the lease it replaces.
 func op(tenant string, c *sluice.Check, hits int64) sluice.Op {
-	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits}
+	if c.Hits > 0 && hits > 0 {
+		hits = c.Hits
+	}
+	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits, Replace: c.Replace}
 }
 
 // boxOp is the op on c's penalty box; box is scratch space for its policy.
@@ -363,7 +368,17 @@ func validateRequest(req *sluice.Request) error {
 	}
 	for i := range req.Checks {
 		c := &req.Checks[i]
-		if err := validateCheck(c.Policy.Validate(), &c.Policy, c.Key, req.Hits); err != nil {
+		hits := req.Hits
+		if c.Hits < 0 || c.Hits > sluice.MaxHits {
+			return sluice.Invalid(fmt.Sprintf("checks[%d].hits", i), "must be between 0 and %d, got %d", sluice.MaxHits, c.Hits)
+		}
+		if c.Hits > 0 {
+			hits = c.Hits
+		}
+		if c.Replace != 0 && c.Policy.Algorithm != sluice.Concurrency {
+			return sluice.Invalid(fmt.Sprintf("checks[%d].replace", i), "applies to concurrency policies only")
+		}
+		if err := validateCheck(c.Policy.Validate(), &c.Policy, c.Key, hits); err != nil {
 			return err.In(fmt.Sprintf("checks[%d]", i))
 		}
 	}

@@ -173,11 +173,11 @@ func (s *Store) ApplyOne(ctx context.Context, now time.Time, op sluice.Op) (slui
 	defer sh.mu.Unlock()
 	var d sluice.Decision
 	if e := sh.t.get(h, &op.Key); e != nil {
-		algo.Update(op.Policy, &e.state, now.UnixNano(), op.Hits, &d)
+		algo.UpdateOp(&op, &e.state, now.UnixNano(), &d)
 		return d, nil
 	}
 	var st algo.State
-	algo.Update(op.Policy, &st, now.UnixNano(), op.Hits, &d)
+	algo.UpdateOp(&op, &st, now.UnixNano(), &d)
 	if !d.Allowed || op.Hits == 0 {
 		return d, nil
 	}

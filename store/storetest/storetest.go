@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"PeekWritesNothing", testPeekWritesNothing},
 		{"Expiry", testExpiry},
 		{"Leases", testLeases},
+		{"LeaseReplaced", testLeaseReplaced},
 		{"ExactUnderConcurrency", testExactUnderConcurrency},
 		{"AllOrNothingUnderConcurrency", testAllOrNothingUnderConcurrency},
 		{"ManyOps", testManyOps},
@@ -425,5 +426,44 @@ func testManyOps(t *testing.T, s sluice.Store) {
 				t.Fatalf("%d ops: %+v", n, d)
 			}
 		}
+	}
+}
+
+// testLeaseReplaced: a lease replaced by a larger one in one op frees its
+// units for it and is gone; a replacement denied, alone or by another op
+// of its request, leaves it live and the count as it was; a limit past
+// MaxLeases is reached with leases of many units.
+func testLeaseReplaced(t *testing.T, s sluice.Store) {
+	ctx := context.Background()
+	p := sluice.Policy{Name: "nodes", Algorithm: sluice.Concurrency, Limit: 5000, LeaseTTL: time.Minute}
+	k := key("acme", "nodes", "")
+	mine := apply(t, s, t0, sluice.Op{Key: k, Policy: &p, Hits: 3000})[0]
+	other := apply(t, s, t0, sluice.Op{Key: k, Policy: &p, Hits: 1500})[0]
+	if !mine.Allowed || !other.Allowed {
+		t.Fatalf("setup: %+v %+v", mine, other)
+	}
+	grown := apply(t, s, t0.Add(time.Second), sluice.Op{Key: k, Policy: &p, Hits: 3500, Replace: mine.Lease.ID})[0]
+	if !grown.Allowed || grown.Remaining != 0 {
+		t.Fatalf("3000 -> 3500 beside 1500 at 5000: %+v", grown)
+	}
+	if _, err := s.Renew(ctx, t0.Add(time.Second), k, &p, mine.Lease.ID); !errors.Is(err, sluice.ErrLeaseNotFound) {
+		t.Fatalf("the replaced lease is still live: %v", err)
+	}
+	if d := apply(t, s, t0.Add(2*time.Second), sluice.Op{Key: k, Policy: &p, Hits: 3501, Replace: grown.Lease.ID})[0]; d.Allowed {
+		t.Fatalf("3500 -> 3501 past the limit admitted: %+v", d)
+	}
+	// All or nothing: a replacement that fits, denied by another op.
+	full := sluice.Policy{Name: "full", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Hour}
+	fk := key("acme", "full", "x")
+	apply(t, s, t0, sluice.Op{Key: fk, Policy: &full, Hits: 1})
+	ds := apply(t, s, t0.Add(3*time.Second), sluice.Op{Key: k, Policy: &p, Hits: 10, Replace: grown.Lease.ID}, sluice.Op{Key: fk, Policy: &full, Hits: 1})
+	if ds[0].Allowed && ds[1].Allowed {
+		t.Fatalf("a request with a spent window admitted: %+v", ds)
+	}
+	if _, err := s.Renew(ctx, t0.Add(3*time.Second), k, &p, grown.Lease.ID); err != nil {
+		t.Fatalf("a replacement denied by another op took the lease away: %v", err)
+	}
+	if d := peek(t, s, t0.Add(3*time.Second), k, &p); d.Remaining != 0 {
+		t.Fatalf("after the denied replacements, remaining %d, want 0", d.Remaining)
 	}
 }
