@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -27,7 +26,8 @@ type conn struct {
 	id              string
 	tenant, session string
 	settings        sluice.TenantSettings
-	checks          []sluice.Check // the two lease policies
+	checks          [2]sluice.Check // the two connection counts' policies
+	counts          [2]*nodeCount   // this node's leases on them
 	connectedAt     time.Time
 	sess            *session // this node's state of the session, shared by its connections
 
@@ -39,7 +39,6 @@ type conn struct {
 
 	mu           sync.Mutex
 	lastActiveAt time.Time
-	leases       []uint64 // 0 once lost
 	code         websocket.StatusCode
 	reason       string
 
@@ -179,17 +178,7 @@ func (c *conn) release() {
 		c.g.opts.Registry.Deregister(ctx, c.tenant, c.session, c.id)
 	}
 	c.regMu.Unlock()
-	c.mu.Lock()
-	leases := slices.Clone(c.leases)
-	c.mu.Unlock()
-	for i, id := range leases {
-		if id == 0 {
-			continue
-		}
-		if _, err := c.g.opts.Limiter.Release(ctx, c.tenant, c.checks[i], id); err != nil && !errors.Is(err, sluice.ErrLeaseNotFound) {
-			c.g.log.Warn("gateway: releasing a connection lease; it will expire", "tenant", c.tenant, "err", err)
-		}
-	}
+	c.leave(ctx)
 }
 
 // readLoop reads frames until the connection closes or fails. Closing is
@@ -416,28 +405,13 @@ func (c *conn) drain() {
 	}
 }
 
-// renew renews the connection's leases and its registration, and drops
-// the connection if a lease was lost (this node stalled past its TTL: the
-// count may already be someone else's).
+// renew renews the connection's registration (its counts' leases are
+// the node's, renewed by renewCounts).
 func (c *conn) renew(ctx context.Context) {
 	if c.ctx.Err() != nil {
 		return // ending: release has it
 	}
 	c.registerRemote(ctx)
-	c.mu.Lock()
-	leases := slices.Clone(c.leases)
-	c.mu.Unlock()
-	for i, id := range leases {
-		if id == 0 {
-			continue
-		}
-		if _, err := c.g.opts.Limiter.Renew(ctx, c.tenant, c.checks[i], id); errors.Is(err, sluice.ErrLeaseNotFound) {
-			c.mu.Lock()
-			c.leases[i] = 0
-			c.mu.Unlock()
-			c.close(websocket.StatusTryAgainLater, "connection lease lost")
-		}
-	}
 }
 
 func mustJSON(v any) []byte {

@@ -168,6 +168,7 @@ type Gateway struct {
 	mu       sync.Mutex
 	conns    map[sessionKey]map[*conn]struct{}
 	sessions map[sessionKey]*session // of the sessions in conns
+	counts   map[countKey]*nodeCount // this node's leases on the connection counts
 	byID     map[string]*conn
 	silos    map[string]*queue.Queue // one queue and worker per tenant
 
@@ -230,7 +231,7 @@ func New(opts Options) *Gateway {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, sessions: map[sessionKey]*session{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
+	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, sessions: map[sessionKey]*session{}, counts: map[countKey]*nodeCount{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.dedup = queue.NewDedup(5*time.Minute, 100_000)
 	g.pooled = queue.New(g.queueOptions(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, TenantCapacity: opts.QueueCapacity, Workers: opts.PooledWorkers}), g.deliver)
@@ -619,8 +620,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The four limits, all or nothing, before the upgrade.
-	checks := g.admission(st, session)
-	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: checks, Hits: 1})
+	c := &conn{g: g, tenant: tenant, session: session, settings: st, done: make(chan struct{}), connectedAt: g.opts.Now()}
+	c.ctx, c.cancel = context.WithCancel(g.ctx)
+	res, err := g.admit(ctx, c, st)
+	if err != nil || !res.Allowed {
+		c.cancel()
+	}
 	switch {
 	case err != nil:
 		g.refuse(w, tenant, g.unavailable("limiter", tenant, err))
@@ -635,9 +640,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuseLimit(w, res.Decision.Policy, max(1, wire.CeilSeconds(res.Decision.RetryAfter)), "connection refused: over the limit "+res.Decision.Policy)
 		return
 	}
-	c := &conn{g: g, tenant: tenant, session: session, checks: checks[:2], leases: []uint64{res.Decisions[0].Lease.ID, res.Decisions[1].Lease.ID},
-		settings: st, done: make(chan struct{}), connectedAt: g.opts.Now()}
-	c.ctx, c.cancel = context.WithCancel(g.ctx)
 	c.id = connID(session)
 	c.lastActiveAt = c.connectedAt
 	expires, ok := g.refresh(ctx, x, time.Duration(st.SessionTTL)*time.Second)
@@ -911,6 +913,7 @@ func (g *Gateway) renewLoop() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(g.ctx, g.opts.RenewEvery)
+		g.renewCounts(ctx)
 		work := make(chan *conn)
 		var wg sync.WaitGroup
 		for range renewers {

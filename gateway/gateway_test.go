@@ -50,6 +50,7 @@ type fixture struct {
 	settings sluice.TenantSettings
 	counted  *countingSessions // the gateway's session store: f.sessions, counted
 	deleted  sync.Map          // tenant -> true once deleted
+	opts     Options           // the gateway's, for more nodes
 	since    sync.Map          // tenant -> time.Time it was created, if not zero
 }
 
@@ -87,10 +88,21 @@ func newFixture(t *testing.T, s sluice.TenantSettings, opts Options) *fixture {
 		}
 		return t, (tenant == "acme" || tenant == "beta") && !gone, nil
 	}
+	f.opts = opts
 	f.g = New(opts)
 	f.srv = httptest.NewServer(f.g)
 	t.Cleanup(func() { f.srv.Close(); f.g.Close(); store.Close() })
 	return f
+}
+
+// node starts another gateway on the fixture's store, engine and sessions,
+// as another node of a cluster would be, and returns its server.
+func (f *fixture) node(t *testing.T) (*Gateway, *httptest.Server) {
+	t.Helper()
+	g := New(f.opts)
+	srv := httptest.NewServer(g)
+	t.Cleanup(func() { srv.Close(); g.Close() })
+	return g, srv
 }
 
 // peekInternal reads one of the gateway's own counters without consuming.
@@ -1073,5 +1085,102 @@ func TestListenerNotIdleWhileReceiving(t *testing.T) {
 			t.Fatalf("the listener, at minute %d: %v", 4*(i+1), m)
 		}
 		read(t, listener) // the reply
+	}
+}
+
+// dialAt connects to a gateway's server; it returns the connection, or
+// the refusal's status.
+func dialAt(srv *httptest.Server, tenant, session string) (*websocket.Conn, int) {
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/ws?tenant="+tenant+"&session="+session, nil)
+	if err != nil {
+		if resp != nil {
+			return nil, resp.StatusCode
+		}
+		return nil, -1
+	}
+	return ws, 101
+}
+
+// TestBigTenantAcrossNodes: a tenant may hold more connections than a
+// counter holds leases (each node counts its connections in one lease), up
+// to its limit exactly, across two nodes; closing them gives the count
+// back.
+func TestBigTenantAcrossNodes(t *testing.T) {
+	s := roomy
+	const limit = sluice.MaxLeases + 200
+	s.TenantConnections, s.ConnectionsPerSession, s.TenantPerMinute, s.SessionPerMinute = limit, limit, 10*limit, 10*limit
+	f := newFixture(t, s, Options{})
+	f.session(t, "s1")
+	_, other := f.node(t)
+	var conns []*websocket.Conn
+	defer func() {
+		for _, ws := range conns {
+			ws.CloseNow()
+		}
+	}()
+	for i := range limit {
+		srv := f.srv
+		if i%2 == 1 {
+			srv = other
+		}
+		ws, status := dialAt(srv, "acme", "s1")
+		if status != 101 {
+			t.Fatalf("connect %d of %d: %d", i+1, limit, status)
+		}
+		conns = append(conns, ws)
+	}
+	if _, status := dialAt(other, "acme", "s1"); status != http.StatusTooManyRequests {
+		t.Fatalf("connect %d at a limit of %d: %d, want 429", limit+1, limit, status)
+	}
+	for _, ws := range conns {
+		ws.Close(websocket.StatusNormalClosure, "")
+	}
+	conns = nil
+	tenantConns := sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: limit, LeaseTTL: 3 * f.g.opts.RenewEvery}
+	waitFor(t, "the count given back", func() bool {
+		d, err := f.peekInternal("acme", tenantConns, "")
+		return err == nil && d.Remaining == limit
+	})
+}
+
+// TestSmallLimitExactAcrossNodes: 200 concurrent connects spread over two
+// nodes, at a tenant limit of 50, admit exactly 50.
+func TestSmallLimitExactAcrossNodes(t *testing.T) {
+	s := roomy
+	s.TenantConnections, s.ConnectionsPerSession, s.TenantPerMinute, s.SessionPerMinute = 50, 1000, 1000, 1000
+	f := newFixture(t, s, Options{})
+	f.session(t, "s1")
+	_, other := f.node(t)
+	var admitted atomic.Int64
+	var mu sync.Mutex
+	var conns []*websocket.Conn
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			srv := f.srv
+			if i%2 == 1 {
+				srv = other
+			}
+			ws, status := dialAt(srv, "acme", "s1")
+			switch status {
+			case 101:
+				admitted.Add(1)
+				mu.Lock()
+				conns = append(conns, ws)
+				mu.Unlock()
+			case http.StatusTooManyRequests:
+			default:
+				t.Errorf("connect: %d", status)
+			}
+		})
+	}
+	wg.Wait()
+	for _, ws := range conns {
+		ws.CloseNow()
+	}
+	if admitted.Load() != 50 {
+		t.Fatalf("admitted %d of 200 at a limit of 50", admitted.Load())
 	}
 }

@@ -1,0 +1,223 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice"
+)
+
+// A node counts its live connections of a tenant, and of a session, in one
+// lease each, sized to them: a connect grows the lease by one and a
+// disconnect shrinks it, each in one atomic step of the store (a lease
+// replaced by one of other units, sluice.Check.Replace), so that a count
+// of any size takes one entry per node in its counter, and stays exact and
+// all-or-nothing with the other limits under concurrent connects on every
+// node. The node renews its leases every renewal; a node that dies stops,
+// and its connections' counts come back within three renewals.
+//
+// One connect or disconnect of a tenant at a time changes its lease on this
+// node (turn), waiting within its context: a node admits a tenant's
+// connects one store decision at a time.
+
+// countKey names one of the node's counts: a tenant's (session "") or a
+// session's.
+type countKey struct{ tenant, session string }
+
+// nodeCount is the node's lease on one count.
+type nodeCount struct {
+	turn  chan struct{} // holds one token: taken by the change at work
+	id    uint64        // the lease; 0: none
+	units int64         // the connections it counts
+	users int           // connects and connections that need it, for its removal
+}
+
+// count returns the node's count of k, made if need be, for one user more.
+func (g *Gateway) count(k countKey) *nodeCount {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.counts[k]
+	if n == nil {
+		n = &nodeCount{turn: make(chan struct{}, 1)}
+		n.turn <- struct{}{}
+		g.counts[k] = n
+	}
+	n.users++
+	return n
+}
+
+// done gives up a user of the count of k, removing it with its last.
+func (g *Gateway) done(k countKey, n *nodeCount) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n.users--; n.users == 0 && g.counts[k] == n {
+		delete(g.counts, k)
+	}
+}
+
+// take takes the turns of counts, in order, within ctx; it returns their
+// release, or false if ctx ended first.
+func take(ctx context.Context, counts ...*nodeCount) (func(), bool) {
+	for i, n := range counts {
+		select {
+		case <-n.turn:
+		case <-ctx.Done():
+			for _, m := range counts[:i] {
+				m.turn <- struct{}{}
+			}
+			return nil, false
+		}
+	}
+	return func() {
+		for _, n := range counts {
+			n.turn <- struct{}{}
+		}
+	}, true
+}
+
+// admit decides a connect of tenant to session: the four limits, all or
+// nothing, growing this node's leases on the two connection counts by one.
+// On admission the counts are the connection's (c.counts); otherwise the
+// caller gives them up.
+func (g *Gateway) admit(ctx context.Context, c *conn, st sluice.TenantSettings) (sluice.Result, error) {
+	tk, sk := countKey{c.tenant, ""}, countKey{c.tenant, c.session}
+	tn, sn := g.count(tk), g.count(sk)
+	c.counts = [2]*nodeCount{tn, sn}
+	give, ok := take(ctx, tn, sn)
+	if !ok {
+		g.done(tk, tn)
+		g.done(sk, sn)
+		c.counts = [2]*nodeCount{}
+		return sluice.Result{}, ctx.Err()
+	}
+	defer give()
+	checks := g.admission(st, c.session)
+	checks[0].Hits, checks[0].Replace = tn.units+1, tn.id
+	checks[1].Hits, checks[1].Replace = sn.units+1, sn.id
+	var res sluice.Result
+	var err error
+	if i := slices.IndexFunc(checks[:2], func(ch sluice.Check) bool { return ch.Hits > ch.Policy.Limit }); i >= 0 {
+		// This node alone holds the limit: no store can admit one more.
+		// Another connection's end is the soonest a connect can go.
+		d := sluice.Decision{Policy: checks[i].Policy.Name, Limit: checks[i].Policy.Limit, RetryAfter: time.Second, ResetAt: g.opts.Now().Add(time.Second)}
+		res = sluice.Result{Decision: d, Decisions: []sluice.Decision{d}}
+	} else {
+		res, err = g.opts.Limiter.Check(ctx, sluice.Request{Tenant: c.tenant, Checks: checks, Hits: 1})
+	}
+	if err != nil || !res.Allowed {
+		g.done(tk, tn)
+		g.done(sk, sn)
+		c.counts = [2]*nodeCount{}
+		return res, err
+	}
+	tn.id, sn.id = res.Decisions[0].Lease.ID, res.Decisions[1].Lease.ID
+	tn.units++
+	sn.units++
+	c.checks = [2]sluice.Check{checks[0], checks[1]}
+	return res, nil
+}
+
+// leave takes the connection out of this node's counts: each lease shrinks
+// by one, or is released with its last connection. A failure is logged:
+// the lease then expires at its TTL, and the count comes back by itself.
+func (c *conn) leave(ctx context.Context) {
+	g := c.g
+	if c.counts[0] == nil {
+		return
+	}
+	keys := [2]countKey{{c.tenant, ""}, {c.tenant, c.session}}
+	defer func() {
+		for i, n := range c.counts {
+			g.done(keys[i], n)
+		}
+	}()
+	give, ok := take(ctx, c.counts[0], c.counts[1])
+	if !ok {
+		g.log.Warn("gateway: leaving the connection counts timed out; their leases will expire", "tenant", c.tenant)
+		return
+	}
+	defer give()
+	for i, n := range c.counts {
+		if n.units == 0 || n.id == 0 {
+			continue // lost with its lease
+		}
+		check := c.checks[i]
+		var err error
+		if n.units == 1 {
+			_, err = g.opts.Limiter.Release(ctx, c.tenant, check, n.id)
+			n.id, n.units = 0, 0
+		} else {
+			check.Hits, check.Replace = n.units-1, n.id
+			var res sluice.Result
+			res, err = g.opts.Limiter.Check(ctx, sluice.Request{Tenant: c.tenant, Checks: []sluice.Check{check}, Hits: 1})
+			if err == nil && res.Allowed {
+				n.id, n.units = res.Decisions[0].Lease.ID, n.units-1
+			} else if err == nil {
+				err = errors.New("the smaller lease was denied: the lease had expired")
+				n.id, n.units = 0, 0
+			}
+		}
+		if err != nil && !errors.Is(err, sluice.ErrLeaseNotFound) {
+			g.log.Warn("gateway: leaving a connection count; its lease will expire", "tenant", c.tenant, "policy", check.Policy.Name, "err", err)
+		}
+	}
+}
+
+// renewCounts renews the node's leases, one store write per count; a lease
+// lost (this node stalled past its TTL: the count may already be someone
+// else's) closes the connections it counted.
+func (g *Gateway) renewCounts(ctx context.Context) {
+	g.mu.Lock()
+	counts := make(map[countKey]*nodeCount, len(g.counts))
+	for k, n := range g.counts {
+		counts[k] = n
+	}
+	g.mu.Unlock()
+	for k, n := range counts {
+		give, ok := take(ctx, n)
+		if !ok {
+			return
+		}
+		id := n.id
+		var lost bool
+		if id != 0 {
+			check := g.countCheck(k)
+			_, err := g.opts.Limiter.Renew(ctx, k.tenant, check, id)
+			if lost = errors.Is(err, sluice.ErrLeaseNotFound); lost {
+				n.id, n.units = 0, 0
+			} else if err != nil {
+				g.log.Warn("gateway: renewing a connection count", "tenant", k.tenant, "err", err)
+			}
+		}
+		give()
+		if lost {
+			g.log.Warn("gateway: a connection count's lease was lost; closing its connections", "tenant", k.tenant)
+			for _, c := range g.countedBy(k) {
+				c.close(websocket.StatusTryAgainLater, "connection lease lost")
+			}
+		}
+	}
+}
+
+// countCheck is the check of a count's lease for renewals: its policy's
+// name, algorithm and key are what name the counter; the limit does not
+// matter to a renewal, its TTL does.
+func (g *Gateway) countCheck(k countKey) sluice.Check {
+	checks := g.admission(sluice.TenantSettings{TenantConnections: 1, ConnectionsPerSession: 1, TenantPerMinute: 1, SessionPerMinute: 1}, k.session)
+	if k.session == "" {
+		return checks[0]
+	}
+	return checks[1]
+}
+
+// countedBy returns the connections a count counts.
+func (g *Gateway) countedBy(k countKey) []*conn {
+	if k.session != "" {
+		return g.peers(k.tenant, k.session)
+	}
+	return g.tenantConns(k.tenant)
+}
