@@ -435,7 +435,7 @@ func TestBadInputNamesTheRightField(t *testing.T) {
 		{"POST", "/v1/leases", `{"policy":{"name":"x","algorithm":"concurrency","limit":2},"keyValue":"` + strings.Repeat("k", 1025) + `"}`, "keyValue"},
 		{"POST", "/v1/leases", `{"policy":null}`, "policy"},
 		{"PUT", "/v1/tenants/acme", `{"overrides":{"search-per-hour":{"window":"7ms"}}}`, "overrides.search-per-hour.buckets"},
-		{"PUT", "/v1/tenants/acme", `{"overrides":{"reports-running":{"limit":5000}}}`, "overrides.reports-running.limit"},
+		{"PUT", "/v1/tenants/acme", `{"overrides":{"reports-running":{"limit":0}}}`, "overrides.reports-running.limit"},
 		// Products are bounded before they are taken: this bucket's depth,
 		// 18446744074ns * 1e9, wraps int64 nanoseconds.
 		{"POST", "/v1/check", `{"checks":[{"policy":{"name":"tb","algorithm":"token_bucket","limit":1,"window":"18.446744074s","burst":1000000000}}]}`, "checks[0].policy.burst"},
