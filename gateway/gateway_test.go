@@ -128,6 +128,16 @@ const patience = 30 * time.Second
 // in between would not reach the connection. The signal is a frame posted
 // to the connection through the management API, which finds it only once
 // registered; the frame is read here.
+// mustDial connects, failing the test if the connect is refused.
+func (f *fixture) mustDial(t *testing.T, tenant, session string) *websocket.Conn {
+	t.Helper()
+	ws, _, err := f.dial(tenant, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
 func (f *fixture) dial(tenant, session string) (*websocket.Conn, *http.Response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
@@ -258,20 +268,11 @@ func TestEchoAndFanOut(t *testing.T) {
 	f := newFixture(t, roomy, Options{})
 	f.session(t, "s1")
 	f.session(t, "s2")
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
-	b, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := f.mustDial(t, "acme", "s1")
 	defer b.Close(websocket.StatusNormalClosure, "")
-	other, _, err := f.dial("acme", "s2")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := f.mustDial(t, "acme", "s2")
 	defer other.Close(websocket.StatusNormalClosure, "")
 
 	write(t, a, `{"action":"silo","data":"hello","id":"m1"}`)
@@ -299,10 +300,7 @@ func TestMessageLimitAtTheDoor(t *testing.T) {
 	s.MessagesPerMinute = 2
 	f := newFixture(t, s, Options{})
 	f.session(t, "s1")
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
 	for i := range 3 {
 		write(t, a, `{"action":"pooled","data":1}`)
@@ -324,10 +322,7 @@ func TestTenantCannotResetGatewayCounters(t *testing.T) {
 	s.MessagesPerMinute = 1
 	f := newFixture(t, s, Options{})
 	f.session(t, "s1")
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
 	write(t, a, `{"action":"pooled","data":1}`)
 	if m := read(t, a); m["type"] != "echo" {
@@ -354,10 +349,7 @@ func TestTenantCannotResetGatewayCounters(t *testing.T) {
 func TestStoreFailureIsNotALimit(t *testing.T) {
 	f := newFixture(t, roomy, Options{})
 	f.session(t, "s1")
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
 	f.store.stalled.Store(true)
 	_, resp, err := f.dial("acme", "s1")
@@ -436,10 +428,7 @@ func TestConnectionKnownBeforeItsID(t *testing.T) {
 			checked.Add(1)
 		}}, r)
 	})
-	ws, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := f.mustDial(t, "acme", "s1")
 	defer ws.Close(websocket.StatusNormalClosure, "")
 	if checked.Load() != 1 {
 		t.Fatal("the 101 answer was not seen")
@@ -467,14 +456,8 @@ func TestTenantDeletionCloses(t *testing.T) {
 	f.session(t, "s1")
 	now := f.clock.now()
 	f.sessions.CreateSession(context.Background(), sluice.Session{Tenant: "beta", ID: "b1", CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
-	here, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _, err := f.dial("beta", "b1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	here := f.mustDial(t, "acme", "s1")
+	other := f.mustDial(t, "beta", "b1")
 	defer other.Close(websocket.StatusNormalClosure, "")
 	f.g.CloseTenant("acme")
 	if code := closeCode(t, here); code != 4001 {
@@ -482,10 +465,7 @@ func TestTenantDeletionCloses(t *testing.T) {
 	}
 	// Deleted through another node: this one's sweep sees it.
 	f.session(t, "s2")
-	there, _, err := f.dial("acme", "s2")
-	if err != nil {
-		t.Fatal(err)
-	}
+	there := f.mustDial(t, "acme", "s2")
 	f.deleted.Store("acme", true)
 	if code := closeCode(t, there); code != 4001 {
 		t.Fatalf("connection of a tenant deleted elsewhere closed with %v, want 4001", code)
@@ -503,10 +483,7 @@ func TestTenantDeletionCloses(t *testing.T) {
 	// the new one's.
 	f.deleted.Delete("acme")
 	f.session(t, "old")
-	old, _, err := f.dial("acme", "old")
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := f.mustDial(t, "acme", "old")
 	f.clock.advance(time.Second)
 	f.since.Store("acme", f.clock.now())
 	if code := closeCode(t, old); code != 4001 {
@@ -531,18 +508,12 @@ func closeCode(t *testing.T, ws *websocket.Conn) websocket.StatusCode {
 func TestProtocolLimits(t *testing.T) {
 	f := newFixture(t, roomy, Options{MaxMessage: 1024})
 	f.session(t, "s1")
-	big, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	big := f.mustDial(t, "acme", "s1")
 	big.Write(context.Background(), websocket.MessageText, []byte(strings.Repeat("x", 2048)))
 	if code := closeCode(t, big); code != websocket.StatusMessageTooBig {
 		t.Fatalf("oversized message closed with %v, want 1009", code)
 	}
-	bad, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bad := f.mustDial(t, "acme", "s1")
 	bad.Write(context.Background(), websocket.MessageText, []byte{'{', 0xff, 0xfe, '}'})
 	if code := closeCode(t, bad); code != websocket.StatusInvalidFramePayloadData {
 		t.Fatalf("invalid UTF-8 closed with %v, want 1007", code)
@@ -615,10 +586,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestQueuedInOrder(t *testing.T) {
 	f := newFixture(t, roomy, Options{})
 	f.session(t, "s1")
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
 	for _, action := range []string{"silo", "pooled"} {
 		for i := range 20 {
@@ -733,10 +701,7 @@ func TestConnectRefreshesTTL(t *testing.T) {
 	f := newFixture(t, roomy, Options{ExpiryEvery: 10 * time.Millisecond})
 	f.session(t, "s1") // expires 300s from now
 	f.clock.advance(290 * time.Second)
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
 	x, err := f.sessions.GetSession(context.Background(), f.clock.now(), "acme", "s1")
 	if err != nil || !x.ExpiresAt.Equal(f.clock.now().Add(300*time.Second)) {
@@ -755,10 +720,7 @@ func TestConnectRefreshesTTL(t *testing.T) {
 func TestSessionDeletedElsewhereIs4001(t *testing.T) {
 	f := newFixture(t, roomy, Options{ExpiryEvery: 10 * time.Millisecond, CheckEvery: 10 * time.Millisecond})
 	f.session(t, "s1")
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	if err := f.sessions.DeleteSession(context.Background(), f.clock.now(), "acme", "s1"); err != nil {
 		t.Fatal(err)
 	}
@@ -772,10 +734,7 @@ func TestSessionDeletedElsewhereIs4001(t *testing.T) {
 func TestIdleSiloReleased(t *testing.T) {
 	f := newFixture(t, roomy, Options{ExpiryEvery: 10 * time.Millisecond})
 	f.session(t, "s1")
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
 	silos := func() int { f.g.mu.Lock(); defer f.g.mu.Unlock(); return len(f.g.silos) }
 	for i := range 3 {
@@ -796,10 +755,7 @@ func TestFailedRemoteDeliveryRetried(t *testing.T) {
 	p := &flakyPeer{failures: 2, posted: make(chan string, 8)}
 	f := newFixture(t, roomy, Options{Registry: reg, Node: "http://self", Peer: p, RenewEvery: 50 * time.Millisecond})
 	f.session(t, "s1")
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
 	reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Conn: "s1.remote", Node: "http://other", ExpiresAt: f.clock.now().Add(time.Hour)})
 	write(t, a, `{"action":"pooled","data":1,"id":"m1"}`)
@@ -872,10 +828,7 @@ func (c *countingSessions) TouchSession(ctx context.Context, now time.Time, tena
 func TestMessagesCostLittleOfTheSessionStore(t *testing.T) {
 	f := newFixture(t, roomy, Options{ExpiryEvery: 5 * time.Millisecond, CheckEvery: time.Hour})
 	f.session(t, "s1")
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
 	gets, touches := f.counted.gets.Load(), f.counted.touches.Load()
 	for i := range 20 {
@@ -908,15 +861,9 @@ func TestBurstDropsNoReaderThatReads(t *testing.T) {
 	s.MessagesPerMinute = 100_000
 	f := newFixture(t, s, Options{SendBuffer: 16 << 10})
 	f.session(t, "s1")
-	sender, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sender := f.mustDial(t, "acme", "s1")
 	defer sender.Close(websocket.StatusNormalClosure, "")
-	reader, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader := f.mustDial(t, "acme", "s1")
 	defer reader.Close(websocket.StatusNormalClosure, "")
 	const burst = 1000
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
@@ -960,10 +907,7 @@ func TestFloodingSenderThrottledNotClosed(t *testing.T) {
 	s.MessagesPerMinute = 10
 	f := newFixture(t, s, Options{SendBuffer: 4 << 10})
 	f.session(t, "s1")
-	a, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
@@ -1003,16 +947,10 @@ func TestClientThatDoesNotReadIsDropped(t *testing.T) {
 	closes := &closeRecorder{}
 	f := newFixture(t, s, Options{SendBuffer: 1 << 10, WriteTimeout: 200 * time.Millisecond, Observer: closes})
 	f.session(t, "s1")
-	sender, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sender := f.mustDial(t, "acme", "s1")
 	defer sender.Close(websocket.StatusNormalClosure, "")
 	sender.SetReadLimit(1 << 20)
-	deaf, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	deaf := f.mustDial(t, "acme", "s1")
 	defer deaf.Close(websocket.StatusNormalClosure, "")
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
@@ -1062,15 +1000,9 @@ func (r *closeRecorder) count(code websocket.StatusCode) int {
 func TestListenerNotIdleWhileReceiving(t *testing.T) {
 	f := newFixture(t, roomy, Options{IdleTimeout: 10 * time.Minute, ExpiryEvery: 5 * time.Millisecond})
 	f.session(t, "s1")
-	talker, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	talker := f.mustDial(t, "acme", "s1")
 	defer talker.Close(websocket.StatusNormalClosure, "")
-	listener, _, err := f.dial("acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	listener := f.mustDial(t, "acme", "s1")
 	defer listener.Close(websocket.StatusNormalClosure, "")
 	sweep := func() { // wait for a whole sweep after now
 		n := f.g.sweeps.Load()
