@@ -28,12 +28,18 @@ import (
 // session's.
 type countKey struct{ tenant, session string }
 
-// nodeCount is the node's lease on one count.
+// nodeCount is the node's lease on one count: units connections, counted
+// in the store by lease id of held units. held differs from units after a
+// change the store could not make (a shrink that failed): the lease then
+// counts more than there are, never fewer, until the next change or
+// renewal brings it to units.
 type nodeCount struct {
 	turn  chan struct{} // holds one token: taken by the change at work
 	id    uint64        // the lease; 0: none
+	held  int64         // the units of the lease in the store
 	units int64         // the connections it counts
 	users int           // connects and connections that need it, for its removal
+	check sluice.Check  // its policy, as of the latest connect: the limit to resize within
 }
 
 // count returns the node's count of k, made if need be, for one user more.
@@ -117,13 +123,17 @@ func (g *Gateway) admit(ctx context.Context, c *conn, st sluice.TenantSettings) 
 	tn.id, sn.id = res.Decisions[0].Lease.ID, res.Decisions[1].Lease.ID
 	tn.units++
 	sn.units++
+	tn.held, sn.held = tn.units, sn.units
+	tn.check, sn.check = checks[0], checks[1]
+	tn.check.Hits, tn.check.Replace, sn.check.Hits, sn.check.Replace = 0, 0, 0, 0
 	c.checks = [2]sluice.Check{checks[0], checks[1]}
 	return res, nil
 }
 
 // leave takes the connection out of this node's counts: each lease shrinks
-// by one, or is released with its last connection. A failure is logged:
-// the lease then expires at its TTL, and the count comes back by itself.
+// to the connections left, or is released with the last. A change the
+// store could not make is made by the next change or renewal; meanwhile
+// the lease counts one connection more than there is, never fewer.
 func (c *conn) leave(ctx context.Context) {
 	g := c.g
 	if c.counts[0] == nil {
@@ -142,29 +152,41 @@ func (c *conn) leave(ctx context.Context) {
 	}
 	defer give()
 	for i, n := range c.counts {
-		if n.units == 0 || n.id == 0 {
-			continue // lost with its lease
-		}
-		check := c.checks[i]
-		var err error
-		if n.units == 1 {
-			_, err = g.opts.Limiter.Release(ctx, c.tenant, check, n.id)
-			n.id, n.units = 0, 0
-		} else {
-			check.Hits, check.Replace = n.units-1, n.id
-			var res sluice.Result
-			res, err = g.opts.Limiter.Check(ctx, sluice.Request{Tenant: c.tenant, Checks: []sluice.Check{check}, Hits: 1})
-			if err == nil && res.Allowed {
-				n.id, n.units = res.Decisions[0].Lease.ID, n.units-1
-			} else if err == nil {
-				err = errors.New("the smaller lease was denied: the lease had expired")
-				n.id, n.units = 0, 0
-			}
-		}
-		if err != nil && !errors.Is(err, sluice.ErrLeaseNotFound) {
-			g.log.Warn("gateway: leaving a connection count; its lease will expire", "tenant", c.tenant, "policy", check.Policy.Name, "err", err)
-		}
+		n.units = max(n.units-1, 0)
+		g.resize(ctx, c.tenant, c.checks[i], n)
 	}
+}
+
+// resize brings a count's lease to its units: released at none, replaced
+// by one of its units otherwise (a shrink always fits). It reports false
+// if the lease was lost: it was not live, and its units no longer fit. A
+// store that fails leaves the lease as it was, logged. The caller holds
+// the count's turn.
+func (g *Gateway) resize(ctx context.Context, tenant string, check sluice.Check, n *nodeCount) bool {
+	if n.held == n.units && (n.id != 0 || n.units == 0) {
+		return true
+	}
+	if n.units == 0 {
+		_, err := g.opts.Limiter.Release(ctx, tenant, check, n.id)
+		if err != nil && !errors.Is(err, sluice.ErrLeaseNotFound) {
+			g.log.Warn("gateway: releasing a connection count; it will expire", "tenant", tenant, "policy", check.Policy.Name, "err", err)
+			return true
+		}
+		n.id, n.held = 0, 0
+		return true
+	}
+	check.Hits, check.Replace = n.units, n.id
+	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: []sluice.Check{check}, Hits: 1})
+	switch {
+	case err != nil || res.Decision.FailedClosed:
+		g.log.Warn("gateway: resizing a connection count; tried again at the next change or renewal", "tenant", tenant, "policy", check.Policy.Name, "err", err)
+		return true
+	case !res.Allowed:
+		n.id, n.held = 0, 0
+		return false
+	}
+	n.id, n.held = res.Decisions[0].Lease.ID, n.units
+	return true
 }
 
 // renewCounts renews the node's leases, one store write per count; a lease
@@ -182,13 +204,16 @@ func (g *Gateway) renewCounts(ctx context.Context) {
 		if !ok {
 			return
 		}
-		id := n.id
-		var lost bool
-		if id != 0 {
-			check := g.countCheck(k)
-			_, err := g.opts.Limiter.Renew(ctx, k.tenant, check, id)
-			if lost = errors.Is(err, sluice.ErrLeaseNotFound); lost {
-				n.id, n.units = 0, 0
+		check := n.check
+		lost := false
+		switch {
+		case n.held != n.units || (n.id == 0 && n.units > 0):
+			lost = !g.resize(ctx, k.tenant, check, n)
+		case n.id != 0:
+			_, err := g.opts.Limiter.Renew(ctx, k.tenant, check, n.id)
+			if errors.Is(err, sluice.ErrLeaseNotFound) {
+				n.id, n.held = 0, 0
+				lost = !g.resize(ctx, k.tenant, check, n) // counted anew if it fits
 			} else if err != nil {
 				g.log.Warn("gateway: renewing a connection count", "tenant", k.tenant, "err", err)
 			}
@@ -201,17 +226,6 @@ func (g *Gateway) renewCounts(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// countCheck is the check of a count's lease for renewals: its policy's
-// name, algorithm and key are what name the counter; the limit does not
-// matter to a renewal, its TTL does.
-func (g *Gateway) countCheck(k countKey) sluice.Check {
-	checks := g.admission(sluice.TenantSettings{TenantConnections: 1, ConnectionsPerSession: 1, TenantPerMinute: 1, SessionPerMinute: 1}, k.session)
-	if k.session == "" {
-		return checks[0]
-	}
-	return checks[1]
 }
 
 // countedBy returns the connections a count counts.

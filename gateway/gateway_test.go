@@ -1116,3 +1116,35 @@ func TestSmallLimitExactAcrossNodes(t *testing.T) {
 		t.Fatalf("admitted %d of 200 at a limit of 50", admitted.Load())
 	}
 }
+
+// TestShrinkFailureCountsMoreNeverLess: a disconnect the store cannot
+// record leaves the node's lease counting one more connection than there
+// is (never one fewer, which could admit past the limit), and the next
+// renewal brings it right.
+func TestShrinkFailureCountsMoreNeverLess(t *testing.T) {
+	s := roomy
+	s.TenantConnections = 5
+	f := newFixture(t, s, Options{RenewEvery: 50 * time.Millisecond})
+	f.session(t, "s1")
+	a := f.mustDial(t, "acme", "s1")
+	defer a.Close(websocket.StatusNormalClosure, "")
+	b := f.mustDial(t, "acme", "s1")
+	tenantConns := sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: 5, LeaseTTL: 3 * f.g.opts.RenewEvery}
+	remaining := func() int64 {
+		f.store.stalled.Store(false)
+		d, err := f.peekInternal("acme", tenantConns, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Remaining
+	}
+	if r := remaining(); r != 3 {
+		t.Fatalf("two connections of 5: remaining %d", r)
+	}
+	f.store.stalled.Store(true)
+	b.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, "the connection gone", func() bool { return f.g.Stats().Connections == 1 })
+	// While the store stalls the lease still counts two; once it is back,
+	// the next renewal brings it to one.
+	waitFor(t, "the lease brought right", func() bool { return remaining() == 4 })
+}

@@ -31,7 +31,7 @@ type benchWSConfig struct {
 func parseBenchWS(args []string, stdout, stderr io.Writer) (benchWSConfig, error) {
 	var c benchWSConfig
 	fs := flag.NewFlagSet("sluice bench-ws", flag.ContinueOnError)
-	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "the sluice server, on loopback")
+	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "the sluice server, on loopback; several, comma-separated, for nodes sharing a store: idle connections go to each in turn")
 	fs.IntVar(&c.Idle, "idle", 10_000, "idle connections to open, to measure memory per connection and connects per second")
 	fs.IntVar(&c.Conns, "conns", 1_000, "connections sending messages, one session each")
 	fs.IntVar(&c.Rate, "rate", 1_000, "messages per second across the sending connections")
@@ -40,12 +40,16 @@ func parseBenchWS(args []string, stdout, stderr io.Writer) (benchWSConfig, error
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
 	}
-	u, err := url.Parse(c.URL)
+	for _, one := range strings.Split(c.URL, ",") {
+		u, err := url.Parse(one)
+		switch {
+		case err != nil || u.Host == "":
+			return c, fmt.Errorf("bench-ws: --url %q is not a URL", one)
+		case !loopback(hostPort(u)):
+			return c, fmt.Errorf("bench-ws: --url %q is not on loopback: load is only ever sent to 127.0.0.1 or ::1", one)
+		}
+	}
 	switch {
-	case err != nil || u.Host == "":
-		return c, fmt.Errorf("bench-ws: --url %q is not a URL", c.URL)
-	case !loopback(hostPort(u)):
-		return c, fmt.Errorf("bench-ws: --url %q is not on loopback: load is only ever sent to 127.0.0.1 or ::1", c.URL)
 	case c.Idle < 0 || c.Idle > 50_000 || c.Conns < 1 || c.Conns > 10_000:
 		return c, errors.New("bench-ws: --idle must be 0 to 50000 and --conns 1 to 10000")
 	case c.Rate < 1 || c.Rate > 100_000:
@@ -64,7 +68,11 @@ func benchWS(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	base := strings.TrimRight(c.URL, "/")
+	var bases []string
+	for _, one := range strings.Split(c.URL, ",") {
+		bases = append(bases, strings.TrimRight(one, "/"))
+	}
+	base := bases[0]
 	hc := &http.Client{Timeout: 30 * time.Second}
 	call := func(method, path, body string) (map[string]any, error) {
 		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
@@ -83,37 +91,43 @@ func benchWS(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return out, nil
 	}
-	// A tenant holds at most 1,000 connections (one lease each in one
-	// counter): spread the load over tenants of 900.
-	const perTenant = 900
-	tenants := (c.Idle+c.Conns)/perTenant + 1
-	for i := range tenants {
-		body := fmt.Sprintf(`{"id":"bench-ws-%d","settings":{"tenantConnections":1000,"connectionsPerSession":10,"tenantPerMinute":1000000,"sessionPerMinute":1000,"sessionTTL":3600,"messagesPerMinute":1000000000}}`, i)
-		if _, err := call("POST", "/v1/tenants", body); err != nil {
-			return err
-		}
+	// One tenant holds every connection: a big tenant, counted on each
+	// node in one lease.
+	const tenant = "bench-ws"
+	body := fmt.Sprintf(`{"id":%q,"settings":{"tenantConnections":%d,"connectionsPerSession":10,"tenantPerMinute":1000000000,"sessionPerMinute":1000,"sessionTTL":3600,"messagesPerMinute":1000000000}}`, tenant, c.Idle+c.Conns+100)
+	if _, err := call("POST", "/v1/tenants", body); err != nil {
+		return err
 	}
-	var made atomic.Int64
-	// session returns a new session and its tenant, filling tenants in turn.
+	// session returns a new session of the tenant.
 	session := func(conns int64) (string, error) {
-		tenant := fmt.Sprintf("bench-ws-%d", (made.Add(conns)-1)/perTenant)
 		out, err := call("PUT", "/v1/tenants/"+tenant+"/sessions", "")
 		if err != nil {
 			return "", err
 		}
 		return tenant + "&session=" + out["id"].(string), nil
 	}
-	wsURL := "ws" + strings.TrimPrefix(base, "http") + "/v1/ws?tenant="
+	var dials atomic.Int64
+	// dial connects to the nodes in turn.
 	dial := func(s string) (*websocket.Conn, error) {
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		ws, _, err := websocket.Dial(dctx, wsURL+s, &websocket.DialOptions{HTTPClient: &http.Client{}})
+		node := bases[int(dials.Add(1))%len(bases)]
+		ws, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(node, "http")+"/v1/ws?tenant="+s, &websocket.DialOptions{HTTPClient: &http.Client{}})
 		return ws, err
+	}
+	// rss is the nodes' resident memory, summed.
+	rss := func() float64 {
+		sum := 0.0
+		for _, b := range bases {
+			v, _ := serverGauge(ctx, hc, b, "process_resident_memory_bytes")
+			sum += v
+		}
+		return sum
 	}
 
 	// Phase 1: idle connections, 100 sessions of up to 10 each... one
 	// session per 10 connections.
-	rss0, _ := serverGauge(ctx, hc, base, "process_resident_memory_bytes")
+	rss0 := rss()
 	var idle []*websocket.Conn
 	defer func() {
 		for _, ws := range idle {
@@ -154,7 +168,7 @@ func benchWS(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("bench-ws: %d of %d idle connections: %w", len(idle), c.Idle, err)
 	}
 	time.Sleep(2 * time.Second) // let the server settle
-	rss1, _ := serverGauge(ctx, hc, base, "process_resident_memory_bytes")
+	rss1 := rss()
 	fmt.Fprintf(stdout, "idle: %d connections in %v (sessions made in %v): %.0f connects/s admitted\n",
 		len(idle), connectTime.Round(time.Millisecond), sessStart.Sub(start).Round(time.Millisecond), float64(len(idle))/connectTime.Seconds())
 	if rss0 > 0 && rss1 > rss0 && len(idle) > 0 {
