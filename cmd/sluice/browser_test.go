@@ -12,6 +12,27 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
+// profileDir returns a new directory for a browser's profile, removed after
+// the test as far as it can be: a browser's helper processes may still be
+// writing to it as the test ends, which must not fail the test (as
+// t.TempDir's cleanup would).
+func profileDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sluice-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 10 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // the browser's last writes, not a handshake
+		}
+	})
+	return dir
+}
+
 // chromium returns the browser's path, failing with CI=true if there is
 // none (make deps installs Debian's chromium), skipping otherwise.
 func chromium(t *testing.T) string {
@@ -48,7 +69,7 @@ func TestDemoPageInBrowser(t *testing.T) {
 	// Each tab is a browser of its own: tabs of one headless browser
 	// stall in the background.
 	browser := func() (context.Context, context.CancelFunc) {
-		o := append(append([]chromedp.ExecAllocatorOption{}, opts...), chromedp.UserDataDir(t.TempDir()))
+		o := append(append([]chromedp.ExecAllocatorOption{}, opts...), chromedp.UserDataDir(profileDir(t)))
 		actx, cancelA := chromedp.NewExecAllocator(context.Background(), o...)
 		tab, cancelT := chromedp.NewContext(actx)
 		return tab, func() { cancelT(); cancelA() }
@@ -184,7 +205,7 @@ func TestDemoPageWithAdminKey(t *testing.T) {
 	o := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(profileDir(t)),
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), o...)
 	defer cancelA()
