@@ -26,8 +26,7 @@ type conn struct {
 	id              string
 	tenant, session string
 	settings        sluice.TenantSettings
-	checks          [2]sluice.Check // the two connection counts' policies
-	counts          [2]*nodeCount   // this node's leases on them
+	counts          [2]*nodeCount // this node's leases on them
 	connectedAt     time.Time
 	sess            *session // this node's state of the session, shared by its connections
 

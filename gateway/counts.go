@@ -126,7 +126,6 @@ func (g *Gateway) admit(ctx context.Context, c *conn, st sluice.TenantSettings) 
 	tn.held, sn.held = tn.units, sn.units
 	tn.check, sn.check = checks[0], checks[1]
 	tn.check.Hits, tn.check.Replace, sn.check.Hits, sn.check.Replace = 0, 0, 0, 0
-	c.checks = [2]sluice.Check{checks[0], checks[1]}
 	return res, nil
 }
 
@@ -151,9 +150,9 @@ func (c *conn) leave(ctx context.Context) {
 		return
 	}
 	defer give()
-	for i, n := range c.counts {
+	for _, n := range c.counts {
 		n.units = max(n.units-1, 0)
-		g.resize(ctx, c.tenant, c.checks[i], n)
+		g.resize(ctx, c.tenant, n.check, n)
 	}
 }
 

@@ -676,10 +676,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // refuse answers a connect refused for err, and counts it by its kind.
 func (g *Gateway) refuse(w http.ResponseWriter, tenant string, err error) {
-	g.opts.Observer.Connect(tenant, map[sluice.Kind]string{
-		sluice.KindInvalid: "invalid", sluice.KindForbidden: "forbidden", sluice.KindUnavailable: "unavailable",
-	}[sluice.KindOf(err)])
+	g.opts.Observer.Connect(tenant, refusalOutcome[sluice.KindOf(err)])
 	wire.WriteError(w, err)
+}
+
+// refusalOutcome is a refused connect's outcome for metrics, by error kind.
+var refusalOutcome = map[sluice.Kind]string{
+	sluice.KindInvalid: "invalid", sluice.KindForbidden: "forbidden", sluice.KindUnavailable: "unavailable",
 }
 
 // register adds c to this node's connections, its session's expiry
