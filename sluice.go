@@ -54,6 +54,11 @@ type Lease struct {
 	ExpiresAt time.Time
 }
 
+// NamedLease is the bit that every lease id a caller names (Check.Lease)
+// has set, and that no id a store names has: a store's ids are times in
+// nanoseconds, below 1<<63, so the two never meet.
+const NamedLease uint64 = 1 << 63
+
 // Check asks for hits against one policy under one key.
 type Check struct {
 	Policy Policy
@@ -62,13 +67,13 @@ type Check struct {
 	// policy) and is at most MaxKeyLen bytes.
 	Key string
 	// Hits, if not zero, is this check's cost instead of the request's:
-	// for a request that grows a lease of one policy by its own measure
-	// (Replace) while it spends one hit of the others. A request of zero
-	// hits (a read) reads every check.
+	// for a request that sizes a named lease of one policy by its own
+	// measure (Lease) while it spends one hit of the others. A request of
+	// zero hits (a read) reads every check.
 	Hits int64
-	// Replace, for a Concurrency policy, is the caller's live lease that
-	// this check's new lease replaces (see Op.Replace).
-	Replace uint64
+	// Lease, for a Concurrency policy, names the lease the check sets to
+	// Hits units (see Op.Lease); zero: the store names a new lease.
+	Lease uint64
 	// Space is the key space of the check's counter: SpacePolicy (the
 	// zero value) for configured policies and Go callers, SpaceInline for
 	// the inline policies a client sends, SpaceInternal for Sluice's own

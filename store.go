@@ -10,12 +10,15 @@ type Op struct {
 	Key    Key
 	Policy *Policy
 	Hits   int64
-	// Replace, for a Concurrency policy, is a live lease of Key that the
-	// op's new lease of Hits units replaces: its units count as free for
-	// the new one, and it is gone if the new one is admitted; a denial
+	// Lease, for a Concurrency policy, is the id, chosen by the caller
+	// (NamedLease set), of the lease the op sets to Hits units: if that
+	// lease is live its units count as free for the new size, which takes
+	// its place if admitted, and otherwise it is taken anew; a denial
 	// leaves it as it was. So a holder grows or shrinks its lease in one
-	// atomic step. Zero: none; a lease that is not live: none either.
-	Replace uint64
+	// atomic step, and a write whose outcome it does not know (a timeout)
+	// is made right by the next, whichever way the first went. Zero: the
+	// store names a new lease.
+	Lease uint64
 }
 
 // Store keeps the state of counters and applies decisions to it atomically.

@@ -79,12 +79,12 @@ func Update(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 }
 
 // UpdateOp is Update for a store's op: its policy, its hits and, for a
-// concurrency policy, the lease it replaces (sluice.Op.Replace).
+// concurrency policy, the lease it names (sluice.Op.Lease).
 func UpdateOp(op *sluice.Op, s *State, now int64, d *sluice.Decision) {
-	update(op.Policy, s, now, op.Hits, op.Replace, d)
+	update(op.Policy, s, now, op.Hits, op.Lease, d)
 }
 
-func update(p *sluice.Policy, s *State, now, hits int64, replace uint64, d *sluice.Decision) {
+func update(p *sluice.Policy, s *State, now, hits int64, lease uint64, d *sluice.Decision) {
 	switch p.Algorithm {
 	case sluice.FixedWindow:
 		fixedWindow(p, s, now, hits, d)
@@ -95,7 +95,7 @@ func update(p *sluice.Policy, s *State, now, hits int64, replace uint64, d *slui
 	case sluice.TokenBucket:
 		tokenBucket(p, s, now, hits, d)
 	case sluice.Concurrency:
-		acquire(p, s, now, hits, replace, d)
+		acquire(p, s, now, hits, lease, d)
 	case sluice.Quota:
 		quota(p, s, now, hits, d)
 	case sluice.PenaltyBox:

@@ -2,6 +2,7 @@ package algo
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -275,44 +276,65 @@ func Example() {
 	// request 2: allowed=false remaining=0 retry after 100ms
 }
 
-// TestAcquireReplacing: a lease replaced by a larger one frees its units
-// for it and is gone once the larger one is admitted; a replacement denied
-// leaves it as it was; a replacement by a smaller one always fits.
-func TestAcquireReplacing(t *testing.T) {
+// TestAcquireNamed: a named lease grown frees its old units for the new
+// size and keeps its id; grown past the limit it stays as it was; set twice
+// to the same units it is unchanged, which is what lets a caller make an
+// uncertain write again; shrunk it always fits; released, its name takes a
+// new lease; named leases and the store's own live side by side, found by
+// id whatever their order.
+func TestAcquireNamed(t *testing.T) {
 	p := &sluice.Policy{Name: "c", Algorithm: sluice.Concurrency, Limit: 10, LeaseTTL: time.Minute}
 	now := int64(1_000_000_000)
-	s, d := Acquire(p, State{}, now, 6) // this node's 6
-	mine := d.Lease.ID
+	const mine = sluice.NamedLease | 7
+	s, d := AcquireNamed(p, State{}, now, 6, mine) // this node's 6
+	if !d.Allowed || d.Lease.ID != mine {
+		t.Fatalf("take 6: %+v", d)
+	}
 	s, d = Acquire(p, s, now+1, 3) // another node's 3
 	other := d.Lease.ID
-	if !d.Allowed || d.Remaining != 1 {
+	if !d.Allowed || d.Remaining != 1 || other&sluice.NamedLease != 0 {
 		t.Fatalf("setup: %+v", d)
 	}
-	// 6 -> 7 fits (3 + 7 = 10); 7 -> 8 does not.
-	s, d = AcquireReplacing(p, s, now+2, 7, mine)
-	if !d.Allowed || d.Remaining != 0 || len(s.Entries) != 2 {
-		t.Fatalf("grow to 7: %+v, %d leases", d, len(s.Entries))
+	// 6 -> 7 fits (3 + 7 = 10), twice over; 7 -> 8 does not.
+	for i := range 2 {
+		s, d = AcquireNamed(p, s, now+2, 7, mine)
+		if !d.Allowed || d.Remaining != 0 || len(s.Entries) != 2 || d.Lease.ID != mine {
+			t.Fatalf("write %d: grow to 7: %+v, %d leases", i+1, d, len(s.Entries))
+		}
 	}
-	mine = d.Lease.ID
 	before := s
-	s, d = AcquireReplacing(p, s, now+3, 8, mine)
+	s, d = AcquireNamed(p, s, now+3, 8, mine)
 	if d.Allowed || d.Remaining != 0 {
 		t.Fatalf("grow to 8 past the limit: %+v", d)
 	}
-	if len(s.Entries) != len(before.Entries) || s.Entries[1].ID != mine {
-		t.Fatal("a denied replacement changed the leases")
+	if !slices.Equal(s.Entries, before.Entries) {
+		t.Fatal("a denied resize changed the leases")
 	}
 	// 7 -> 2 always fits, and frees 5.
-	s, d = AcquireReplacing(p, s, now+4, 2, mine)
+	s, d = AcquireNamed(p, s, now+4, 2, mine)
 	if !d.Allowed || d.Remaining != 5 {
 		t.Fatalf("shrink to 2: %+v", d)
 	}
-	// A replaced lease is gone: replacing it again replaces nothing.
-	if _, d = AcquireReplacing(p, s, now+5, 6, mine); d.Allowed {
-		t.Fatalf("replacing a lease already replaced freed its units again: %+v", d)
-	}
-	if _, _, ok := Release(p, s, now+6, other); !ok {
+	// The named lease now comes after the other: both are found by id.
+	if s, _, ok := Renew(p, s, now+5, other); !ok || len(s.Entries) != 2 {
 		t.Fatal("the other node's lease was lost")
+	}
+	s, d, ok := Release(p, s, now+5, mine)
+	if !ok || d.Remaining != 7 {
+		t.Fatalf("release the named lease: %v %+v", ok, d)
+	}
+	if s, d = AcquireNamed(p, s, now+6, 8, mine); d.Allowed {
+		t.Fatalf("8 taken anew beside 3 at 10: %+v", d)
+	}
+	if s, d = AcquireNamed(p, s, now+6, 7, mine); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("7 taken anew beside 3 at 10: %+v", d)
+	}
+	// The store's ids keep rising past a named lease.
+	if s, _, ok = Release(p, s, now+7, other); !ok {
+		t.Fatal("release the other")
+	}
+	if _, d = Acquire(p, s, now+7, 1); !d.Allowed || d.Lease.ID <= other || d.Lease.ID&sluice.NamedLease != 0 {
+		t.Fatalf("a store-named lease after a named one: %+v (other was %d)", d, other)
 	}
 }
 
@@ -324,7 +346,11 @@ func TestLeasesPerCounterBounded(t *testing.T) {
 	var s State
 	var d sluice.Decision
 	now := int64(1_000_000_000)
-	for i := range sluice.MaxLeases {
+	const named = sluice.NamedLease | 1
+	if s, d = AcquireNamed(p, s, now, 1, named); !d.Allowed {
+		t.Fatalf("lease 0: %+v", d)
+	}
+	for i := 1; i < sluice.MaxLeases; i++ {
 		if s, d = Acquire(p, s, now+int64(i), 1); !d.Allowed {
 			t.Fatalf("lease %d: %+v", i, d)
 		}
@@ -333,8 +359,8 @@ func TestLeasesPerCounterBounded(t *testing.T) {
 	if d.Allowed || d.RetryAfter <= 0 {
 		t.Fatalf("lease %d: %+v, want denied until the first ends", sluice.MaxLeases+1, d)
 	}
-	// A lease of many units still fits in a replacement.
-	if _, d = AcquireReplacing(p, s, now+sluice.MaxLeases, 500, s.Entries[0].ID); !d.Allowed {
-		t.Fatalf("a replacement at the cap: %+v", d)
+	// A named lease resized to many units still fits at the cap.
+	if _, d = AcquireNamed(p, s, now+sluice.MaxLeases, 500, named); !d.Allowed {
+		t.Fatalf("a resize at the cap: %+v", d)
 	}
 }

@@ -12,10 +12,11 @@ import (
 // when released (Release) or when it expires, so a holder that dies never
 // leaks capacity. The allowed Decision carries the lease's ID and expiry.
 //
-// Lease IDs are unique per key and increase: an ID is the acquisition time
-// in nanoseconds, or one more than the last ID issued if that is later. A
+// Lease IDs are unique per key: an ID Acquire names is the acquisition time
+// in nanoseconds, or one more than the last ID it named if that is later. A
 // key's state is discarded only after its last lease expired, so an ID is
-// never issued twice for a key even then.
+// never issued twice for a key even then. A caller may name its own lease
+// instead (AcquireNamed), with ids that have sluice.NamedLease set.
 //
 // Remaining is the units free now, ResetAt the time the last live lease
 // expires, and RetryAfter, for a denial, the wait until enough leases expire
@@ -26,28 +27,30 @@ func Acquire(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision
 	return s, d
 }
 
-// AcquireReplacing is Acquire of a lease that replaces live lease replace
-// of the same key: its units count as free for the new lease, which takes
-// its place if admitted. A denial leaves it as it was; a lease that is not
-// live replaces nothing.
-func AcquireReplacing(p *sluice.Policy, s State, now, hits int64, replace uint64) (State, sluice.Decision) {
+// AcquireNamed sets the caller's lease id (sluice.NamedLease set) to hits
+// units: if it is live its units count as free for the new size, which
+// takes its place if admitted; otherwise it is taken anew. A denial leaves
+// it as it was. Setting a lease twice to the same units is the same as
+// once, so a caller that does not know whether a write landed makes it
+// again.
+func AcquireNamed(p *sluice.Policy, s State, now, hits int64, id uint64) (State, sluice.Decision) {
 	var d sluice.Decision
-	acquire(p, &s, now, hits, replace, &d)
+	acquire(p, &s, now, hits, id, &d)
 	return s, d
 }
 
-func acquire(p *sluice.Policy, s *State, now, hits int64, replace uint64, d *sluice.Decision) {
+func acquire(p *sluice.Policy, s *State, now, hits int64, named uint64, d *sluice.Decision) {
 	var es []Entry
 	if s.Algorithm == sluice.Concurrency {
 		es = s.Entries
 	}
 	used, expired := leasesLive(es, now)
-	var freed int64 // the replaced lease's units
-	leases := 0     // live leases once the replaced one is gone
+	var freed int64 // the named lease's units, if live
+	leases := 0     // live leases but the named one
 	for _, e := range es {
 		switch {
 		case e.At <= now:
-		case replace != 0 && e.ID == replace:
+		case named != 0 && e.ID == named:
 			freed = e.N
 		default:
 			leases++
@@ -70,19 +73,24 @@ func acquire(p *sluice.Policy, s *State, now, hits int64, replace uint64, d *slu
 		decide(d, p, p.Limit, false, used+freed, now, leasesResetAt(es, now), leasesFirstEnd(es, now))
 		return
 	}
-	id := uint64(now)
-	if s.Algorithm == sluice.Concurrency && uint64(s.TAT) >= id {
-		id = uint64(s.TAT) + 1
+	var last int64 // the last id this key named itself
+	if s.Algorithm == sluice.Concurrency {
+		last = s.TAT
+	}
+	id := named
+	if id == 0 {
+		id = uint64(max(now, last+1))
+		last = int64(id)
 	}
 	expires := now + int64(p.EffectiveLeaseTTL())
 	if expired || freed > 0 {
 		es = pruneLeases(es, now, len(es)+1)
 		if freed > 0 {
-			es = slices.DeleteFunc(es, func(e Entry) bool { return e.ID == replace })
+			es = slices.DeleteFunc(es, func(e Entry) bool { return e.ID == named })
 		}
 	}
 	es = append(es, Entry{At: expires, N: hits, ID: id})
-	*s = State{Algorithm: sluice.Concurrency, TAT: int64(id), Entries: es, Expires: leasesResetAt(es, now)}
+	*s = State{Algorithm: sluice.Concurrency, TAT: last, Entries: es, Expires: leasesResetAt(es, now)}
 	decide(d, p, p.Limit, true, used+hits, now, s.Expires, now)
 	d.Lease = sluice.Lease{ID: id, ExpiresAt: unix(expires)}
 }
@@ -117,16 +125,10 @@ func leaseUpdate(p *sluice.Policy, s State, now int64, id uint64, expires int64)
 	if s.Algorithm != sluice.Concurrency {
 		return s, sluice.Decision{}, false
 	}
-	i, found := slices.BinarySearchFunc(s.Entries, id, func(e Entry, id uint64) int {
-		switch {
-		case e.ID < id:
-			return -1
-		case e.ID > id:
-			return 1
-		}
-		return 0
-	})
-	if !found || s.Entries[i].At <= now {
+	// Entries are in the order taken, not of ids: a named lease's id is
+	// the caller's.
+	i := slices.IndexFunc(s.Entries, func(e Entry) bool { return e.ID == id })
+	if i < 0 || s.Entries[i].At <= now {
 		return s, sluice.Decision{}, false
 	}
 	// Copy: the old state's entries must stay as they were.

@@ -203,12 +203,12 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 }
 
 // op is check c's op: the request's hits, or the check's own if it has
-// them and the request is not a read, and the lease it replaces.
+// them and the request is not a read, and the lease it names.
 func op(tenant string, c *sluice.Check, hits int64) sluice.Op {
 	if c.Hits > 0 && hits > 0 {
 		hits = c.Hits
 	}
-	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits, Replace: c.Replace}
+	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits, Lease: c.Lease}
 }
 
 // boxOp is the op on c's penalty box; box is scratch space for its policy.
@@ -375,8 +375,13 @@ func validateRequest(req *sluice.Request) error {
 		if c.Hits > 0 {
 			hits = c.Hits
 		}
-		if c.Replace != 0 && c.Policy.Algorithm != sluice.Concurrency {
-			return sluice.Invalid(fmt.Sprintf("checks[%d].replace", i), "applies to concurrency policies only")
+		if c.Lease != 0 {
+			if c.Policy.Algorithm != sluice.Concurrency {
+				return sluice.Invalid(fmt.Sprintf("checks[%d].lease", i), "applies to concurrency policies only")
+			}
+			if c.Lease&sluice.NamedLease == 0 {
+				return sluice.Invalid(fmt.Sprintf("checks[%d].lease", i), "must have its top bit set (sluice.NamedLease), got %#x", c.Lease)
+			}
 		}
 		if err := validateCheck(c.Policy.Validate(), &c.Policy, c.Key, hits); err != nil {
 			return err.In(fmt.Sprintf("checks[%d]", i))

@@ -127,6 +127,8 @@ func TestInvalidInputNamesTheFieldAndCountsNothing(t *testing.T) {
 		{"checks[0].policy.limit", sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{with(func(p *sluice.Policy) { p.Limit = 0 })}}},
 		{"checks[0].policy.window", sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{with(func(p *sluice.Policy) { p.Window = -time.Second })}}},
 		{"checks[0].policy.name", sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{with(func(p *sluice.Policy) { p.Name = "" })}}},
+		{"checks[1].lease", sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{ok, {Policy: perMinute, Lease: sluice.NamedLease | 1}}}},
+		{"checks[1].lease", sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{ok, {Policy: conc, Lease: 12345}}}}, // a store's kind of id
 	}
 	for _, tc := range cases {
 		_, err := e.Check(ctx, tc.req)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"slices"
 	"time"
 
@@ -13,12 +14,19 @@ import (
 
 // A node counts its live connections of a tenant, and of a session, in one
 // lease each, sized to them: a connect grows the lease by one and a
-// disconnect shrinks it, each in one atomic step of the store (a lease
-// replaced by one of other units, sluice.Check.Replace), so that a count
-// of any size takes one entry per node in its counter, and stays exact and
-// all-or-nothing with the other limits under concurrent connects on every
-// node. The node renews its leases every renewal; a node that dies stops,
-// and its connections' counts come back within three renewals.
+// disconnect shrinks it, each in one atomic step of the store, so that a
+// count of any size takes one entry per node in its counter, and stays
+// exact and all-or-nothing with the other limits under concurrent connects
+// on every node. The node renews its leases every renewal; a node that
+// dies stops, and its connections' counts come back within three renewals.
+//
+// The node names its leases (sluice.Check.Lease): a count's lease id is a
+// hash of the count under a seed of this gateway's own, the same for as
+// long as it runs. Setting a named lease to n units is the same write
+// however often it is made, so a write whose outcome the node does not know
+// (a store that timed out after the write landed) is simply made again at
+// the next change or renewal, and no lease is ever left behind counting
+// connections that are gone.
 //
 // One connect or disconnect of a tenant at a time changes its lease on this
 // node (turn), waiting within its context: a node admits a tenant's
@@ -28,18 +36,33 @@ import (
 // session's.
 type countKey struct{ tenant, session string }
 
+// unknown is a nodeCount's held after a write whose outcome is not known.
+const unknown = -1
+
 // nodeCount is the node's lease on one count: units connections, counted
-// in the store by lease id of held units. held differs from units after a
-// change the store could not make (a shrink that failed): the lease then
-// counts more than there are, never fewer, until the next change or
-// renewal brings it to units.
+// in the store by the named lease id of held units. held differs from
+// units after a change the store could not make, or may not have made (a
+// failed write: held is unknown); the next change or renewal brings it to
+// units. Meanwhile the lease counts more than there are, never fewer,
+// except that a grow that timed out may have landed: it then counts the
+// connect it refused until that next write.
 type nodeCount struct {
 	turn  chan struct{} // holds one token: taken by the change at work
-	id    uint64        // the lease; 0: none
-	held  int64         // the units of the lease in the store
+	id    uint64        // the lease's name
+	held  int64         // the units of the lease in the store: 0 none, or unknown
 	units int64         // the connections it counts
 	users int           // connects and connections that need it, for its removal
 	check sluice.Check  // its policy, as of the latest connect: the limit to resize within
+}
+
+// leaseID names the node's lease on count k.
+func (g *Gateway) leaseID(k countKey) uint64 {
+	var h maphash.Hash
+	h.SetSeed(g.seed)
+	h.WriteString(k.tenant)
+	h.WriteByte(0)
+	h.WriteString(k.session)
+	return h.Sum64() | sluice.NamedLease
 }
 
 // count returns the node's count of k, made if need be, for one user more.
@@ -48,7 +71,7 @@ func (g *Gateway) count(k countKey) *nodeCount {
 	defer g.mu.Unlock()
 	n := g.counts[k]
 	if n == nil {
-		n = &nodeCount{turn: make(chan struct{}, 1)}
+		n = &nodeCount{turn: make(chan struct{}, 1), id: g.leaseID(k)}
 		n.turn <- struct{}{}
 		g.counts[k] = n
 	}
@@ -56,11 +79,26 @@ func (g *Gateway) count(k countKey) *nodeCount {
 	return n
 }
 
-// done gives up a user of the count of k, removing it with its last.
-func (g *Gateway) done(k countKey, n *nodeCount) {
+// done gives up a user of the count of k, removing it with its last if it
+// holds no lease (settled, read under the count's turn): a lease left, or
+// one that may be, is released by the renewals.
+func (g *Gateway) done(k countKey, n *nodeCount, settled bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if n.users--; n.users == 0 && g.counts[k] == n {
+	if n.users--; n.users == 0 && settled && g.counts[k] == n {
+		delete(g.counts, k)
+	}
+}
+
+// drop removes the count of k once it has no users and holds no lease;
+// the caller holds its turn.
+func (g *Gateway) drop(k countKey, n *nodeCount) {
+	if n.held != 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n.users == 0 && g.counts[k] == n {
 		delete(g.counts, k)
 	}
 }
@@ -90,20 +128,18 @@ func take(ctx context.Context, counts ...*nodeCount) (func(), bool) {
 // On admission the counts are the connection's (c.counts); otherwise the
 // caller gives them up.
 func (g *Gateway) admit(ctx context.Context, c *conn, st sluice.TenantSettings) (sluice.Result, error) {
-	tk, sk := countKey{c.tenant, ""}, countKey{c.tenant, c.session}
-	tn, sn := g.count(tk), g.count(sk)
-	c.counts = [2]*nodeCount{tn, sn}
+	keys := [2]countKey{{c.tenant, ""}, {c.tenant, c.session}}
+	tn, sn := g.count(keys[0]), g.count(keys[1])
 	give, ok := take(ctx, tn, sn)
 	if !ok {
-		g.done(tk, tn)
-		g.done(sk, sn)
-		c.counts = [2]*nodeCount{}
+		g.done(keys[0], tn, true)
+		g.done(keys[1], sn, true)
 		return sluice.Result{}, ctx.Err()
 	}
-	defer give()
 	checks := g.admission(st, c.session)
-	checks[0].Hits, checks[0].Replace = tn.units+1, tn.id
-	checks[1].Hits, checks[1].Replace = sn.units+1, sn.id
+	tn.check, sn.check = checks[0], checks[1] // the limits as of now, to resize within
+	checks[0].Hits, checks[0].Lease = tn.units+1, tn.id
+	checks[1].Hits, checks[1].Lease = sn.units+1, sn.id
 	var res sluice.Result
 	var err error
 	if i := slices.IndexFunc(checks[:2], func(ch sluice.Check) bool { return ch.Hits > ch.Policy.Limit }); i >= 0 {
@@ -114,18 +150,26 @@ func (g *Gateway) admit(ctx context.Context, c *conn, st sluice.TenantSettings) 
 	} else {
 		res, err = g.opts.Limiter.Check(ctx, sluice.Request{Tenant: c.tenant, Checks: checks, Hits: 1})
 	}
+	if err != nil || res.Decision.FailedClosed {
+		// The write may have landed: the next write sets the leases right.
+		tn.held, sn.held = unknown, unknown
+	}
 	if err != nil || !res.Allowed {
-		g.done(tk, tn)
-		g.done(sk, sn)
-		c.counts = [2]*nodeCount{}
+		settled := [2]bool{tn.held == 0, sn.held == 0}
+		give()
+		g.done(keys[0], tn, settled[0])
+		g.done(keys[1], sn, settled[1])
 		return res, err
 	}
-	tn.id, sn.id = res.Decisions[0].Lease.ID, res.Decisions[1].Lease.ID
-	tn.units++
-	sn.units++
-	tn.held, sn.held = tn.units, sn.units
-	tn.check, sn.check = checks[0], checks[1]
-	tn.check.Hits, tn.check.Replace, sn.check.Hits, sn.check.Replace = 0, 0, 0, 0
+	for i, n := range [2]*nodeCount{tn, sn} {
+		n.units++
+		n.held = n.units
+		if res.Decisions[i].Lease.ID != n.id {
+			n.held = unknown // admitted by fail mode: not written
+		}
+	}
+	give()
+	c.counts = [2]*nodeCount{tn, sn}
 	return res, nil
 }
 
@@ -139,9 +183,10 @@ func (c *conn) leave(ctx context.Context) {
 		return
 	}
 	keys := [2]countKey{{c.tenant, ""}, {c.tenant, c.session}}
+	settled := [2]bool{true, true}
 	defer func() {
 		for i, n := range c.counts {
-			g.done(keys[i], n)
+			g.done(keys[i], n, settled[i])
 		}
 	}()
 	give, ok := take(ctx, c.counts[0], c.counts[1])
@@ -150,47 +195,52 @@ func (c *conn) leave(ctx context.Context) {
 		return
 	}
 	defer give()
-	for _, n := range c.counts {
+	for i, n := range c.counts {
 		n.units = max(n.units-1, 0)
-		g.resize(ctx, c.tenant, n.check, n)
+		g.resize(ctx, c.tenant, n)
+		settled[i] = n.held == 0
 	}
 }
 
-// resize brings a count's lease to its units: released at none, replaced
-// by one of its units otherwise (a shrink always fits). It reports false
-// if the lease was lost: it was not live, and its units no longer fit. A
-// store that fails leaves the lease as it was, logged. The caller holds
-// the count's turn.
-func (g *Gateway) resize(ctx context.Context, tenant string, check sluice.Check, n *nodeCount) bool {
-	if n.held == n.units && (n.id != 0 || n.units == 0) {
+// resize brings a count's lease to its units: released at none, set to its
+// units otherwise (a shrink always fits). It reports false if the lease was
+// lost: it was not live, and its units no longer fit. A store that fails
+// leaves held unknown, logged, for the next change or renewal. The caller
+// holds the count's turn.
+func (g *Gateway) resize(ctx context.Context, tenant string, n *nodeCount) bool {
+	if n.held == n.units {
 		return true
 	}
 	if n.units == 0 {
-		_, err := g.opts.Limiter.Release(ctx, tenant, check, n.id)
+		_, err := g.opts.Limiter.Release(ctx, tenant, n.check, n.id)
 		if err != nil && !errors.Is(err, sluice.ErrLeaseNotFound) {
-			g.log.Warn("gateway: releasing a connection count; it will expire", "tenant", tenant, "policy", check.Policy.Name, "err", err)
+			g.log.Warn("gateway: releasing a connection count; tried again at the next renewal", "tenant", tenant, "policy", n.check.Policy.Name, "err", err)
+			n.held = unknown
 			return true
 		}
-		n.id, n.held = 0, 0
+		n.held = 0
 		return true
 	}
-	check.Hits, check.Replace = n.units, n.id
+	check := n.check
+	check.Hits, check.Lease = n.units, n.id
 	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: []sluice.Check{check}, Hits: 1})
 	switch {
-	case err != nil || res.Decision.FailedClosed:
+	case err != nil || res.Decision.FailedClosed || (res.Allowed && res.Decisions[0].Lease.ID != n.id):
 		g.log.Warn("gateway: resizing a connection count; tried again at the next change or renewal", "tenant", tenant, "policy", check.Policy.Name, "err", err)
+		n.held = unknown
 		return true
 	case !res.Allowed:
-		n.id, n.held = 0, 0
+		n.held = 0 // the lease was not live: a resize of a live one fits
 		return false
 	}
-	n.id, n.held = res.Decisions[0].Lease.ID, n.units
+	n.held = n.units
 	return true
 }
 
 // renewCounts renews the node's leases, one store write per count; a lease
 // lost (this node stalled past its TTL: the count may already be someone
-// else's) closes the connections it counted.
+// else's) closes the connections it counted. A count whose lease may be
+// left after its last connection is released here, and removed.
 func (g *Gateway) renewCounts(ctx context.Context) {
 	g.mu.Lock()
 	counts := make(map[countKey]*nodeCount, len(g.counts))
@@ -203,20 +253,20 @@ func (g *Gateway) renewCounts(ctx context.Context) {
 		if !ok {
 			return
 		}
-		check := n.check
 		lost := false
 		switch {
-		case n.held != n.units || (n.id == 0 && n.units > 0):
-			lost = !g.resize(ctx, k.tenant, check, n)
-		case n.id != 0:
-			_, err := g.opts.Limiter.Renew(ctx, k.tenant, check, n.id)
+		case n.held != n.units:
+			lost = !g.resize(ctx, k.tenant, n)
+		case n.held > 0:
+			_, err := g.opts.Limiter.Renew(ctx, k.tenant, n.check, n.id)
 			if errors.Is(err, sluice.ErrLeaseNotFound) {
-				n.id, n.held = 0, 0
-				lost = !g.resize(ctx, k.tenant, check, n) // counted anew if it fits
+				n.held = 0
+				lost = !g.resize(ctx, k.tenant, n) // counted anew if it fits
 			} else if err != nil {
 				g.log.Warn("gateway: renewing a connection count", "tenant", k.tenant, "err", err)
 			}
 		}
+		g.drop(k, n)
 		give()
 		if lost {
 			g.log.Warn("gateway: a connection count's lease was lost; closing its connections", "tenant", k.tenant)

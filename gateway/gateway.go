@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -169,6 +170,7 @@ type Gateway struct {
 	conns    map[sessionKey]map[*conn]struct{}
 	sessions map[sessionKey]*session // of the sessions in conns
 	counts   map[countKey]*nodeCount // this node's leases on the connection counts
+	seed     maphash.Seed            // names this node's leases (leaseID)
 	byID     map[string]*conn
 	silos    map[string]*queue.Queue // one queue and worker per tenant
 
@@ -231,7 +233,7 @@ func New(opts Options) *Gateway {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, sessions: map[sessionKey]*session{}, counts: map[countKey]*nodeCount{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, stop: make(chan struct{})}
+	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, sessions: map[sessionKey]*session{}, counts: map[countKey]*nodeCount{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, seed: maphash.MakeSeed(), stop: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.dedup = queue.NewDedup(5*time.Minute, 100_000)
 	g.pooled = queue.New(g.queueOptions(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, TenantCapacity: opts.QueueCapacity, Workers: opts.PooledWorkers}), g.deliver)

@@ -55,10 +55,14 @@ type fixture struct {
 }
 
 // stallingStore is a memory store that, while stalled, answers nothing
-// until the caller's deadline: a store that has become slow.
+// until the caller's deadline: a store that has become slow. Its next lose
+// writes land but are answered only by the deadline, as a network that
+// loses the answer does.
 type stallingStore struct {
 	*memstore.Store
 	stalled atomic.Bool
+	lose    atomic.Int32
+	lost    atomic.Int32 // writes landed whose answer was lost
 }
 
 func (s *stallingStore) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst []sluice.Decision) error {
@@ -66,6 +70,15 @@ func (s *stallingStore) Apply(ctx context.Context, now time.Time, ops []sluice.O
 		<-ctx.Done()
 		return ctx.Err()
 	}
+	if s.lose.Add(-1) >= 0 {
+		if err := s.Store.Apply(ctx, now, ops, dst); err != nil {
+			return err
+		}
+		s.lost.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	s.lose.Store(0)
 	return s.Store.Apply(ctx, now, ops, dst)
 }
 
@@ -73,8 +86,8 @@ func (s *stallingStore) Apply(ctx context.Context, now time.Time, ops []sluice.O
 // with settings s. Its engine gives the store 200ms to decide.
 func newFixture(t *testing.T, s sluice.TenantSettings, opts Options) *fixture {
 	t.Helper()
-	store := &stallingStore{Store: memstore.New(memstore.Options{})}
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	store := &stallingStore{Store: memstore.New(memstore.Options{Now: c.now})} // its sweep on the test's clock too
 	f := &fixture{sessions: &memstore.Sessions{}, clock: c, settings: s, store: store}
 	f.eng = engine.New(store, engine.Options{Now: c.now, Timeout: 200 * time.Millisecond})
 	f.counted = &countingSessions{Sessions: f.sessions}
@@ -1147,4 +1160,41 @@ func TestShrinkFailureCountsMoreNeverLess(t *testing.T) {
 	// While the store stalls the lease still counts two; once it is back,
 	// the next renewal brings it to one.
 	waitFor(t, "the lease brought right", func() bool { return remaining() == 4 })
+}
+
+// TestLostAnswerLeavesNoLease: a connect whose write lands but whose answer
+// is lost is refused (503), and its unit, counted in the store, is taken
+// back by the next renewal: the node names its leases, so it sets them
+// right whichever way the write went, and the tenant connects up to its
+// limit, not one fewer. The clock stands still: no lease expires here.
+func TestLostAnswerLeavesNoLease(t *testing.T) {
+	s := roomy
+	s.TenantConnections = 5
+	f := newFixture(t, s, Options{RenewEvery: 50 * time.Millisecond})
+	f.session(t, "s1")
+	a := f.mustDial(t, "acme", "s1")
+	defer a.Close(websocket.StatusNormalClosure, "")
+	tenantConns := sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: 5, LeaseTTL: 3 * f.g.opts.RenewEvery}
+	remaining := func() int64 {
+		d, err := f.peekInternal("acme", tenantConns, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Remaining
+	}
+	f.store.lose.Store(1)
+	if _, resp, err := f.dial("acme", "s1"); err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("connect whose answer was lost: %v %+v, want 503", err, resp)
+	}
+	if n := f.store.lost.Load(); n != 1 {
+		t.Fatalf("%d writes landed with their answer lost, want 1", n)
+	}
+	waitFor(t, "the lease set back to the one connection", func() bool { return remaining() == 4 })
+	for range 4 {
+		ws := f.mustDial(t, "acme", "s1")
+		defer ws.Close(websocket.StatusNormalClosure, "")
+	}
+	if _, resp, err := f.dial("acme", "s1"); err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("the sixth connect of 5: %v %+v, want 429", err, resp)
+	}
 }

@@ -429,41 +429,57 @@ func testManyOps(t *testing.T, s sluice.Store) {
 	}
 }
 
-// testLeaseReplaced: a lease replaced by a larger one in one op frees its
-// units for it and is gone; a replacement denied, alone or by another op
-// of its request, leaves it live and the count as it was; a limit past
-// MaxLeases is reached with leases of many units.
+// testLeaseReplaced: a named lease set to more units in one op frees its
+// old units for them and keeps its id; set again to the same units it is
+// unchanged (a write made twice); a resize denied, alone or by another op
+// of its request, leaves it live and the count as it was; a named lease
+// that is not live is taken anew; a limit past MaxLeases is reached with
+// leases of many units.
 func testLeaseReplaced(t *testing.T, s sluice.Store) {
 	ctx := context.Background()
 	p := sluice.Policy{Name: "nodes", Algorithm: sluice.Concurrency, Limit: 5000, LeaseTTL: time.Minute}
 	k := key("acme", "nodes", "")
-	mine := apply(t, s, t0, sluice.Op{Key: k, Policy: &p, Hits: 3000})[0]
+	const mine = sluice.NamedLease | 42
+	first := apply(t, s, t0, sluice.Op{Key: k, Policy: &p, Hits: 3000, Lease: mine})[0]
 	other := apply(t, s, t0, sluice.Op{Key: k, Policy: &p, Hits: 1500})[0]
-	if !mine.Allowed || !other.Allowed {
-		t.Fatalf("setup: %+v %+v", mine, other)
+	if !first.Allowed || first.Lease.ID != mine || !other.Allowed || other.Lease.ID&sluice.NamedLease != 0 {
+		t.Fatalf("setup: %+v %+v", first, other)
 	}
-	grown := apply(t, s, t0.Add(time.Second), sluice.Op{Key: k, Policy: &p, Hits: 3500, Replace: mine.Lease.ID})[0]
-	if !grown.Allowed || grown.Remaining != 0 {
-		t.Fatalf("3000 -> 3500 beside 1500 at 5000: %+v", grown)
+	for i := range 2 { // the second is the same write again
+		grown := apply(t, s, t0.Add(time.Second), sluice.Op{Key: k, Policy: &p, Hits: 3500, Lease: mine})[0]
+		if !grown.Allowed || grown.Remaining != 0 || grown.Lease.ID != mine {
+			t.Fatalf("write %d: 3000 -> 3500 beside 1500 at 5000: %+v", i+1, grown)
+		}
 	}
-	if _, err := s.Renew(ctx, t0.Add(time.Second), k, &p, mine.Lease.ID); !errors.Is(err, sluice.ErrLeaseNotFound) {
-		t.Fatalf("the replaced lease is still live: %v", err)
-	}
-	if d := apply(t, s, t0.Add(2*time.Second), sluice.Op{Key: k, Policy: &p, Hits: 3501, Replace: grown.Lease.ID})[0]; d.Allowed {
+	if d := apply(t, s, t0.Add(2*time.Second), sluice.Op{Key: k, Policy: &p, Hits: 3501, Lease: mine})[0]; d.Allowed {
 		t.Fatalf("3500 -> 3501 past the limit admitted: %+v", d)
 	}
-	// All or nothing: a replacement that fits, denied by another op.
+	// All or nothing: a resize that fits, denied by another op.
 	full := sluice.Policy{Name: "full", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Hour}
 	fk := key("acme", "full", "x")
 	apply(t, s, t0, sluice.Op{Key: fk, Policy: &full, Hits: 1})
-	ds := apply(t, s, t0.Add(3*time.Second), sluice.Op{Key: k, Policy: &p, Hits: 10, Replace: grown.Lease.ID}, sluice.Op{Key: fk, Policy: &full, Hits: 1})
+	ds := apply(t, s, t0.Add(3*time.Second), sluice.Op{Key: k, Policy: &p, Hits: 10, Lease: mine}, sluice.Op{Key: fk, Policy: &full, Hits: 1})
 	if ds[0].Allowed && ds[1].Allowed {
 		t.Fatalf("a request with a spent window admitted: %+v", ds)
 	}
-	if _, err := s.Renew(ctx, t0.Add(3*time.Second), k, &p, grown.Lease.ID); err != nil {
-		t.Fatalf("a replacement denied by another op took the lease away: %v", err)
+	if _, err := s.Renew(ctx, t0.Add(3*time.Second), k, &p, mine); err != nil {
+		t.Fatalf("a resize denied by another op took the lease away: %v", err)
 	}
 	if d := peek(t, s, t0.Add(3*time.Second), k, &p); d.Remaining != 0 {
-		t.Fatalf("after the denied replacements, remaining %d, want 0", d.Remaining)
+		t.Fatalf("after the denied resizes, remaining %d, want 0", d.Remaining)
+	}
+	// Released, the name is free: set again, the lease is taken anew.
+	if _, err := s.Release(ctx, t0.Add(4*time.Second), k, &p, mine); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if d := apply(t, s, t0.Add(5*time.Second), sluice.Op{Key: k, Policy: &p, Hits: 3600, Lease: mine})[0]; d.Allowed {
+		t.Fatalf("3600 beside 1500 at 5000 admitted: %+v", d)
+	}
+	if d := apply(t, s, t0.Add(5*time.Second), sluice.Op{Key: k, Policy: &p, Hits: 3500, Lease: mine})[0]; !d.Allowed || d.Remaining != 0 || d.Lease.ID != mine {
+		t.Fatalf("3500 taken anew beside 1500: %+v", d)
+	}
+	// The store's own lease is still there, named by the store.
+	if _, err := s.Renew(ctx, t0.Add(5*time.Second), k, &p, other.Lease.ID); err != nil {
+		t.Fatalf("the other lease: %v", err)
 	}
 }
