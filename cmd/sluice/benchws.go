@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,17 +26,24 @@ type benchWSConfig struct {
 	Conns    int
 	Rate     int
 	Duration time.Duration
+	Fanout   int
+	Burst    int
 	APIKey   string
 }
+
+// burstReaders is how many connections of the burst's session read it.
+const burstReaders = 10
 
 func parseBenchWS(args []string, stdout, stderr io.Writer) (benchWSConfig, error) {
 	var c benchWSConfig
 	fs := flag.NewFlagSet("sluice bench-ws", flag.ContinueOnError)
-	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "the sluice server, on loopback; several, comma-separated, for nodes sharing a store: idle connections go to each in turn")
+	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "the sluice server, on loopback; several, comma-separated, for nodes sharing a store: connections go to each in turn")
 	fs.IntVar(&c.Idle, "idle", 10_000, "idle connections to open, to measure memory per connection and connects per second")
 	fs.IntVar(&c.Conns, "conns", 1_000, "connections sending messages, one session each")
 	fs.IntVar(&c.Rate, "rate", 1_000, "messages per second across the sending connections")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long to send (at most 10m)")
+	fs.IntVar(&c.Fanout, "fanout", 100, "connections of one session that each message of its sender reaches, for the fan-out's latency (0: skip)")
+	fs.IntVar(&c.Burst, "burst", 1_000, fmt.Sprintf("frames one sender sends back to back to a session of %d readers (0: skip)", burstReaders))
 	fs.StringVar(&c.APIKey, "api-key", "", "admin key, if the server requires one")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
@@ -56,232 +64,563 @@ func parseBenchWS(args []string, stdout, stderr io.Writer) (benchWSConfig, error
 		return c, errors.New("bench-ws: --rate must be 1 to 100000")
 	case c.Duration <= 0 || c.Duration > 10*time.Minute:
 		return c, errors.New("bench-ws: --duration must be in (0, 10m]")
+	case c.Fanout < 0 || c.Fanout > 1_000:
+		return c, errors.New("bench-ws: --fanout must be 0 to 1000")
+	case c.Burst < 0 || c.Burst > 100_000:
+		return c, errors.New("bench-ws: --burst must be 0 to 100000")
 	}
 	return c, nil
 }
 
+// wsBench is one run of bench-ws: the nodes, and what the phases share.
+type wsBench struct {
+	ctx   context.Context
+	c     benchWSConfig
+	out   io.Writer
+	bases []string // the nodes' base URLs
+	hc    *http.Client
+
+	dials       atomic.Int64 // connects made, for the nodes' turns
+	unavailable atomic.Int64 // connects answered 503 and made again
+}
+
+// The bench's one tenant holds every connection: a big tenant, counted on
+// each node in one lease.
+const benchTenant = "bench-ws"
+
 // benchWS measures the gateway: memory per idle connection and connects
-// per second, then echo round trips and ordering under a message rate.
-// It creates tenants "bench-ws-N" with room for the load.
+// per second; echo round trips, ordering and, on DynamoDB, store requests
+// per message under a message rate; a fan-out's latency to the
+// connections of one session, on the sender's node and on others; and a
+// burst to one session, which must drop no reader that reads.
 func benchWS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parseBenchWS(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	var bases []string
+	b := &wsBench{ctx: ctx, c: c, out: stdout, hc: &http.Client{Timeout: 30 * time.Second}}
 	for _, one := range strings.Split(c.URL, ",") {
-		bases = append(bases, strings.TrimRight(one, "/"))
+		b.bases = append(b.bases, strings.TrimRight(one, "/"))
 	}
-	base := bases[0]
-	hc := &http.Client{Timeout: 30 * time.Second}
-	call := func(method, path, body string) (map[string]any, error) {
-		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-		if c.APIKey != "" {
-			req.Header.Set("Authorization", "Bearer "+c.APIKey)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out)
-		if resp.StatusCode >= 300 && resp.StatusCode != http.StatusConflict {
-			return out, fmt.Errorf("%s %s: %s %v", method, path, resp.Status, out)
-		}
-		return out, nil
-	}
-	// One tenant holds every connection: a big tenant, counted on each
-	// node in one lease.
-	const tenant = "bench-ws"
-	body := fmt.Sprintf(`{"id":%q,"settings":{"tenantConnections":%d,"connectionsPerSession":10,"tenantPerMinute":1000000000,"sessionPerMinute":1000,"sessionTTL":3600,"messagesPerMinute":1000000000}}`, tenant, c.Idle+c.Conns+100)
-	if _, err := call("POST", "/v1/tenants", body); err != nil {
+	perSession := max(10, c.Fanout+1, burstReaders+1)
+	body := fmt.Sprintf(`{"id":%q,"settings":{"tenantConnections":%d,"connectionsPerSession":%d,"tenantPerMinute":1000000000,"sessionPerMinute":1000000,"sessionTTL":3600,"messagesPerMinute":1000000000}}`,
+		benchTenant, c.Idle+c.Conns+c.Fanout+burstReaders+102, perSession)
+	if _, err := b.call("POST", "/v1/tenants", body); err != nil {
 		return err
 	}
-	// session returns a new session of the tenant.
-	session := func(conns int64) (string, error) {
-		out, err := call("PUT", "/v1/tenants/"+tenant+"/sessions", "")
-		if err != nil {
-			return "", err
-		}
-		return tenant + "&session=" + out["id"].(string), nil
-	}
-	var dials atomic.Int64
-	// dial connects to the nodes in turn.
-	dial := func(s string) (*websocket.Conn, error) {
-		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		node := bases[int(dials.Add(1))%len(bases)]
-		ws, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(node, "http")+"/v1/ws?tenant="+s, &websocket.DialOptions{HTTPClient: &http.Client{}})
-		return ws, err
-	}
-	// rss is the nodes' resident memory, summed.
-	rss := func() float64 {
-		sum := 0.0
-		for _, b := range bases {
-			v, _ := serverGauge(ctx, hc, b, "process_resident_memory_bytes")
-			sum += v
-		}
-		return sum
-	}
-
-	// Phase 1: idle connections, 100 sessions of up to 10 each... one
-	// session per 10 connections.
-	rss0 := rss()
-	var idle []*websocket.Conn
+	idle, err := b.idle()
 	defer func() {
 		for _, ws := range idle {
 			ws.CloseNow()
 		}
 	}()
+	if err != nil {
+		return err
+	}
+	if err := b.echo(); err != nil {
+		return err
+	}
+	if c.Fanout > 0 {
+		if err := b.fanout(); err != nil {
+			return err
+		}
+	}
+	if c.Burst > 0 {
+		return b.burst()
+	}
+	return nil
+}
+
+// call makes one call of the HTTP API on the first node; a 409 (the
+// tenant is there from an earlier run) is not an error.
+func (b *wsBench) call(method, path, body string) (map[string]any, error) {
+	req, _ := http.NewRequestWithContext(b.ctx, method, b.bases[0]+path, strings.NewReader(body))
+	if b.c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+b.c.APIKey)
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusConflict {
+		return out, fmt.Errorf("%s %s: %s %v", method, path, resp.Status, out)
+	}
+	return out, nil
+}
+
+// session makes a session of the tenant and returns the query that
+// connects to it.
+func (b *wsBench) session() (string, error) {
+	out, err := b.call("PUT", "/v1/tenants/"+benchTenant+"/sessions", "")
+	if err != nil {
+		return "", err
+	}
+	id, _ := out["id"].(string)
+	return benchTenant + "&session=" + url.QueryEscape(id), nil
+}
+
+// dial connects to session s on node (an index of b.bases; -1: the nodes
+// in turn). A connect refused as unavailable (503: the store did not
+// answer in time; nothing was counted) is made again after its
+// Retry-After, as a client should, a few times; a 429 below the limit is
+// a failure of the bench.
+func (b *wsBench) dial(s string, node int) (*websocket.Conn, error) {
+	dctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if node < 0 {
+		node = int(b.dials.Add(1)) % len(b.bases)
+	}
+	u := "ws" + strings.TrimPrefix(b.bases[node], "http") + "/v1/ws?tenant=" + s
+	for try := 1; ; try++ {
+		ws, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPClient: &http.Client{}})
+		if err == nil {
+			ws.SetReadLimit(1 << 20)
+		}
+		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable || try == 10 {
+			return ws, err
+		}
+		b.unavailable.Add(1)
+		wait := time.Second
+		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+			wait = time.Duration(n) * time.Second
+		}
+		select {
+		case <-time.After(wait):
+		case <-dctx.Done():
+			return nil, err
+		}
+	}
+}
+
+// dialMany opens n connections, 64 at a time: connection i to the session
+// sessionOf(i) on node nodeOf(i).
+func (b *wsBench) dialMany(n int, sessionOf func(int) string, nodeOf func(int) int) ([]*websocket.Conn, error) {
+	conns := make([]*websocket.Conn, n)
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		if failed.Load() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ws, err := b.dial(sessionOf(i), nodeOf(i))
+			if err != nil {
+				failed.CompareAndSwap(nil, err)
+				return
+			}
+			conns[i] = ws
+		})
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		opened := slices.DeleteFunc(conns, func(ws *websocket.Conn) bool { return ws == nil })
+		return opened, fmt.Errorf("%d of %d connections: %w", len(opened), n, err)
+	}
+	return conns, nil
+}
+
+// metric sums a metric's series (every label set) over the nodes.
+func (b *wsBench) metric(name string) (float64, bool) {
+	sum, found := 0.0, false
+	for _, base := range b.bases {
+		req, _ := http.NewRequestWithContext(b.ctx, http.MethodGet, base+"/metrics", nil)
+		resp, err := b.hc.Do(req)
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			rest, ok := strings.CutPrefix(line, name)
+			if !ok || (rest == "" || (rest[0] != ' ' && rest[0] != '{')) {
+				continue
+			}
+			var v float64
+			if _, err := fmt.Sscan(rest[strings.LastIndexByte(rest, ' ')+1:], &v); err == nil {
+				sum, found = sum+v, true
+			}
+		}
+	}
+	return sum, found
+}
+
+// idle opens c.Idle connections, ten per session, over the nodes in turn:
+// connects per second, and the nodes' memory per connection.
+func (b *wsBench) idle() ([]*websocket.Conn, error) {
+	rss0, _ := b.metric("process_resident_memory_bytes")
 	start := time.Now()
 	var sessions []string
-	for i := 0; i < c.Idle; i += 10 {
-		s, err := session(10)
+	for i := 0; i < b.c.Idle; i += 10 {
+		s, err := b.session()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sessions = append(sessions, s)
 	}
 	sessStart := time.Now()
-	var mu sync.Mutex
-	var dialErr atomic.Value
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for i := range c.Idle {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			ws, err := dial(sessions[i/10])
-			if err != nil {
-				dialErr.Store(err)
-				return
-			}
-			mu.Lock()
-			idle = append(idle, ws)
-			mu.Unlock()
-		})
+	idle, err := b.dialMany(b.c.Idle, func(i int) string { return sessions[i/10] }, func(int) int { return -1 })
+	if err != nil {
+		return idle, fmt.Errorf("bench-ws: idle: %w", err)
 	}
-	wg.Wait()
 	connectTime := time.Since(sessStart)
-	if err, _ := dialErr.Load().(error); err != nil && len(idle) < c.Idle {
-		return fmt.Errorf("bench-ws: %d of %d idle connections: %w", len(idle), c.Idle, err)
-	}
 	time.Sleep(2 * time.Second) // let the server settle
-	rss1 := rss()
-	fmt.Fprintf(stdout, "idle: %d connections in %v (sessions made in %v): %.0f connects/s admitted\n",
-		len(idle), connectTime.Round(time.Millisecond), sessStart.Sub(start).Round(time.Millisecond), float64(len(idle))/connectTime.Seconds())
+	rss1, _ := b.metric("process_resident_memory_bytes")
+	fmt.Fprintf(b.out, "idle: %d connections on %d node(s) in %v (sessions made in %v): %.0f connects/s admitted; %d connects answered 503 and made again\n",
+		len(idle), len(b.bases), connectTime.Round(time.Millisecond), sessStart.Sub(start).Round(time.Millisecond), float64(len(idle))/connectTime.Seconds(), b.unavailable.Load())
 	if rss0 > 0 && rss1 > rss0 && len(idle) > 0 {
-		fmt.Fprintf(stdout, "server memory: %.1f MiB more, %.1f KiB per connection\n", (rss1-rss0)/(1<<20), (rss1-rss0)/1024/float64(len(idle)))
+		fmt.Fprintf(b.out, "server memory: %.1f MiB more, %.1f KiB per connection\n", (rss1-rss0)/(1<<20), (rss1-rss0)/1024/float64(len(idle)))
 	}
+	return idle, nil
+}
 
-	// Phase 2: c.Conns connections, one session each, sending at c.Rate.
-	type sender struct {
-		ws   *websocket.Conn
-		next atomic.Int64 // next seq expected back
+// benchFrame is what the bench reads of a frame: its type, an error (a
+// throttle), and the data the bench sent, with its sequence and send time.
+type benchFrame struct {
+	Type  string `json:"type"`
+	Error string `json:"error"`
+	Data  struct {
+		Seq int64 `json:"seq"`
+		At  int64 `json:"at"`
+	} `json:"data"`
+}
+
+// benchMessage is a message of sequence seq, stamped with the time now.
+func benchMessage(seq int64) []byte {
+	return fmt.Appendf(nil, `{"action":"pooled","data":{"seq":%d,"at":%d}}`, seq, time.Now().UnixNano())
+}
+
+// percentiles returns the median and the 99th percentile of ds, sorting it.
+func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
+	slices.Sort(ds)
+	if n := len(ds); n > 0 {
+		p50, p99 = ds[n/2], ds[min(n-1, n*99/100)]
 	}
-	senders := make([]*sender, c.Conns)
-	for i := range senders {
-		s, err := session(1)
+	return p50, p99
+}
+
+// echo sends c.Rate messages a second over c.Conns connections, one
+// session each, for c.Duration: the echo's round trip, its order, and
+// the store requests per message if the nodes count them (DynamoDB).
+func (b *wsBench) echo() error {
+	c := b.c
+	sessions := make([]string, c.Conns)
+	for i := range sessions {
+		s, err := b.session()
 		if err != nil {
 			return err
 		}
-		ws, err := dial(s)
-		if err != nil {
-			return err
-		}
-		senders[i] = &sender{ws: ws}
-		defer ws.CloseNow()
+		sessions[i] = s
 	}
+	conns, err := b.dialMany(c.Conns, func(i int) string { return sessions[i] }, func(int) int { return -1 })
+	defer func() {
+		for _, ws := range conns {
+			ws.CloseNow()
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("bench-ws: echo: %w", err)
+	}
+	next := make([]atomic.Int64, c.Conns) // the sequence expected back, per connection
+	var mu sync.Mutex
 	var rtts []time.Duration
 	var received, violations, throttled atomic.Int64
-	rctx, stop := context.WithCancel(ctx)
+	rctx, stop := context.WithCancel(b.ctx)
 	defer stop()
 	var readers sync.WaitGroup
-	for _, sn := range senders {
+	for i, ws := range conns {
 		readers.Go(func() {
 			for {
-				_, b, err := sn.ws.Read(rctx)
+				_, data, err := ws.Read(rctx)
 				if err != nil {
 					return
 				}
-				var m struct {
-					Type  string `json:"type"`
-					Error string `json:"error"`
-					Data  struct {
-						Seq int64 `json:"seq"`
-						At  int64 `json:"at"`
-					} `json:"data"`
-				}
-				if json.Unmarshal(b, &m) != nil {
-					continue
-				}
-				if m.Error != "" {
+				var m benchFrame
+				switch {
+				case json.Unmarshal(data, &m) != nil:
+				case m.Error != "":
 					throttled.Add(1)
-					continue
+				case m.Type == "echo":
+					if m.Data.Seq != next[i].Load() {
+						violations.Add(1)
+					}
+					next[i].Store(m.Data.Seq + 1)
+					received.Add(1)
+					d := time.Duration(time.Now().UnixNano() - m.Data.At)
+					mu.Lock()
+					rtts = append(rtts, d)
+					mu.Unlock()
 				}
-				if m.Type != "echo" {
-					continue
-				}
-				if m.Data.Seq != sn.next.Load() {
-					violations.Add(1)
-				}
-				sn.next.Store(m.Data.Seq + 1)
-				received.Add(1)
-				d := time.Duration(time.Now().UnixNano() - m.Data.At)
-				mu.Lock()
-				rtts = append(rtts, d)
-				mu.Unlock()
 			}
 		})
 	}
-	interval := time.Second / time.Duration(c.Rate)
-	tick := time.NewTicker(interval)
-	deadline := time.Now().Add(c.Duration)
-	seqs := make([]int64, c.Conns)
-	sent := 0
-	for time.Now().Before(deadline) {
-		<-tick.C
-		i := sent % c.Conns
-		frame := fmt.Sprintf(`{"action":"pooled","data":{"seq":%d,"at":%d}}`, seqs[i], time.Now().UnixNano())
-		seqs[i]++
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := senders[i].ws.Write(wctx, websocket.MessageText, []byte(frame))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("bench-ws: write: %w", err)
-		}
-		sent++
+	requests0, counted := b.metric("sluice_dynamodb_requests_total")
+	// Eight senders, each with its share of the connections and of the
+	// rate, catching up on what is due rather than waiting for ticks.
+	const workers = 8
+	start := time.Now()
+	deadline := start.Add(c.Duration)
+	var sentAll atomic.Int64
+	var writeErr atomic.Value
+	var senders sync.WaitGroup
+	for w := range min(workers, c.Conns) {
+		senders.Go(func() {
+			var mine []int // the connections this sender writes to
+			for i := w; i < c.Conns; i += workers {
+				mine = append(mine, i)
+			}
+			rate := float64(c.Rate) * float64(len(mine)) / float64(c.Conns)
+			seqs := make([]int64, len(mine))
+			for sent := 0; ; {
+				now := time.Now()
+				if now.After(deadline) || writeErr.Load() != nil {
+					return
+				}
+				if due := int(now.Sub(start).Seconds() * rate); sent >= due {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				k := sent % len(mine)
+				wctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+				err := conns[mine[k]].Write(wctx, websocket.MessageText, benchMessage(seqs[k]))
+				cancel()
+				if err != nil {
+					writeErr.CompareAndSwap(nil, err)
+					return
+				}
+				seqs[k]++
+				sent++
+				sentAll.Add(1)
+			}
+		})
 	}
-	tick.Stop()
-	time.Sleep(2 * time.Second) // the last echoes
+	senders.Wait()
+	if err, _ := writeErr.Load().(error); err != nil {
+		return fmt.Errorf("bench-ws: echo: write: %w", err)
+	}
+	sent := int(sentAll.Load())
+	elapsed := time.Since(start)
+	// The last echoes.
+	for wait := time.Now().Add(5 * time.Second); received.Load()+throttled.Load() < int64(sent) && time.Now().Before(wait); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	requests1, _ := b.metric("sluice_dynamodb_requests_total")
 	stop()
 	readers.Wait()
-	slices.Sort(rtts)
-	var p50, p99 time.Duration
-	if n := len(rtts); n > 0 {
-		p50, p99 = rtts[n/2], rtts[min(n-1, n*99/100)]
+	p50, p99 := percentiles(rtts)
+	fmt.Fprintf(b.out, "echo: %d sent over %d connections in %v (%.0f/s, asked %d/s), %d echoed, %d throttled; round trip p50 %v p99 %v; ordering violations %d\n",
+		sent, c.Conns, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds(), c.Rate, received.Load(), throttled.Load(), p50, p99, violations.Load())
+	if counted && sent > 0 {
+		fmt.Fprintf(b.out, "store: %.0f DynamoDB requests over the %d messages, %.3f per message, by %d node(s) (renewals of the idle connections included)\n",
+			requests1-requests0, sent, (requests1-requests0)/float64(sent), len(b.bases))
 	}
-	fmt.Fprintf(stdout, "echo: %d sent at %d/s over %d connections, %d echoed, %d throttled; round trip p50 %v p99 %v; ordering violations %d\n",
-		sent, c.Rate, c.Conns, received.Load(), throttled.Load(), p50, p99, violations.Load())
 	return nil
 }
 
-// serverGauge reads one gauge of the server's /metrics.
-func serverGauge(ctx context.Context, hc *http.Client, base, name string) (float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	resp, err := hc.Do(req)
+// fanout connects c.Fanout members and a sender to one session, the
+// members over the nodes in turn and the sender to the first, and sends
+// 100 messages at 50 a second: the latency from the send to each
+// member's copy, on the sender's node and on the others.
+func (b *wsBench) fanout() error {
+	const messages = 100
+	n := b.c.Fanout
+	s, err := b.session()
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			var f float64
-			_, err := fmt.Sscan(v, &f)
-			return f, err
+	nodeOf := func(i int) int { return i % len(b.bases) }
+	members, err := b.dialMany(n, func(int) string { return s }, nodeOf)
+	defer func() {
+		for _, ws := range members {
+			ws.CloseNow()
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("bench-ws: fan-out: %w", err)
+	}
+	sender, err := b.dial(s, 0)
+	if err != nil {
+		return fmt.Errorf("bench-ws: fan-out: sender: %w", err)
+	}
+	defer sender.CloseNow()
+	var mu sync.Mutex
+	lat := make([][]time.Duration, 2) // [0]: on the sender's node; [1]: on others
+	got := make([]atomic.Int64, n)
+	rctx, stop := context.WithCancel(b.ctx)
+	defer stop()
+	var readers sync.WaitGroup
+	readers.Go(func() { // the sender's echoes, read and let go
+		for {
+			if _, _, err := sender.Read(rctx); err != nil {
+				return
+			}
+		}
+	})
+	for i, ws := range members {
+		readers.Go(func() {
+			for {
+				_, data, err := ws.Read(rctx)
+				if err != nil {
+					return
+				}
+				var m benchFrame
+				if json.Unmarshal(data, &m) != nil || m.Type != "message" {
+					continue
+				}
+				d := time.Duration(time.Now().UnixNano() - m.Data.At)
+				where := min(nodeOf(i), 1)
+				mu.Lock()
+				lat[where] = append(lat[where], d)
+				mu.Unlock()
+				got[i].Add(1)
+			}
+		})
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	for seq := range int64(messages) {
+		<-tick.C
+		wctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		err := sender.Write(wctx, websocket.MessageText, benchMessage(seq))
+		cancel()
+		if err != nil {
+			tick.Stop()
+			return fmt.Errorf("bench-ws: fan-out: write: %w", err)
 		}
 	}
-	return 0, fmt.Errorf("no %s", name)
+	tick.Stop()
+	all := func() bool {
+		for i := range got {
+			if got[i].Load() < messages {
+				return false
+			}
+		}
+		return true
+	}
+	for wait := time.Now().Add(30 * time.Second); !all() && time.Now().Before(wait); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	readers.Wait()
+	delivered := 0
+	for i := range got {
+		delivered += int(got[i].Load())
+	}
+	local, remote := lat[0], lat[1]
+	lp50, lp99 := percentiles(local)
+	fmt.Fprintf(b.out, "fan-out: %d messages to %d connections of one session: %d of %d delivered; on the sender's node (%d copies) p50 %v p99 %v",
+		messages, n, delivered, messages*n, len(local), lp50, lp99)
+	if len(b.bases) > 1 {
+		rp50, rp99 := percentiles(remote)
+		fmt.Fprintf(b.out, "; on other nodes (%d copies) p50 %v p99 %v", len(remote), rp50, rp99)
+	}
+	fmt.Fprintln(b.out)
+	return nil
+}
+
+// burst connects burstReaders readers and a sender to one session on the
+// first node; the sender sends c.Burst frames back to back while every
+// reader reads: no reader may be dropped, and each gets every frame.
+func (b *wsBench) burst() error {
+	n := b.c.Burst
+	s, err := b.session()
+	if err != nil {
+		return err
+	}
+	conns, err := b.dialMany(burstReaders+1, func(int) string { return s }, func(int) int { return 0 })
+	defer func() {
+		for _, ws := range conns {
+			ws.CloseNow()
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("bench-ws: burst: %w", err)
+	}
+	sender, readers := conns[burstReaders], conns[:burstReaders]
+	got := make([]atomic.Int64, burstReaders)
+	var dropped, echoed, throttled atomic.Int64
+	var closes sync.Map // close codes of dropped readers
+	rctx, stop := context.WithCancel(b.ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for i, ws := range readers {
+		wg.Go(func() {
+			for {
+				_, data, err := ws.Read(rctx)
+				if err != nil {
+					if rctx.Err() == nil {
+						dropped.Add(1)
+						closes.Store(websocket.CloseStatus(err), true)
+					}
+					return
+				}
+				var m benchFrame
+				if json.Unmarshal(data, &m) == nil && m.Type == "message" {
+					got[i].Add(1)
+				}
+			}
+		})
+	}
+	var senderErr atomic.Value
+	wg.Go(func() {
+		for {
+			_, data, err := sender.Read(rctx)
+			if err != nil {
+				if rctx.Err() == nil {
+					senderErr.Store(err)
+				}
+				return
+			}
+			var m benchFrame
+			switch {
+			case json.Unmarshal(data, &m) != nil:
+			case m.Error != "":
+				throttled.Add(1)
+			case m.Type == "echo":
+				echoed.Add(1)
+			}
+		}
+	})
+	start := time.Now()
+	for seq := range int64(n) {
+		wctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		err := sender.Write(wctx, websocket.MessageText, benchMessage(seq))
+		cancel()
+		if err != nil {
+			stop()
+			wg.Wait()
+			return fmt.Errorf("bench-ws: burst: write %d: %w", seq, err)
+		}
+	}
+	sentIn := time.Since(start)
+	done := func() bool {
+		for i := range got {
+			if got[i].Load() < int64(n) && dropped.Load() == 0 {
+				return false
+			}
+		}
+		return echoed.Load()+throttled.Load() >= int64(n) || senderErr.Load() != nil
+	}
+	for wait := time.Now().Add(60 * time.Second); !done() && time.Now().Before(wait); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	stop()
+	wg.Wait()
+	least := int64(n)
+	for i := range got {
+		least = min(least, got[i].Load())
+	}
+	var codes []string
+	closes.Range(func(k, _ any) bool { codes = append(codes, fmt.Sprint(k)); return true })
+	fmt.Fprintf(b.out, "burst: %d frames back to back (sent in %v) to a session of %d readers: %d readers dropped %v; the least any reader got %d of %d, all in %v; sender: %d echoed, %d throttled, still connected %v\n",
+		n, sentIn.Round(time.Millisecond), burstReaders, dropped.Load(), codes, least, n, took.Round(time.Millisecond), echoed.Load(), throttled.Load(), senderErr.Load() == nil)
+	if dropped.Load() > 0 || senderErr.Load() != nil {
+		return fmt.Errorf("bench-ws: burst: %d readers dropped; sender: %v", dropped.Load(), senderErr.Load())
+	}
+	return nil
 }

@@ -32,6 +32,11 @@ func (f *dynamoFlags) register(fs *flag.FlagSet) {
 // client returns a DynamoDB client from the usual AWS environment and
 // credential chain, with the flags' region and endpoint.
 func (f *dynamoFlags) client(ctx context.Context) (*dynamodb.Client, error) {
+	return f.clientVia(ctx, nil)
+}
+
+// clientVia is client, sending its requests through counter if not nil.
+func (f *dynamoFlags) clientVia(ctx context.Context, counter *countingClient) (*dynamodb.Client, error) {
 	var opts []func(*awsconfig.LoadOptions) error
 	region := f.Region
 	if region == "" && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
@@ -50,6 +55,10 @@ func (f *dynamoFlags) client(ctx context.Context) (*dynamodb.Client, error) {
 		}
 		// Enough idle connections for a busy node.
 		o.HTTPClient = awsHTTPClient()
+		if counter != nil {
+			counter.next = o.HTTPClient
+			o.HTTPClient = counter
+		}
 	}), nil
 }
 

@@ -203,7 +203,8 @@ type stores struct {
 func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, error) {
 	mem := memstore.Options{MaxKeys: c.MaxKeys}
 	if c.Store == "dynamodb" {
-		db, err := c.Dynamo.client(ctx)
+		counter := newCountingClient(nil)
+		db, err := c.Dynamo.clientVia(ctx, counter)
 		if err != nil {
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
@@ -211,7 +212,7 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 		if err != nil {
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
-		return stores{counters: s, tenants: s, sessions: s, registry: s, ready: s.Ping, close: s.Close, metrics: dynamoCollector{s.Stats}}, nil
+		return stores{counters: s, tenants: s, sessions: s, registry: s, ready: s.Ping, close: s.Close, metrics: dynamoCollector{s.Stats, counter.counts}}, nil
 	}
 	if c.Store == "memory" {
 		s := memstore.New(mem)

@@ -9,8 +9,11 @@ import (
 // dynamoCollector publishes a DynamoDB store's counts: what decisions cost
 // in requests and write units, and how contention and faults were met.
 type dynamoCollector struct {
-	stats func() dynamostore.StatsSnapshot
+	stats    func() dynamostore.StatsSnapshot
+	requests func() map[string]int64 // every request to DynamoDB, by operation
 }
+
+var dynamoRequests = prometheus.NewDesc("sluice_dynamodb_requests_total", "Requests sent to DynamoDB by any part of the node (counters, tenants, sessions, registrations), every try included, by operation.", []string{"operation"}, nil)
 
 var dynamoMetrics = []struct {
 	desc  *prometheus.Desc
@@ -37,6 +40,7 @@ func (c dynamoCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range dynamoMetrics {
 		ch <- m.desc
 	}
+	ch <- dynamoRequests
 }
 
 // Collect implements prometheus.Collector: one snapshot per scrape.
@@ -44,5 +48,10 @@ func (c dynamoCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.stats()
 	for _, m := range dynamoMetrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, float64(m.value(s)))
+	}
+	if c.requests != nil {
+		for op, n := range c.requests() {
+			ch <- prometheus.MustNewConstMetric(dynamoRequests, prometheus.CounterValue, float64(n), op)
+		}
 	}
 }
