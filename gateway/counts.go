@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -28,9 +29,13 @@ import (
 // the next change or renewal, and no lease is ever left behind counting
 // connections that are gone.
 //
-// One connect or disconnect of a tenant at a time changes its lease on this
-// node (turn), waiting within its context: a node admits a tenant's
-// connects one store decision at a time.
+// One change of a tenant's count at a time is at work on this node (its
+// turn). Connects that arrive meanwhile wait together, and the next to take
+// the turn decides them all in one store decision (a batch: the two
+// tenant limits grown by their number, and each of their sessions' two by
+// its share), so that a burst of connects costs a few decisions, not one
+// each. A batch denied is decided again one connect at a time, in order:
+// a limit admits as many as one at a time would, exactly.
 
 // countKey names one of the node's counts: a tenant's (session "") or a
 // session's.
@@ -48,6 +53,8 @@ const unknown = -1
 // connect it refused until that next write.
 type nodeCount struct {
 	turn  chan struct{} // holds one token: taken by the change at work
+	mu    sync.Mutex    // guards asks
+	asks  []*ask        // a tenant's connects waiting for a decision
 	id    uint64        // the lease's name
 	held  int64         // the units of the lease in the store: 0 none, or unknown
 	units int64         // the connections it counts
@@ -123,54 +130,235 @@ func take(ctx context.Context, counts ...*nodeCount) (func(), bool) {
 	}, true
 }
 
+// ask is a connect waiting, with others of its tenant, for its decision.
+type ask struct {
+	c       *conn
+	st      sluice.TenantSettings
+	sn      *nodeCount // its session's count
+	res     sluice.Result
+	err     error
+	settled [2]bool       // for done, if refused: its counts hold no lease
+	decided chan struct{} // closed once res and err are set
+}
+
+// maxBatch caps the connects of one batch; a batch also takes at most
+// batchSessions sessions, two checks each beside the tenant's two.
+const (
+	maxBatch      = 256
+	batchSessions = (sluice.MaxChecks - 2) / 2
+)
+
 // admit decides a connect of tenant to session: the four limits, all or
-// nothing, growing this node's leases on the two connection counts by one.
-// On admission the counts are the connection's (c.counts); otherwise the
-// caller gives them up.
+// nothing, growing this node's leases on the two connection counts by one,
+// alone or in a batch with the tenant's other connects waiting. On
+// admission the counts are the connection's (c.counts); otherwise they are
+// given up.
 func (g *Gateway) admit(ctx context.Context, c *conn, st sluice.TenantSettings) (sluice.Result, error) {
 	keys := [2]countKey{{c.tenant, ""}, {c.tenant, c.session}}
 	tn, sn := g.count(keys[0]), g.count(keys[1])
-	give, ok := take(ctx, tn, sn)
-	if !ok {
-		g.done(keys[0], tn, true)
-		g.done(keys[1], sn, true)
-		return sluice.Result{}, ctx.Err()
+	a := &ask{c: c, st: st, sn: sn, decided: make(chan struct{})}
+	tn.mu.Lock()
+	tn.asks = append(tn.asks, a)
+	tn.mu.Unlock()
+	for wait := true; wait; {
+		select {
+		case <-a.decided:
+			wait = false
+		case <-tn.turn:
+			// This connect's turn: it decides the connects waiting, its
+			// own among the first unless another took it already.
+			g.decideAsks(c.tenant, tn)
+			tn.turn <- struct{}{}
+		case <-ctx.Done():
+			tn.mu.Lock()
+			i := slices.Index(tn.asks, a)
+			if i >= 0 {
+				tn.asks = slices.Delete(tn.asks, i, i+1)
+			}
+			tn.mu.Unlock()
+			if i >= 0 {
+				g.done(keys[0], tn, true)
+				g.done(keys[1], sn, true)
+				return sluice.Result{}, ctx.Err()
+			}
+			<-a.decided // being decided, within the decider's bound
+			wait = false
+		}
 	}
-	checks := g.admission(st, c.session)
+	if a.err != nil || !a.res.Allowed {
+		g.done(keys[0], tn, a.settled[0])
+		g.done(keys[1], sn, a.settled[1])
+		return a.res, a.err
+	}
+	c.counts = [2]*nodeCount{tn, sn}
+	return a.res, nil
+}
+
+// decideAsks decides the first batch of the connects waiting on tenant
+// count tn, whose turn the caller holds: in one decision if they fit, else
+// one at a time. It bounds its store work by WriteTimeout, whatever the
+// connects' own contexts.
+func (g *Gateway) decideAsks(tenant string, tn *nodeCount) {
+	// The batch: the first connects waiting, of the same settings, as
+	// many as fit this node's counts and the caps; a connect that cannot
+	// fit this node's counts is refused with them, without a decision of
+	// the store. The others wait for the next batch.
+	tn.mu.Lock()
+	var batch, over []*ask
+	var sessions []*nodeCount
+	var share []int64 // each session's connects in the batch
+	rest := tn.asks[:0]
+	for _, a := range tn.asks {
+		if len(batch) > 0 && (len(batch) == maxBatch || a.st != batch[0].st) {
+			rest = append(rest, a)
+			continue
+		}
+		i := slices.Index(sessions, a.sn)
+		switch {
+		case tn.units+int64(len(batch))+1 > a.st.TenantConnections:
+			a.res = g.fullHere(policyTenantConns, a.st.TenantConnections)
+			over = append(over, a)
+			continue
+		case i < 0 && len(sessions) == batchSessions:
+			rest = append(rest, a)
+			continue
+		case i < 0:
+			sessions, share = append(sessions, a.sn), append(share, 0)
+			i = len(sessions) - 1
+		}
+		if a.sn.units+share[i]+1 > a.st.ConnectionsPerSession {
+			a.res = g.fullHere(policySessionConns, a.st.ConnectionsPerSession)
+			over = append(over, a)
+			continue
+		}
+		share[i]++
+		batch = append(batch, a)
+	}
+	clear(tn.asks[len(rest):])
+	tn.asks = rest
+	tn.mu.Unlock()
+	for _, a := range over {
+		// Refused by this node's counts alone: nothing asked of the
+		// store, nothing consumed. Its session's count, if left unused,
+		// goes at the next renewal.
+		a.settled = [2]bool{tn.held == 0, false}
+		close(a.decided)
+	}
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(g.ctx, g.opts.WriteTimeout)
+	defer cancel()
+	give, ok := take(ctx, sessions...)
+	if !ok {
+		for _, a := range batch {
+			a.err, a.settled = ctx.Err(), [2]bool{true, true}
+			close(a.decided)
+		}
+		return
+	}
+	defer give()
+	if len(batch) == 1 || !g.admitBatch(ctx, tenant, tn, sessions, share, batch) {
+		for _, a := range batch {
+			a.res, a.err = g.admitOne(ctx, tenant, tn, a)
+			a.settled = [2]bool{tn.held == 0, a.sn.held == 0}
+			close(a.decided)
+		}
+	}
+}
+
+// admitBatch decides the connects of batch in one decision: the tenant's
+// count grown by their number and its connect rate spent by it, and each
+// session's by its share. It reports false, deciding nothing, if they do
+// not all fit: they are then decided one at a time. A store that fails
+// fails them all.
+func (g *Gateway) admitBatch(ctx context.Context, tenant string, tn *nodeCount, sessions []*nodeCount, share []int64, batch []*ask) bool {
+	st := batch[0].st
+	checks := make([]sluice.Check, 0, 2+2*len(sessions))
+	for i, sn := range sessions {
+		ch := g.admission(st, batch[slices.IndexFunc(batch, func(a *ask) bool { return a.sn == sn })].c.session)
+		if i == 0 {
+			tn.check = ch[0]
+			checks = append(checks, ch[0], ch[2])
+			checks[0].Hits, checks[0].Lease = tn.units+int64(len(batch)), tn.id
+			checks[1].Hits = int64(len(batch))
+		}
+		sn.check = ch[1]
+		ch[1].Hits, ch[1].Lease = sn.units+share[i], sn.id
+		ch[3].Hits = share[i]
+		checks = append(checks, ch[1], ch[3])
+	}
+	for _, ch := range checks {
+		if ch.Policy.Algorithm == sluice.Concurrency && ch.Hits > ch.Policy.Limit {
+			return false // not all fit on this node alone
+		}
+	}
+	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: checks, Hits: 1})
+	switch {
+	case err != nil || res.Decision.FailedClosed:
+		// The write may have landed: the next write sets the leases right.
+		tn.held = unknown
+		for _, sn := range sessions {
+			sn.held = unknown
+		}
+	case !res.Allowed:
+		return false
+	default:
+		tn.units += int64(len(batch))
+		tn.held = heldAfter(tn, res.Decisions[0])
+		for i, sn := range sessions {
+			sn.units += share[i]
+			sn.held = heldAfter(sn, res.Decisions[2+2*i])
+		}
+	}
+	for _, a := range batch {
+		a.res, a.err = res, err
+		a.settled = [2]bool{tn.held == 0, a.sn.held == 0}
+		close(a.decided)
+	}
+	return true
+}
+
+// fullHere is the refusal of a connect by a connection limit that this
+// node's connections alone fill: no store can admit one more. Another
+// connection's end is the soonest a connect can go.
+func (g *Gateway) fullHere(policy string, limit int64) sluice.Result {
+	d := sluice.Decision{Policy: policy, Limit: limit, RetryAfter: time.Second, ResetAt: g.opts.Now().Add(time.Second)}
+	return sluice.Result{Decision: d, Decisions: []sluice.Decision{d}}
+}
+
+// heldAfter is a count's held units after an admitted decision d of its
+// lease: its units, unless the store did not write it (admitted by fail
+// mode), then unknown.
+func heldAfter(n *nodeCount, d sluice.Decision) int64 {
+	if d.Lease.ID != n.id {
+		return unknown
+	}
+	return n.units
+}
+
+// admitOne decides one connect alone: the four limits, all or nothing.
+// The caller holds the turns of its counts.
+func (g *Gateway) admitOne(ctx context.Context, tenant string, tn *nodeCount, a *ask) (sluice.Result, error) {
+	sn := a.sn
+	checks := g.admission(a.st, a.c.session)
 	tn.check, sn.check = checks[0], checks[1] // the limits as of now, to resize within
 	checks[0].Hits, checks[0].Lease = tn.units+1, tn.id
 	checks[1].Hits, checks[1].Lease = sn.units+1, sn.id
-	var res sluice.Result
-	var err error
 	if i := slices.IndexFunc(checks[:2], func(ch sluice.Check) bool { return ch.Hits > ch.Policy.Limit }); i >= 0 {
-		// This node alone holds the limit: no store can admit one more.
-		// Another connection's end is the soonest a connect can go.
-		d := sluice.Decision{Policy: checks[i].Policy.Name, Limit: checks[i].Policy.Limit, RetryAfter: time.Second, ResetAt: g.opts.Now().Add(time.Second)}
-		res = sluice.Result{Decision: d, Decisions: []sluice.Decision{d}}
-	} else {
-		res, err = g.opts.Limiter.Check(ctx, sluice.Request{Tenant: c.tenant, Checks: checks, Hits: 1})
+		return g.fullHere(checks[i].Policy.Name, checks[i].Policy.Limit), nil
 	}
-	if err != nil || res.Decision.FailedClosed {
+	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: checks, Hits: 1})
+	switch {
+	case err != nil || res.Decision.FailedClosed:
 		// The write may have landed: the next write sets the leases right.
 		tn.held, sn.held = unknown, unknown
+	case res.Allowed:
+		tn.units++
+		sn.units++
+		tn.held, sn.held = heldAfter(tn, res.Decisions[0]), heldAfter(sn, res.Decisions[1])
 	}
-	if err != nil || !res.Allowed {
-		settled := [2]bool{tn.held == 0, sn.held == 0}
-		give()
-		g.done(keys[0], tn, settled[0])
-		g.done(keys[1], sn, settled[1])
-		return res, err
-	}
-	for i, n := range [2]*nodeCount{tn, sn} {
-		n.units++
-		n.held = n.units
-		if res.Decisions[i].Lease.ID != n.id {
-			n.held = unknown // admitted by fail mode: not written
-		}
-	}
-	give()
-	c.counts = [2]*nodeCount{tn, sn}
-	return res, nil
+	return res, err
 }
 
 // leave takes the connection out of this node's counts: each lease shrinks

@@ -63,9 +63,15 @@ type stallingStore struct {
 	stalled atomic.Bool
 	lose    atomic.Int32
 	lost    atomic.Int32 // writes landed whose answer was lost
+	slow    atomic.Int64 // a delay before each decision, in nanoseconds
+	applies atomic.Int64 // decisions asked
 }
 
 func (s *stallingStore) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst []sluice.Decision) error {
+	s.applies.Add(1)
+	if d := time.Duration(s.slow.Load()); d > 0 {
+		time.Sleep(d)
+	}
 	if s.stalled.Load() {
 		<-ctx.Done()
 		return ctx.Err()
@@ -1196,5 +1202,60 @@ func TestLostAnswerLeavesNoLease(t *testing.T) {
 	}
 	if _, resp, err := f.dial("acme", "s1"); err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("the sixth connect of 5: %v %+v, want 429", err, resp)
+	}
+}
+
+// TestConnectBurstDecidedInBatches: connects of a tenant that arrive while
+// one is being decided wait together and are decided in few decisions,
+// not one each, with the limits still exact: on a store that takes 20ms a
+// decision, 60 concurrent connects over 6 sessions admit exactly the
+// tenant's 40, 10 at most per session, and consume nothing for the 20
+// refused.
+func TestConnectBurstDecidedInBatches(t *testing.T) {
+	s := roomy
+	s.TenantConnections, s.ConnectionsPerSession, s.TenantPerMinute = 40, 10, 1000
+	f := newFixture(t, s, Options{})
+	sessions := []string{"s1", "s2", "s3", "s4", "s5", "s6"}
+	for _, id := range sessions {
+		f.session(t, id)
+	}
+	f.store.slow.Store(int64(20 * time.Millisecond))
+	before := f.store.applies.Load()
+	var admitted, refused atomic.Int64
+	perSession := make([]atomic.Int64, len(sessions))
+	var wg sync.WaitGroup
+	for i := range 60 {
+		wg.Go(func() {
+			ws, status := dialAt(f.srv, "acme", sessions[i%len(sessions)])
+			switch status {
+			case http.StatusSwitchingProtocols:
+				admitted.Add(1)
+				perSession[i%len(sessions)].Add(1)
+				t.Cleanup(func() { ws.CloseNow() })
+			case http.StatusTooManyRequests:
+				refused.Add(1)
+			default:
+				t.Errorf("connect %d: status %d", i, status)
+			}
+		})
+	}
+	wg.Wait()
+	decisions := f.store.applies.Load() - before
+	f.store.slow.Store(0)
+	if admitted.Load() != 40 || refused.Load() != 20 {
+		t.Fatalf("admitted %d, refused %d; want 40 and 20", admitted.Load(), refused.Load())
+	}
+	for i := range perSession {
+		if n := perSession[i].Load(); n > 10 {
+			t.Fatalf("session %s admitted %d, over its 10", sessions[i], n)
+		}
+	}
+	rate := sluice.Policy{Name: policyTenantRate, Algorithm: sluice.SlidingWindow, Limit: 1000, Window: time.Minute}
+	if d, err := f.peekInternal("acme", rate, ""); err != nil || d.Remaining != 1000-40 {
+		t.Fatalf("the connect rate after 40 admitted: %+v %v, want 960 left", d, err)
+	}
+	t.Logf("60 connects in %d decisions", decisions)
+	if decisions >= 40 {
+		t.Fatalf("60 connects took %d decisions: not batched", decisions)
 	}
 }
