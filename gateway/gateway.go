@@ -421,7 +421,7 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 		case err != nil:
 			g.log.Warn("gateway: delivering to another node", "node", r.Node, "err", err)
 			failed = cmp.Or(failed, err)
-			c.sess.invalidate() // the node may be gone: read again next time
+			c.sess.invalidate(true) // the node may be gone: read again next time
 			continue
 		}
 		if done.conns == nil {
@@ -531,22 +531,34 @@ func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluic
 }
 
 // refresh moves a session's expiry to now plus its tenant's TTL, as any
-// activity does (seed 000: a connect too), and returns the expiry. It
-// reports false if the session is gone; a store that fails leaves the
-// expiry as it was, logged.
-func (g *Gateway) refresh(ctx context.Context, x sluice.Session, ttl time.Duration) (time.Time, bool) {
+// activity does (seed 000: a connect too), and returns the expiry: at
+// most once per tenth of the TTL per node, as messages do. It reports
+// false if the session is gone; a store that fails leaves the expiry as
+// it was, logged.
+func (g *Gateway) refresh(ctx context.Context, x sluice.Session, ttl time.Duration) (expires time.Time, wrote, ok bool) {
+	now := g.opts.Now()
+	g.mu.Lock()
+	s := g.sessions[sessionKey{x.Tenant, x.ID}]
+	g.mu.Unlock()
+	if s != nil && !s.touchDue(now, ttl/10) {
+		// Written by this node within a tenth of the TTL: the session
+		// lives at least nine tenths of it from now.
+		if e := s.expiry(); e.After(x.ExpiresAt) {
+			return e, false, true
+		}
+		return x.ExpiresAt, false, true
+	}
 	sctx, cancel := g.storeCtx(ctx)
 	defer cancel()
-	now := g.opts.Now()
 	y, err := g.opts.Sessions.TouchSession(sctx, now, x.Tenant, x.ID, now.Add(ttl))
 	switch {
 	case errors.Is(err, sluice.ErrSessionNotFound):
-		return time.Time{}, false
+		return time.Time{}, false, false
 	case err != nil:
 		g.log.Warn("gateway: refreshing a session at connect", "tenant", x.Tenant, "err", err)
-		return x.ExpiresAt, true
+		return x.ExpiresAt, false, true
 	}
-	return y.ExpiresAt, true
+	return y.ExpiresAt, true, true
 }
 
 // AdmitHandler answers GET /v1/ws/admit?tenant=T&session=S with what a
@@ -644,7 +656,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.id = connID(session)
 	c.lastActiveAt = c.connectedAt
-	expires, ok := g.refresh(ctx, x, time.Duration(st.SessionTTL)*time.Second)
+	expires, wrote, ok := g.refresh(ctx, x, time.Duration(st.SessionTTL)*time.Second)
 	if !ok {
 		c.release()
 		g.refuse(w, tenant, errUnknownSession)
@@ -653,13 +665,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Registered before the 101 answer hands out its id: the management
 	// API knows every connection its client was told of, and so do the
 	// other nodes of the session.
-	if !g.register(c, expires) {
+	first, ok := g.register(c, expires, wrote)
+	if !ok {
 		c.release()
 		g.refuse(w, tenant, &sluice.Error{Kind: sluice.KindUnavailable, Message: "server shutting down"})
 		return
 	}
 	if err := c.registerRemote(ctx); err == nil {
-		g.announce(ctx, c) // a registration that failed is renewed, and found by the other nodes within a renewal
+		g.announce(ctx, c, first) // a registration that failed is renewed, and found by the other nodes within a renewal
 	}
 	w.Header().Set("Sluice-Connection", c.id)
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.opts.AllowedOrigins})
@@ -688,25 +701,29 @@ var refusalOutcome = map[sluice.Kind]string{
 }
 
 // register adds c to this node's connections, its session's expiry
-// as the connect left it, just written.
-func (g *Gateway) register(c *conn, expires time.Time) bool {
+// as the connect left it (wrote: written by it just now); first if it is
+// the session's first here. It reports false if the gateway is closed.
+func (g *Gateway) register(c *conn, expires time.Time, wrote bool) (first, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return false
+		return false, false
 	}
 	k := sessionKey{c.tenant, c.session}
 	if g.conns[k] == nil {
 		g.conns[k] = map[*conn]struct{}{}
 		g.sessions[k] = &session{}
+		first = true
 	}
 	c.sess = g.sessions[k]
 	c.sess.saw(expires)
-	c.sess.touchDue(g.opts.Now(), 0)
+	if wrote {
+		c.sess.touchDue(g.opts.Now(), 0)
+	}
 	g.conns[k][c] = struct{}{}
 	g.byID[c.id] = c
 	g.wg.Add(1)
-	return true
+	return first, true
 }
 
 func (g *Gateway) unregister(c *conn) {

@@ -777,13 +777,19 @@ func TestFailedRemoteDeliveryRetried(t *testing.T) {
 	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
 	reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Conn: "s1.remote", Node: "http://other", ExpiresAt: f.clock.now().Add(time.Hour)})
+	f.g.SessionChanged("acme", "s1", true) // as the other node says once it has registered its first
 	write(t, a, `{"action":"pooled","data":1,"id":"m1"}`)
 	if m := read(t, a); m["type"] != "echo" {
 		t.Fatalf("echo: %v", m)
 	}
 	for _, want := range []string{"message", "reply"} {
-		if got := <-p.posted; got != want {
-			t.Fatalf("the other node got %q, want %q", got, want)
+		select {
+		case got := <-p.posted:
+			if got != want {
+				t.Fatalf("the other node got %q, want %q", got, want)
+			}
+		case <-time.After(patience):
+			t.Fatalf("the other node got no %s within %v", want, patience)
 		}
 	}
 	if p.calls.Load() != 4 {
@@ -822,7 +828,9 @@ func (p *flakyPeer) Close(ctx context.Context, node, tenant, conn string, code w
 	return ErrGone
 }
 
-func (p *flakyPeer) Changed(ctx context.Context, node, tenant, session string) error { return nil }
+func (p *flakyPeer) Changed(ctx context.Context, node, tenant, session string, newNode bool) error {
+	return nil
+}
 
 // countingSessions counts the gateway's session reads and writes.
 type countingSessions struct {

@@ -24,8 +24,9 @@ type Peer interface {
 	Info(ctx context.Context, node, tenant, conn string) (ConnectionInfo, error)
 	Close(ctx context.Context, node, tenant, conn string, code websocket.StatusCode, reason string) error
 	// Changed tells node that a session it holds connections of has a
-	// new one elsewhere (Gateway.SessionChanged).
-	Changed(ctx context.Context, node, tenant, session string) error
+	// new one elsewhere, newNode if the first of the session on its node
+	// (Gateway.SessionChanged).
+	Changed(ctx context.Context, node, tenant, session string, newNode bool) error
 }
 
 // ErrGone is the management API's answer for a connection that has gone

@@ -24,7 +24,11 @@ import (
 //     renewal period at most, and less if another node says they changed
 //     (Gateway.SessionChanged), a node answers that one is gone, or a node
 //     cannot be reached: a new connection whose node could not tell this
-//     one is reached within a renewal period.
+//     one is reached within a renewal period;
+//   - the other nodes holding connections of the session, read with them
+//     and kept for a renewal period at most, and less if a node says it has
+//     its first: the nodes a connect here tells of itself (announce), so
+//     that a connect costs no read of the session's connections.
 type session struct {
 	mu      sync.Mutex
 	expires time.Time
@@ -32,6 +36,8 @@ type session struct {
 	regs    []sluice.Registration // other nodes' connections, if cached
 	cached  time.Time             // when regs was read; zero if not cached
 	gen     uint64                // moved by every invalidation, so that a read in flight is not kept
+	nodes   []string              // other nodes holding connections, if known
+	nodesAt time.Time             // when nodes was read; zero if not known
 }
 
 // saw records a session expiry read from the store.
@@ -77,12 +83,23 @@ func (s *session) touchDue(now time.Time, every time.Duration) bool {
 	return true
 }
 
-// invalidate drops the cached connections of other nodes.
-func (s *session) invalidate() {
+// invalidate drops the cached connections of other nodes, and the nodes
+// holding them if nodes is set.
+func (s *session) invalidate(nodes bool) {
 	s.mu.Lock()
 	s.regs, s.cached = nil, time.Time{}
+	if nodes {
+		s.nodes, s.nodesAt = nil, time.Time{}
+	}
 	s.gen++
 	s.mu.Unlock()
+}
+
+// expiry returns the latest expiry this node saw.
+func (s *session) expiry() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expires
 }
 
 // forget drops one connection from the cache: its node says it is gone.
@@ -109,51 +126,75 @@ func (g *Gateway) remoteConns(ctx context.Context, c *conn) ([]sluice.Registrati
 		return nil, err
 	}
 	regs := slices.DeleteFunc(all, func(r sluice.Registration) bool { return r.Node == g.opts.Node })
+	var nodes []string
+	for _, r := range regs {
+		if !slices.Contains(nodes, r.Node) {
+			nodes = append(nodes, r.Node)
+		}
+	}
 	s.mu.Lock()
 	if s.gen == gen {
-		s.regs, s.cached = regs, time.Now()
+		now := time.Now()
+		s.regs, s.cached, s.nodes, s.nodesAt = regs, now, nodes, now
 	}
 	s.mu.Unlock()
 	return regs, nil
 }
 
+// otherNodes returns the other nodes holding connections of c's session:
+// known, or read with the session's connections.
+func (g *Gateway) otherNodes(ctx context.Context, c *conn) ([]string, error) {
+	s := c.sess
+	s.mu.Lock()
+	if !s.nodesAt.IsZero() && time.Since(s.nodesAt) < g.opts.RenewEvery {
+		nodes := s.nodes
+		s.mu.Unlock()
+		return nodes, nil
+	}
+	s.regs, s.cached = nil, time.Time{} // read them again, nodes and all
+	s.mu.Unlock()
+	if _, err := g.remoteConns(ctx, c); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nodes, nil
+}
+
 // SessionChanged drops what this node keeps of a session's connections on
 // other nodes: another node has a new one (it says so when it registers
-// one).
-func (g *Gateway) SessionChanged(tenant, session string) {
+// one), and newNode if its first of the session, so that this node's next
+// connect of the session tells it too.
+func (g *Gateway) SessionChanged(tenant, session string, newNode bool) {
 	g.mu.Lock()
 	s := g.sessions[sessionKey{tenant, session}]
 	g.mu.Unlock()
 	if s != nil {
-		s.invalidate()
+		s.invalidate(newNode)
 	}
 }
 
 // announce tells the other nodes holding connections of c's session that
-// it has a new one here, so that they read its connections again. It runs
-// before the connect is answered: a message sent once the client is
-// connected reaches it from every node.
-func (g *Gateway) announce(ctx context.Context, c *conn) {
+// it has a new one here (first: its first here), so that they read its
+// connections again. It runs before the connect is answered: a message
+// sent once the client is connected reaches it from every node. The nodes
+// are those known (otherNodes): a node whose first connection of the
+// session came meanwhile said so, and is known again at once.
+func (g *Gateway) announce(ctx context.Context, c *conn, first bool) {
 	if g.opts.Registry == nil || g.opts.Peer == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
 	defer cancel()
-	regs, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), c.tenant, c.session)
+	nodes, err := g.otherNodes(ctx, c)
 	if err != nil {
 		g.log.Warn("gateway: telling other nodes of a new connection", "tenant", c.tenant, "err", err)
 		return
 	}
-	nodes := map[string]bool{}
-	for _, r := range regs {
-		if r.Node != g.opts.Node {
-			nodes[r.Node] = true
-		}
-	}
 	var wg sync.WaitGroup
-	for node := range nodes {
+	for _, node := range nodes {
 		wg.Go(func() {
-			if err := g.opts.Peer.Changed(ctx, node, c.tenant, c.session); err != nil {
+			if err := g.opts.Peer.Changed(ctx, node, c.tenant, c.session, first); err != nil {
 				g.log.Warn("gateway: telling another node of a new connection", "node", node, "err", err)
 			}
 		})

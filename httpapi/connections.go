@@ -74,10 +74,12 @@ func (h *Handler) closeConnection(w http.ResponseWriter, r *http.Request, tenant
 }
 
 // sessionChanged: POST /v1/tenants/{id}/sessions/{session}/changed, from
-// another node that has a new connection of the session: this node reads
-// the session's connections again before its next fan-out. It costs the
-// caller's own tenant a read at most, whoever calls it.
+// another node that has a new connection of the session (?node=new: its
+// first there): this node reads the session's connections again before
+// its next fan-out (and the nodes holding them, before its next connect's
+// announcement). It costs the caller's own tenant a read at most, whoever
+// calls it; what it reads comes from the store, never from the call.
 func (h *Handler) sessionChanged(w http.ResponseWriter, r *http.Request, tenant string) {
-	h.opts.Gateway.SessionChanged(tenant, r.PathValue("session"))
+	h.opts.Gateway.SessionChanged(tenant, r.PathValue("session"), r.URL.Query().Get("node") == "new")
 	writeJSON(w, http.StatusOK, map[string]string{"changed": r.PathValue("session")})
 }

@@ -98,8 +98,9 @@ type Gateway interface {
 	ConnectionInfo(ctx context.Context, tenant, id string, forward bool) (gateway.ConnectionInfo, error)
 	CloseConnection(ctx context.Context, tenant, id string, code websocket.StatusCode, reason string, forward bool) error
 	// SessionChanged drops what the node keeps of a session's
-	// connections on other nodes: another node has a new one.
-	SessionChanged(tenant, session string)
+	// connections on other nodes: another node has a new one (newNode:
+	// its first there).
+	SessionChanged(tenant, session string, newNode bool)
 }
 
 // Handler serves the API. Create it with New.

@@ -331,20 +331,40 @@ func TestGatewayStoreRequestsPerMessage(t *testing.T) {
 }
 
 // TestGatewayCountsOnDynamoDB: on two nodes sharing a table, each node
-// counts its connections of a tenant in one lease: a tenant fills its limit
-// exactly across both nodes and is refused one more, and a tenant with a
-// limit of 50 admits exactly 50 of 200 concurrent connects spread over
-// both (a connect the store could not decide under contention answers 503
-// with Retry-After, and is tried again, as a client would). More
-// connections than a counter holds leases: gateway's
-// TestBigTenantAcrossNodes; 20,000: docs/benchmarks.md.
+// counts its connections of a tenant in one lease: a tenant with
+// tenantConnections 100,000 holds 20,000 connections over both (their
+// client ends in two other processes), fills the rest of a limit exactly
+// and is refused one more; meanwhile a tenant with a limit of 50 admits
+// exactly 50 of 200 concurrent connects spread over both (a connect the
+// store could not decide under contention answers 503 with Retry-After,
+// and is tried again, as a client would).
 func TestGatewayCountsOnDynamoDB(t *testing.T) {
-	ps := nodes(t, 2)
-	for _, tenant := range []string{`{"id":"big","settings":{"tenantConnections":120,"connectionsPerSession":1000,"tenantPerMinute":100000,"sessionPerMinute":100000}}`,
+	ps := nodes(t, 2, "--ws-renew", "1m")
+	for _, tenant := range []string{`{"id":"big","settings":{"tenantConnections":100000,"connectionsPerSession":1000,"tenantPerMinute":1000000,"sessionPerMinute":1000000}}`,
+		`{"id":"exact","settings":{"tenantConnections":120,"connectionsPerSession":1000,"tenantPerMinute":100000,"sessionPerMinute":100000}}`,
 		`{"id":"small","settings":{"tenantConnections":50,"connectionsPerSession":1000,"tenantPerMinute":100000,"sessionPerMinute":100000}}`} {
 		if code, out := ps[0].call(t, "", "POST", "/v1/tenants", tenant); code != 201 {
 			t.Fatal(code, out)
 		}
+	}
+	// 20,000 connections of one tenant, 10,000 on each node, over 25
+	// sessions of 800.
+	var sessions []string
+	for range 25 {
+		_, out := ps[0].call(t, "", "PUT", "/v1/tenants/big/sessions", "")
+		sessions = append(sessions, out["id"].(string))
+	}
+	start := time.Now()
+	holders := []*holder{
+		startHolder(t, holdSpec{Addr: ps[0].addr, Tenant: "big", Sessions: sessions, N: 10_000}),
+		startHolder(t, holdSpec{Addr: ps[1].addr, Tenant: "big", Sessions: sessions, N: 10_000}),
+	}
+	for _, h := range holders {
+		h.held(t, 5*time.Minute)
+	}
+	t.Logf("20,000 connections of one tenant over two nodes in %v", time.Since(start).Round(time.Millisecond))
+	if n := metric(t, ps[0], "sluice_gateway_connections") + metric(t, ps[1], "sluice_gateway_connections"); n != 20_000 {
+		t.Fatalf("the nodes count %v live connections, want 20000", n)
 	}
 	var mu sync.Mutex
 	var conns []*websocket.Conn
@@ -377,14 +397,14 @@ func TestGatewayCountsOnDynamoDB(t *testing.T) {
 		}
 		return 503
 	}
-	_, out := ps[0].call(t, "", "PUT", "/v1/tenants/big/sessions", "")
-	big := out["id"].(string)
+	_, out := ps[0].call(t, "", "PUT", "/v1/tenants/exact/sessions", "")
+	exact := out["id"].(string)
 	for i := range 120 {
-		if status := dial(ps[i%2], "big", big); status != 101 {
+		if status := dial(ps[i%2], "exact", exact); status != 101 {
 			t.Fatalf("connect %d of 120: %d", i+1, status)
 		}
 	}
-	if status := dial(ps[1], "big", big); status != 429 {
+	if status := dial(ps[1], "exact", exact); status != 429 {
 		t.Fatalf("connect 121 at a limit of 120: %d, want 429", status)
 	}
 
@@ -406,5 +426,12 @@ func TestGatewayCountsOnDynamoDB(t *testing.T) {
 	wg.Wait()
 	if admitted.Load() != 50 {
 		t.Fatalf("admitted %d of 200 at a limit of 50 over two nodes", admitted.Load())
+	}
+	// The big tenant still holds its 20,000, and has room for more.
+	if n := metric(t, ps[0], "sluice_gateway_connections") + metric(t, ps[1], "sluice_gateway_connections"); n != 20_000+120+50 {
+		t.Fatalf("the nodes count %v live connections, want 20170", n)
+	}
+	if status := dial(ps[1], "big", sessions[0]); status != 101 {
+		t.Fatalf("connect 20,001 of the big tenant: %d", status)
 	}
 }

@@ -29,6 +29,9 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(holdEnv); spec != "" {
+		os.Exit(hold(spec)) // this binary run again as a client (holder_test.go)
+	}
 	bin, cleanup, err := sluiceBinary()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cmd/sluice tests:", err)

@@ -94,6 +94,10 @@ func (p *peer) Close(ctx context.Context, node, tenant, conn string, code websoc
 }
 
 // Changed implements gateway.Peer.
-func (p *peer) Changed(ctx context.Context, node, tenant, session string) error {
-	return p.do(ctx, http.MethodPost, node+"/v1/tenants/"+url.PathEscape(tenant)+"/sessions/"+url.PathEscape(session)+"/changed", "", nil, nil)
+func (p *peer) Changed(ctx context.Context, node, tenant, session string, newNode bool) error {
+	q := ""
+	if newNode {
+		q = "?node=new"
+	}
+	return p.do(ctx, http.MethodPost, node+"/v1/tenants/"+url.PathEscape(tenant)+"/sessions/"+url.PathEscape(session)+"/changed"+q, "", nil, nil)
 }
