@@ -289,12 +289,16 @@ func (g *Gateway) admitBatch(ctx context.Context, tenant string, tn *nodeCount, 
 		checks = append(checks, ch[1], ch[3])
 	}
 	for _, ch := range checks {
-		if ch.Policy.Algorithm == sluice.Concurrency && ch.Hits > ch.Policy.Limit {
-			return false // not all fit on this node alone
+		if ch.Hits > ch.Policy.Capacity() {
+			// Never all admissible (a request past a policy's capacity
+			// is not even valid): one at a time admits those that fit.
+			return false
 		}
 	}
 	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: checks, Hits: 1})
 	switch {
+	case sluice.KindOf(err) == sluice.KindInvalid:
+		return false // decided nothing: one at a time, each on its own
 	case err != nil || res.Decision.FailedClosed:
 		// The write may have landed: the next write sets the leases right.
 		tn.held = unknown

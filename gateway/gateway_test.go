@@ -680,6 +680,9 @@ func TestFourLimitsExact(t *testing.T) {
 			tc.limit(&s)
 			f := newFixture(t, s, Options{})
 			f.session(t, "s1")
+			// A store that takes a while: connects wait together and
+			// are decided in batches, which must count as exactly.
+			f.store.slow.Store(int64(5 * time.Millisecond))
 			var admitted atomic.Int64
 			var refusedBy sync.Map
 			var wg sync.WaitGroup
