@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -50,7 +51,12 @@ const unknown = -1
 // failed write: held is unknown); the next change or renewal brings it to
 // units. Meanwhile the lease counts more than there are, never fewer,
 // except that a grow that timed out may have landed: it then counts the
-// connect it refused until that next write.
+// connects it refused (up to a batch's) until that next write.
+//
+// units changes only under the turns of the count and of its tenant's
+// count (for a tenant's count, the same), so that a holder of the tenant's
+// turn may read its sessions' units; held, id and check under the count's
+// own turn.
 type nodeCount struct {
 	turn  chan struct{} // holds one token: taken by the change at work
 	mu    sync.Mutex    // guards asks
@@ -58,8 +64,17 @@ type nodeCount struct {
 	id    uint64        // the lease's name
 	held  int64         // the units of the lease in the store: 0 none, or unknown
 	units int64         // the connections it counts
+	gone  atomic.Int64  // connections gone whose leave could not take the turn: units to take off
 	users int           // connects and connections that need it, for its removal
 	check sluice.Check  // its policy, as of the latest connect: the limit to resize within
+}
+
+// settle takes off the units of the connections whose leave could not
+// take the turn. The caller holds the turns units changes under.
+func (n *nodeCount) settle() {
+	if d := n.gone.Swap(0); d > 0 {
+		n.units = max(n.units-d, 0)
+	}
 }
 
 // leaseID names the node's lease on count k.
@@ -86,26 +101,14 @@ func (g *Gateway) count(k countKey) *nodeCount {
 	return n
 }
 
-// done gives up a user of the count of k, removing it with its last if it
-// holds no lease (settled, read under the count's turn): a lease left, or
-// one that may be, is released by the renewals.
-func (g *Gateway) done(k countKey, n *nodeCount, settled bool) {
+// done gives up a user of the count of k. A caller that holds the count's
+// turn (owned) removes it with its last user if it holds no lease; a
+// lease left, or one that may be, and a count given up without its turn,
+// are the renewals' to release and remove.
+func (g *Gateway) done(k countKey, n *nodeCount, owned bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if n.users--; n.users == 0 && settled && g.counts[k] == n {
-		delete(g.counts, k)
-	}
-}
-
-// drop removes the count of k once it has no users and holds no lease;
-// the caller holds its turn.
-func (g *Gateway) drop(k countKey, n *nodeCount) {
-	if n.held != 0 {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if n.users == 0 && g.counts[k] == n {
+	if n.users--; n.users == 0 && owned && n.held == 0 && n.units == 0 && n.gone.Load() == 0 && g.counts[k] == n {
 		delete(g.counts, k)
 	}
 }
@@ -137,14 +140,13 @@ type ask struct {
 	sn      *nodeCount // its session's count
 	res     sluice.Result
 	err     error
-	settled [2]bool       // for done, if refused: its counts hold no lease
-	decided chan struct{} // closed once res and err are set
+	decided chan struct{} // closed once res and err are set, and, if refused, its counts given up
 }
 
 // maxBatch caps the connects of one batch; a batch also takes at most
 // batchSessions sessions, two checks each beside the tenant's two.
 const (
-	maxBatch      = 256
+	maxBatch      = 64
 	batchSessions = (sluice.MaxChecks - 2) / 2
 )
 
@@ -177,32 +179,42 @@ func (g *Gateway) admit(ctx context.Context, c *conn, st sluice.TenantSettings) 
 			}
 			tn.mu.Unlock()
 			if i >= 0 {
-				g.done(keys[0], tn, true)
-				g.done(keys[1], sn, true)
+				g.done(keys[0], tn, false)
+				g.done(keys[1], sn, false)
 				return sluice.Result{}, ctx.Err()
 			}
 			<-a.decided // being decided, within the decider's bound
 			wait = false
 		}
 	}
-	if a.err != nil || !a.res.Allowed {
-		g.done(keys[0], tn, a.settled[0])
-		g.done(keys[1], sn, a.settled[1])
-		return a.res, a.err
+	if a.err == nil && a.res.Allowed {
+		c.counts = [2]*nodeCount{tn, sn}
 	}
-	c.counts = [2]*nodeCount{tn, sn}
-	return a.res, nil
+	return a.res, a.err
+}
+
+// decide gives a its answer; a connect refused gives up its counts, under
+// their turns if the caller holds them (owned).
+func (g *Gateway) decide(a *ask, tn *nodeCount, res sluice.Result, err error, owned [2]bool) {
+	a.res, a.err = res, err
+	if err != nil || !res.Allowed {
+		g.done(countKey{a.c.tenant, ""}, tn, owned[0])
+		g.done(countKey{a.c.tenant, a.c.session}, a.sn, owned[1])
+	}
+	close(a.decided)
 }
 
 // decideAsks decides the first batch of the connects waiting on tenant
-// count tn, whose turn the caller holds: in one decision if they fit, else
-// one at a time. It bounds its store work by WriteTimeout, whatever the
-// connects' own contexts.
+// count tn, whose turn the caller holds: in one decision if they all fit,
+// else one at a time. Each store decision is bounded by WriteTimeout,
+// whatever the connects' own contexts.
 func (g *Gateway) decideAsks(tenant string, tn *nodeCount) {
+	tn.settle()
 	// The batch: the first connects waiting, of the same settings, as
-	// many as fit this node's counts and the caps; a connect that cannot
-	// fit this node's counts is refused with them, without a decision of
-	// the store. The others wait for the next batch.
+	// many as fit this node's counts and the caps. A connect that cannot
+	// fit this node's counts even alone is refused, without a decision
+	// of the store; one that fits alone but not with the batch waits for
+	// the next.
 	tn.mu.Lock()
 	var batch, over []*ask
 	var sessions []*nodeCount
@@ -214,25 +226,29 @@ func (g *Gateway) decideAsks(tenant string, tn *nodeCount) {
 			continue
 		}
 		i := slices.Index(sessions, a.sn)
+		var in int64 // the connects of a's session in the batch
+		if i >= 0 {
+			in = share[i]
+		}
 		switch {
-		case tn.units+int64(len(batch))+1 > a.st.TenantConnections:
+		case tn.units+1 > a.st.TenantConnections:
 			a.res = g.fullHere(policyTenantConns, a.st.TenantConnections)
 			over = append(over, a)
-			continue
-		case i < 0 && len(sessions) == batchSessions:
-			rest = append(rest, a)
-			continue
-		case i < 0:
-			sessions, share = append(sessions, a.sn), append(share, 0)
-			i = len(sessions) - 1
-		}
-		if a.sn.units+share[i]+1 > a.st.ConnectionsPerSession {
+		case a.sn.units+1 > a.st.ConnectionsPerSession:
 			a.res = g.fullHere(policySessionConns, a.st.ConnectionsPerSession)
 			over = append(over, a)
-			continue
+		case tn.units+int64(len(batch))+1 > a.st.TenantConnections,
+			a.sn.units+in+1 > a.st.ConnectionsPerSession,
+			i < 0 && len(sessions) == batchSessions:
+			rest = append(rest, a)
+		default:
+			if i < 0 {
+				sessions, share = append(sessions, a.sn), append(share, 0)
+				i = len(sessions) - 1
+			}
+			share[i]++
+			batch = append(batch, a)
 		}
-		share[i]++
-		batch = append(batch, a)
 	}
 	clear(tn.asks[len(rest):])
 	tn.asks = rest
@@ -241,29 +257,30 @@ func (g *Gateway) decideAsks(tenant string, tn *nodeCount) {
 		// Refused by this node's counts alone: nothing asked of the
 		// store, nothing consumed. Its session's count, if left unused,
 		// goes at the next renewal.
-		a.settled = [2]bool{tn.held == 0, false}
-		close(a.decided)
+		g.decide(a, tn, a.res, nil, [2]bool{true, false})
 	}
 	if len(batch) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(g.ctx, g.opts.WriteTimeout)
-	defer cancel()
 	give, ok := take(ctx, sessions...)
+	cancel()
 	if !ok {
 		for _, a := range batch {
-			a.err, a.settled = ctx.Err(), [2]bool{true, true}
-			close(a.decided)
+			g.decide(a, tn, sluice.Result{}, context.DeadlineExceeded, [2]bool{true, false})
 		}
 		return
 	}
 	defer give()
-	if len(batch) == 1 || !g.admitBatch(ctx, tenant, tn, sessions, share, batch) {
-		for _, a := range batch {
-			a.res, a.err = g.admitOne(ctx, tenant, tn, a)
-			a.settled = [2]bool{tn.held == 0, a.sn.held == 0}
-			close(a.decided)
-		}
+	for _, sn := range sessions {
+		sn.settle()
+	}
+	if len(batch) > 1 && g.admitBatch(tenant, tn, sessions, share, batch) {
+		return
+	}
+	for _, a := range batch {
+		res, err := g.admitOne(tenant, tn, a)
+		g.decide(a, tn, res, err, [2]bool{true, true})
 	}
 }
 
@@ -272,7 +289,7 @@ func (g *Gateway) decideAsks(tenant string, tn *nodeCount) {
 // session's by its share. It reports false, deciding nothing, if they do
 // not all fit: they are then decided one at a time. A store that fails
 // fails them all.
-func (g *Gateway) admitBatch(ctx context.Context, tenant string, tn *nodeCount, sessions []*nodeCount, share []int64, batch []*ask) bool {
+func (g *Gateway) admitBatch(tenant string, tn *nodeCount, sessions []*nodeCount, share []int64, batch []*ask) bool {
 	st := batch[0].st
 	checks := make([]sluice.Check, 0, 2+2*len(sessions))
 	for i, sn := range sessions {
@@ -295,7 +312,9 @@ func (g *Gateway) admitBatch(ctx context.Context, tenant string, tn *nodeCount, 
 			return false
 		}
 	}
+	ctx, cancel := context.WithTimeout(g.ctx, g.opts.WriteTimeout)
 	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: checks, Hits: 1})
+	cancel()
 	switch {
 	case sluice.KindOf(err) == sluice.KindInvalid:
 		return false // decided nothing: one at a time, each on its own
@@ -316,9 +335,7 @@ func (g *Gateway) admitBatch(ctx context.Context, tenant string, tn *nodeCount, 
 		}
 	}
 	for _, a := range batch {
-		a.res, a.err = res, err
-		a.settled = [2]bool{tn.held == 0, a.sn.held == 0}
-		close(a.decided)
+		g.decide(a, tn, res, err, [2]bool{true, true})
 	}
 	return true
 }
@@ -343,7 +360,7 @@ func heldAfter(n *nodeCount, d sluice.Decision) int64 {
 
 // admitOne decides one connect alone: the four limits, all or nothing.
 // The caller holds the turns of its counts.
-func (g *Gateway) admitOne(ctx context.Context, tenant string, tn *nodeCount, a *ask) (sluice.Result, error) {
+func (g *Gateway) admitOne(tenant string, tn *nodeCount, a *ask) (sluice.Result, error) {
 	sn := a.sn
 	checks := g.admission(a.st, a.c.session)
 	tn.check, sn.check = checks[0], checks[1] // the limits as of now, to resize within
@@ -352,7 +369,9 @@ func (g *Gateway) admitOne(ctx context.Context, tenant string, tn *nodeCount, a 
 	if i := slices.IndexFunc(checks[:2], func(ch sluice.Check) bool { return ch.Hits > ch.Policy.Limit }); i >= 0 {
 		return g.fullHere(checks[i].Policy.Name, checks[i].Policy.Limit), nil
 	}
+	ctx, cancel := context.WithTimeout(g.ctx, g.opts.WriteTimeout)
 	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: checks, Hits: 1})
+	cancel()
 	switch {
 	case err != nil || res.Decision.FailedClosed:
 		// The write may have landed: the next write sets the leases right.
@@ -368,29 +387,30 @@ func (g *Gateway) admitOne(ctx context.Context, tenant string, tn *nodeCount, a 
 // leave takes the connection out of this node's counts: each lease shrinks
 // to the connections left, or is released with the last. A change the
 // store could not make is made by the next change or renewal; meanwhile
-// the lease counts one connection more than there is, never fewer.
+// the lease counts one connection more than there is, never fewer. A
+// leave that cannot take the turns in time leaves its unit to be taken off
+// by the next holder (gone).
 func (c *conn) leave(ctx context.Context) {
 	g := c.g
 	if c.counts[0] == nil {
 		return
 	}
 	keys := [2]countKey{{c.tenant, ""}, {c.tenant, c.session}}
-	settled := [2]bool{true, true}
-	defer func() {
-		for i, n := range c.counts {
-			g.done(keys[i], n, settled[i])
-		}
-	}()
 	give, ok := take(ctx, c.counts[0], c.counts[1])
 	if !ok {
-		g.log.Warn("gateway: leaving the connection counts timed out; their leases will expire", "tenant", c.tenant)
+		g.log.Warn("gateway: leaving the connection counts timed out; the next change or renewal takes it off", "tenant", c.tenant)
+		for i, n := range c.counts {
+			n.gone.Add(1)
+			g.done(keys[i], n, false)
+		}
 		return
 	}
 	defer give()
 	for i, n := range c.counts {
+		n.settle()
 		n.units = max(n.units-1, 0)
 		g.resize(ctx, c.tenant, n)
-		settled[i] = n.held == 0
+		g.done(keys[i], n, true)
 	}
 }
 
@@ -435,16 +455,31 @@ func (g *Gateway) resize(ctx context.Context, tenant string, n *nodeCount) bool 
 // left after its last connection is released here, and removed.
 func (g *Gateway) renewCounts(ctx context.Context) {
 	g.mu.Lock()
-	counts := make(map[countKey]*nodeCount, len(g.counts))
-	for k, n := range g.counts {
-		counts[k] = n
+	keys := make([]countKey, 0, len(g.counts))
+	for k := range g.counts {
+		keys = append(keys, k)
 	}
 	g.mu.Unlock()
-	for k, n := range counts {
-		give, ok := take(ctx, n)
+	for _, k := range keys {
+		// A session's count under its tenant's turn too, as its units
+		// change (settle).
+		tk := countKey{k.tenant, ""}
+		n := g.count(k)
+		var tn *nodeCount // the tenant's count, for a session's
+		turns := []*nodeCount{n}
+		if k.session != "" {
+			tn = g.count(tk)
+			turns = []*nodeCount{tn, n}
+		}
+		give, ok := take(ctx, turns...)
 		if !ok {
+			g.done(k, n, false)
+			if tn != nil {
+				g.done(tk, tn, false)
+			}
 			return
 		}
+		n.settle()
 		lost := false
 		switch {
 		case n.held != n.units:
@@ -458,7 +493,10 @@ func (g *Gateway) renewCounts(ctx context.Context) {
 				g.log.Warn("gateway: renewing a connection count", "tenant", k.tenant, "err", err)
 			}
 		}
-		g.drop(k, n)
+		g.done(k, n, true)
+		if tn != nil {
+			g.done(tk, tn, true)
+		}
 		give()
 		if lost {
 			g.log.Warn("gateway: a connection count's lease was lost; closing its connections", "tenant", k.tenant)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +71,11 @@ type stallingStore struct {
 func (s *stallingStore) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst []sluice.Decision) error {
 	s.applies.Add(1)
 	if d := time.Duration(s.slow.Load()); d > 0 {
-		time.Sleep(d)
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if s.stalled.Load() {
 		<-ctx.Done()
@@ -1268,5 +1273,109 @@ func TestConnectBurstDecidedInBatches(t *testing.T) {
 	t.Logf("60 connects in %d decisions", decisions)
 	if decisions >= 40 {
 		t.Fatalf("60 connects took %d decisions: not batched", decisions)
+	}
+}
+
+// connectsBehind dials sessions of acme, each once, while another connect
+// (to session first) is being decided on a store that takes d a
+// decision, so that they wait together for the next batch; it returns
+// each one's status, and first's.
+func (f *fixture) connectsBehind(t *testing.T, d time.Duration, first string, sessions ...string) (int, []int) {
+	t.Helper()
+	f.store.slow.Store(int64(d))
+	defer f.store.slow.Store(0)
+	before := f.store.applies.Load()
+	statuses := make([]int, len(sessions))
+	var firstStatus int
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		ws, status := dialAt(f.srv, "acme", first)
+		if ws != nil {
+			t.Cleanup(func() { ws.CloseNow() })
+		}
+		firstStatus = status
+	})
+	waitFor(t, "the first connect's decision under way", func() bool { return f.store.applies.Load() > before })
+	for i, id := range sessions {
+		wg.Go(func() {
+			ws, status := dialAt(f.srv, "acme", id)
+			if ws != nil {
+				t.Cleanup(func() { ws.CloseNow() })
+			}
+			statuses[i] = status
+		})
+	}
+	wg.Wait()
+	return firstStatus, statuses
+}
+
+// TestBatchBesideAFullSession: connects waiting together, one of them to a
+// session this node already fills, are decided: the full session's is
+// refused (429), the others admitted, and the tenant goes on.
+func TestBatchBesideAFullSession(t *testing.T) {
+	s := roomy
+	s.ConnectionsPerSession = 1
+	f := newFixture(t, s, Options{})
+	for _, id := range []string{"s1", "s2", "s3", "s4", "s5"} {
+		f.session(t, id)
+	}
+	held := f.mustDial(t, "acme", "s1")
+	defer held.CloseNow()
+	first, statuses := f.connectsBehind(t, 50*time.Millisecond, "s2", "s3", "s1", "s4")
+	if first != 101 || !slices.Equal(statuses, []int{101, 429, 101}) {
+		t.Fatalf("s2 %d; s3, s1, s4: %v; want 101; 101, 429, 101", first, statuses)
+	}
+	if ws, status := dialAt(f.srv, "acme", "s5"); status != 101 {
+		t.Fatalf("a later connect: %d", status)
+	} else {
+		ws.CloseNow()
+	}
+}
+
+// TestBatchDeniedAdmitsWhatFits: a connect that fits this node's counts
+// alone but not beside a batch waits for the next batch rather than being
+// refused: when the batch is denied (one session's connect rate is spent)
+// and decided one at a time, the tenant still fills its limit exactly.
+func TestBatchDeniedAdmitsWhatFits(t *testing.T) {
+	s := roomy
+	s.TenantConnections, s.SessionPerMinute = 4, 1
+	f := newFixture(t, s, Options{})
+	for _, id := range []string{"s1", "s2", "s3", "s4", "s5"} {
+		f.session(t, id)
+	}
+	held := f.mustDial(t, "acme", "s1")
+	defer held.CloseNow()
+	spent := f.mustDial(t, "acme", "s3") // s3's one connect this minute
+	spent.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, "s3's connection gone", func() bool { return f.g.Stats().Connections == 1 })
+	first, statuses := f.connectsBehind(t, 20*time.Millisecond, "s5", "s2", "s3", "s4")
+	if first != 101 || !slices.Equal(statuses, []int{101, 429, 101}) {
+		t.Fatalf("s5 %d; s2, s3, s4: %v; want 101; 101, 429, 101", first, statuses)
+	}
+	if n := f.g.Stats().Connections; n != 4 {
+		t.Fatalf("%d connections at a limit of 4", n)
+	}
+}
+
+// TestEachDecisionItsOwnDeadline: a batch decided one connect at a time on
+// a slow store gives each decision its own deadline: 10 connects at a rate
+// of 5 a minute, 60ms a decision, a write timeout of 200ms, admit 5 and
+// refuse 5 with 429, none with 503.
+func TestEachDecisionItsOwnDeadline(t *testing.T) {
+	s := roomy
+	s.TenantPerMinute = 5
+	f := newFixture(t, s, Options{WriteTimeout: 200 * time.Millisecond})
+	sessions := []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10"}
+	for _, id := range sessions {
+		f.session(t, id)
+	}
+	f.session(t, "s0")
+	first, statuses := f.connectsBehind(t, 60*time.Millisecond, "s0", sessions...)
+	count := map[int]int{first: 1}
+	for _, st := range statuses {
+		count[st]++
+	}
+	if count[101] != 5 || count[429] != 6 {
+		t.Fatalf("statuses %v (first %d), want 5 admitted and 6 refused with 429", statuses, first)
 	}
 }

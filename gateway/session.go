@@ -126,12 +126,7 @@ func (g *Gateway) remoteConns(ctx context.Context, c *conn) ([]sluice.Registrati
 		return nil, err
 	}
 	regs := slices.DeleteFunc(all, func(r sluice.Registration) bool { return r.Node == g.opts.Node })
-	var nodes []string
-	for _, r := range regs {
-		if !slices.Contains(nodes, r.Node) {
-			nodes = append(nodes, r.Node)
-		}
-	}
+	nodes := nodesOf(regs)
 	s.mu.Lock()
 	if s.gen == gen {
 		now := time.Now()
@@ -153,12 +148,22 @@ func (g *Gateway) otherNodes(ctx context.Context, c *conn) ([]string, error) {
 	}
 	s.regs, s.cached = nil, time.Time{} // read them again, nodes and all
 	s.mu.Unlock()
-	if _, err := g.remoteConns(ctx, c); err != nil {
+	regs, err := g.remoteConns(ctx, c)
+	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.nodes, nil
+	return nodesOf(regs), nil
+}
+
+// nodesOf returns the nodes of regs, each once.
+func nodesOf(regs []sluice.Registration) []string {
+	var nodes []string
+	for _, r := range regs {
+		if !slices.Contains(nodes, r.Node) {
+			nodes = append(nodes, r.Node)
+		}
+	}
+	return nodes
 }
 
 // SessionChanged drops what this node keeps of a session's connections on
