@@ -1,0 +1,108 @@
+// Package fairshare shares one upstream quota among many customers by
+// weighted max-min fairness: each customer gets min(demand, fair share), and
+// what light customers leave is shared among the rest in proportion to
+// their weights.
+//
+// The model: a Scheduler holds a bounded FIFO queue per customer (a
+// customer is whatever the caller names, such as tenant plus key) and
+// releases requests by deficit round robin (DRR) over the customers with a
+// request waiting. On its turn a customer's deficit grows by Quantum times
+// its weight, and it sends requests from the head of its queue while their
+// cost fits in the deficit; a customer whose queue empties leaves the
+// rotation and forgets its deficit. Under contention, throughput is
+// therefore proportional to weight; alone, a customer gets the whole rate
+// (the scheduler is work-conserving: it never holds a request back while
+// the upstream has room).
+//
+// Every release passes a pacer, so the upstream never sees more than Rate
+// cost units in any interval of length Window: a sliding log of the
+// releases of the last Window enforces that bound exactly, and a token
+// bucket of Burst units refilled at Rate per Window spreads releases over
+// the window instead of sending Rate at once and then nothing.
+//
+// Scheduler is the pure core, driven by explicit time: the caller passes
+// now to every call, so a simulation on a virtual clock and a server on the
+// wall clock run the same code. Upstream wraps it for concurrent callers
+// that block in Acquire.
+package fairshare
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Customer names who a request is for: the caller's tenant plus key.
+type Customer string
+
+// Errors.
+var (
+	// ErrShortage is a request whose estimated or actual wait exceeds its
+	// maximum wait: the caller should refuse it (429) instead of waiting.
+	ErrShortage = errors.New("fairshare: wait would exceed the maximum wait")
+	// ErrQueueFull is a request whose customer already has MaxQueue
+	// requests waiting.
+	ErrQueueFull = errors.New("fairshare: customer queue full")
+	// ErrClosed is a call to an Upstream after Close.
+	ErrClosed = errors.New("fairshare: closed")
+)
+
+// MaxWeight bounds a request's weight, so deficits cannot overflow.
+const MaxWeight = 1_000_000
+
+// Config configures a Scheduler. Zero fields take the defaults stated.
+type Config struct {
+	// Rate is the upstream's quota: at most Rate cost units in any interval
+	// of length Window. Required, 1 to 1e9.
+	Rate int64
+	// Window is the quota's interval. Default 1s; Window/Rate must be at
+	// least a nanosecond.
+	Window time.Duration
+	// Burst is how many cost units may go at once after a quiet spell, at
+	// most Rate. Default Rate/10, at least 1. A request costs at most
+	// Burst.
+	Burst int64
+	// MaxQueue is how many requests one customer may have waiting. Default
+	// 1000.
+	MaxQueue int
+	// Quantum is the cost units a customer of weight 1 may send per turn of
+	// the round robin. Default 1: the finest interleaving.
+	Quantum int64
+}
+
+// withDefaults returns a copy of c with the zero fields defaulted.
+func (c Config) withDefaults() Config {
+	if c.Window == 0 {
+		c.Window = time.Second
+	}
+	if c.Burst == 0 {
+		c.Burst = max(1, c.Rate/10)
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = 1000
+	}
+	if c.Quantum == 0 {
+		c.Quantum = 1
+	}
+	return c
+}
+
+// Validate reports the first bad field of c once defaulted, by name.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Rate < 1 || c.Rate > 1e9:
+		return fmt.Errorf("fairshare: Rate %d must be 1 to 1e9", c.Rate)
+	case c.Window < 0:
+		return fmt.Errorf("fairshare: Window %v must be positive", c.Window)
+	case int64(c.Window) < c.Rate:
+		return fmt.Errorf("fairshare: Window %v must be at least Rate (%d) nanoseconds", c.Window, c.Rate)
+	case c.Burst < 1 || c.Burst > c.Rate:
+		return fmt.Errorf("fairshare: Burst %d must be 1 to Rate (%d)", c.Burst, c.Rate)
+	case c.MaxQueue < 1:
+		return fmt.Errorf("fairshare: MaxQueue %d must be at least 1", c.MaxQueue)
+	case c.Quantum < 1 || c.Quantum > c.Rate:
+		return fmt.Errorf("fairshare: Quantum %d must be 1 to Rate (%d)", c.Quantum, c.Rate)
+	}
+	return nil
+}

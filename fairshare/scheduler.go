@@ -1,0 +1,217 @@
+package fairshare
+
+import (
+	"fmt"
+	"time"
+)
+
+// Request is one request waiting for the upstream.
+type Request struct {
+	// ID names the request in Grant and Cancel; unique among the waiting.
+	ID       uint64
+	Customer Customer
+	// Weight is the customer's share relative to others, 1 to MaxWeight;
+	// the latest request's weight is the customer's.
+	Weight int64
+	// Cost is the upstream units the request uses, 1 to Burst.
+	Cost int64
+}
+
+// Grant is a request released to the upstream.
+type Grant struct {
+	ID       uint64
+	Customer Customer
+	Cost     int64
+	At       time.Time     // when it was released
+	Waited   time.Duration // from Enqueue to release
+}
+
+// Scheduler is the fair-share core for one upstream (see the package doc).
+// Time is explicit: every method takes now, which must not go backwards.
+// It is not safe for concurrent use; Upstream is.
+type Scheduler struct {
+	cfg     Config
+	pacer   pacer
+	queues  map[Customer]*custQueue
+	active  []*custQueue // customers with a request waiting, in turn order
+	cur     int          // index in active of the customer whose turn it is
+	waiting map[uint64]*custQueue
+}
+
+type custQueue struct {
+	name    Customer
+	weight  int64
+	deficit int64
+	topped  bool // received this turn's quantum
+	reqs    []waiter
+	backlog int64 // sum of reqs' costs
+}
+
+type waiter struct {
+	id   uint64
+	cost int64
+	at   time.Time
+}
+
+// NewScheduler returns a Scheduler for cfg, defaulted and validated.
+func NewScheduler(cfg Config) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Scheduler{
+		cfg:     cfg,
+		pacer:   newPacer(cfg.Rate, cfg.Window, cfg.Burst),
+		queues:  make(map[Customer]*custQueue),
+		waiting: make(map[uint64]*custQueue),
+	}, nil
+}
+
+// Config returns the scheduler's configuration, defaults filled in.
+func (s *Scheduler) Config() Config { return s.cfg }
+
+// Len returns the number of waiting requests.
+func (s *Scheduler) Len() int { return len(s.waiting) }
+
+// Enqueue queues r at now behind its customer's earlier requests. It
+// returns ErrQueueFull if the customer has MaxQueue requests waiting, and
+// an error naming the field for a bad weight, cost or duplicate id. Call
+// Next to release what the pacer allows.
+func (s *Scheduler) Enqueue(now time.Time, r Request) error {
+	switch {
+	case r.Weight < 1 || r.Weight > MaxWeight:
+		return fmt.Errorf("fairshare: Weight %d must be 1 to %d", r.Weight, MaxWeight)
+	case r.Cost < 1 || r.Cost > s.cfg.Burst:
+		return fmt.Errorf("fairshare: Cost %d must be 1 to Burst (%d)", r.Cost, s.cfg.Burst)
+	}
+	if _, dup := s.waiting[r.ID]; dup {
+		return fmt.Errorf("fairshare: ID %d is already waiting", r.ID)
+	}
+	q := s.queues[r.Customer]
+	if q == nil {
+		q = &custQueue{name: r.Customer}
+		s.queues[r.Customer] = q
+	}
+	if len(q.reqs) >= s.cfg.MaxQueue {
+		return ErrQueueFull
+	}
+	q.weight = r.Weight
+	if len(q.reqs) == 0 {
+		// Joins the rotation last: just before the customer whose turn it is.
+		s.active = append(s.active, nil)
+		copy(s.active[s.cur+1:], s.active[s.cur:])
+		s.active[s.cur] = q
+		s.cur++
+		if s.cur == len(s.active) {
+			s.cur = 0
+		}
+	}
+	q.reqs = append(q.reqs, waiter{r.ID, r.Cost, now})
+	q.backlog += r.Cost
+	s.waiting[r.ID] = q
+	return nil
+}
+
+// Cancel withdraws the waiting request id and reports whether it was
+// waiting: false if it was granted or never queued.
+func (s *Scheduler) Cancel(id uint64) bool {
+	q, ok := s.waiting[id]
+	if !ok {
+		return false
+	}
+	delete(s.waiting, id)
+	for i, w := range q.reqs {
+		if w.id == id {
+			q.backlog -= w.cost
+			q.reqs = append(q.reqs[:i], q.reqs[i+1:]...)
+			break
+		}
+	}
+	if len(q.reqs) == 0 {
+		s.leave(q)
+	}
+	return true
+}
+
+// leave takes q, whose queue is empty, out of the rotation.
+func (s *Scheduler) leave(q *custQueue) {
+	for i, a := range s.active {
+		if a != q {
+			continue
+		}
+		s.active = append(s.active[:i], s.active[i+1:]...)
+		if i < s.cur {
+			s.cur--
+		}
+		if s.cur >= len(s.active) {
+			s.cur = 0
+		}
+		break
+	}
+	q.deficit, q.topped = 0, false
+	delete(s.queues, q.name)
+}
+
+// Next releases, in fair order, every request the pacer allows at now, and
+// returns them with the time at which the next one may go (zero if none is
+// waiting). The caller calls Next again at wakeAt, or sooner after an
+// Enqueue.
+func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
+	s.pacer.expire(now)
+	for len(s.active) > 0 {
+		q := s.active[s.cur]
+		if !q.topped {
+			q.deficit += s.cfg.Quantum * q.weight
+			q.topped = true
+		}
+		head := q.reqs[0]
+		if head.cost > q.deficit {
+			q.topped = false
+			s.cur = (s.cur + 1) % len(s.active)
+			continue
+		}
+		if at := s.pacer.readyAt(now, head.cost); at.After(now) {
+			return grants, at
+		}
+		s.pacer.take(now, head.cost)
+		q.deficit -= head.cost
+		q.reqs = q.reqs[1:]
+		q.backlog -= head.cost
+		delete(s.waiting, head.id)
+		grants = append(grants, Grant{ID: head.id, Customer: q.name, Cost: head.cost, At: now, Waited: now.Sub(head.at)})
+		if len(q.reqs) == 0 {
+			s.leave(q) // the next customer is now at s.cur
+		}
+	}
+	return grants, time.Time{}
+}
+
+// Estimate returns how long a new request of customer c with this weight
+// and cost would wait if enqueued at now, were no other request to arrive:
+// the finish time of fluid weighted fair sharing (GPS) over the backlogs
+// waiting, less what the pacer can send at once. A caller with a maximum
+// wait refuses a request whose estimate exceeds it (ErrShortage) instead
+// of queueing it. DRR tracks GPS to within a turn per customer, so the
+// estimate may be short by up to a round of the rotation.
+func (s *Scheduler) Estimate(now time.Time, c Customer, weight, cost int64) time.Duration {
+	s.pacer.expire(now)
+	weight = min(max(weight, 1), MaxWeight)
+	mine := float64(cost)
+	if q := s.queues[c]; q != nil {
+		mine += float64(q.backlog)
+	}
+	// Until c's backlog drains, customer j receives w_j/w_c of what c does,
+	// or all it has.
+	work := mine
+	for _, q := range s.active {
+		if q.name != c {
+			work += min(float64(q.backlog), mine*float64(q.weight)/float64(weight))
+		}
+	}
+	work -= float64(s.pacer.available(now))
+	d := time.Duration(max(work, 0) * float64(s.pacer.t))
+	if at := s.pacer.readyAt(now, cost).Sub(now); at > d {
+		d = at
+	}
+	return d
+}

@@ -1,0 +1,264 @@
+package fairshare
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any goroutine outlives them: an
+// Upstream's goroutine stops on Close.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newSched(t *testing.T, c Config) *Scheduler {
+	t.Helper()
+	s, err := NewScheduler(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func enqueue(t *testing.T, s *Scheduler, now time.Time, id uint64, c Customer, weight, cost int64) {
+	t.Helper()
+	if err := s.Enqueue(now, Request{ID: id, Customer: c, Weight: weight, Cost: cost}); err != nil {
+		t.Fatalf("Enqueue(%d, %s): %v", id, c, err)
+	}
+}
+
+// drain calls Next at every wake time from now until until, and returns
+// the grants.
+func drain(s *Scheduler, now, until time.Time) []Grant {
+	var all []Grant
+	for !now.After(until) {
+		g, wake := s.Next(now)
+		all = append(all, g...)
+		if wake.IsZero() {
+			break
+		}
+		now = wake
+	}
+	return all
+}
+
+// checkWindow fails if any interval of length w holds more than rate units
+// of grants: every pair of grants less than w apart shares a window.
+func checkWindow(t *testing.T, grants []Grant, rate int64, w time.Duration) {
+	t.Helper()
+	var sum int64
+	lo := 0
+	for i, g := range grants {
+		sum += g.Cost
+		for grants[i].At.Sub(grants[lo].At) >= w {
+			sum -= grants[lo].Cost
+			lo++
+		}
+		if sum > rate {
+			t.Fatalf("%d units in the window ending at %v, more than %d", sum, g.At.Sub(t0), rate)
+		}
+	}
+}
+
+func TestFairConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		c     Config
+		field string // "" valid
+	}{
+		{Config{Rate: 100}, ""},
+		{Config{Rate: 100, Burst: 100, Window: time.Minute, MaxQueue: 1, Quantum: 5}, ""},
+		{Config{}, "Rate"},
+		{Config{Rate: 2e9}, "Rate"},
+		{Config{Rate: 100, Window: -time.Second}, "Window"},
+		{Config{Rate: 100, Window: 10}, "Window"},
+		{Config{Rate: 100, Burst: 101}, "Burst"},
+		{Config{Rate: 100, MaxQueue: -1}, "MaxQueue"},
+		{Config{Rate: 100, Quantum: 101}, "Quantum"},
+	} {
+		err := tc.c.Validate()
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%+v: %v", tc.c, err)
+		case tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field)):
+			t.Errorf("%+v: got %v, want an error naming %s", tc.c, err, tc.field)
+		}
+	}
+}
+
+// Under contention, throughput follows weight; alone, a customer takes the
+// whole rate (work-conserving).
+func TestFairShares(t *testing.T) {
+	type cust struct {
+		name   Customer
+		weight int64
+		cost   int64
+		want   float64 // share of the units granted
+	}
+	for _, tc := range []struct {
+		name  string
+		custs []cust
+	}{
+		{"alone", []cust{{"a", 1, 1, 1}}},
+		{"equal", []cust{{"a", 1, 1, 0.5}, {"b", 1, 1, 0.5}}},
+		{"weights 2:1", []cust{{"a", 2, 1, 2.0 / 3}, {"b", 1, 1, 1.0 / 3}}},
+		{"weights 3:1:1", []cust{{"a", 3, 1, 0.6}, {"b", 1, 1, 0.2}, {"c", 1, 1, 0.2}}},
+		{"costs 4:1 equal weights", []cust{{"a", 1, 4, 0.5}, {"b", 1, 1, 0.5}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSched(t, Config{Rate: 100, MaxQueue: 10_000})
+			id := uint64(0)
+			for _, c := range tc.custs {
+				for range 2000 / c.cost {
+					id++
+					enqueue(t, s, t0, id, c.name, c.weight, c.cost)
+				}
+			}
+			grants := drain(s, t0, t0.Add(10*time.Second-time.Nanosecond))
+			checkWindow(t, grants, 100, time.Second)
+			units := map[Customer]int64{}
+			var total int64
+			for _, g := range grants {
+				units[g.Customer] += g.Cost
+				total += g.Cost
+			}
+			if total < 990 { // 10 windows of 100, less rounding
+				t.Errorf("granted %d units in 10s, want about 1000: not work-conserving", total)
+			}
+			for _, c := range tc.custs {
+				got := float64(units[c.name]) / float64(total)
+				if got < c.want-0.01 || got > c.want+0.01 {
+					t.Errorf("%s got %.3f of the units, want %.3f", c.name, got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// No interval of length Window ever holds more than Rate units, whatever
+// the arrivals, costs, weights and burst.
+func TestFairWindowBound(t *testing.T) {
+	for _, burst := range []int64{1, 10, 50, 100} {
+		r := rand.New(rand.NewPCG(uint64(burst), 7))
+		s := newSched(t, Config{Rate: 100, Burst: burst, MaxQueue: 100_000})
+		var grants []Grant
+		now := t0
+		id := uint64(0)
+		for range 5_000 {
+			// 1.5 times the rate on average: queues build and drain.
+			mean := float64(burst+1) / 2 / 150 * float64(time.Second)
+			now = now.Add(time.Duration(r.ExpFloat64() * mean))
+			id++
+			c := Customer(rune('a' + r.IntN(5)))
+			enqueue(t, s, now, id, c, 1+r.Int64N(4), 1+r.Int64N(burst))
+			g, _ := s.Next(now)
+			grants = append(grants, g...)
+		}
+		grants = append(grants, drain(s, now, now.Add(time.Hour))...)
+		if s.Len() != 0 {
+			t.Fatalf("burst %d: %d requests still waiting", burst, s.Len())
+		}
+		checkWindow(t, grants, 100, time.Second)
+	}
+}
+
+// Each customer's requests go in the order they came.
+func TestFairFIFOPerCustomer(t *testing.T) {
+	s := newSched(t, Config{Rate: 10})
+	for id := uint64(1); id <= 30; id++ {
+		enqueue(t, s, t0, id, Customer("abc"[id%3:id%3+1]), 1, 1)
+	}
+	last := map[Customer]uint64{}
+	for _, g := range drain(s, t0, t0.Add(time.Minute)) {
+		if g.ID < last[g.Customer] {
+			t.Fatalf("%s: %d after %d", g.Customer, g.ID, last[g.Customer])
+		}
+		last[g.Customer] = g.ID
+	}
+}
+
+func TestFairCancel(t *testing.T) {
+	s := newSched(t, Config{Rate: 10, Burst: 1})
+	enqueue(t, s, t0, 1, "a", 1, 1)
+	enqueue(t, s, t0, 2, "a", 1, 1)
+	enqueue(t, s, t0, 3, "b", 1, 1)
+	if g, _ := s.Next(t0); len(g) != 1 || g[0].ID != 1 {
+		t.Fatalf("first grants %+v, want id 1", g)
+	}
+	if s.Cancel(1) {
+		t.Error("Cancel of a granted request reported it waiting")
+	}
+	if !s.Cancel(2) || s.Cancel(2) {
+		t.Error("Cancel(2) did not withdraw it exactly once")
+	}
+	g := drain(s, t0, t0.Add(time.Minute))
+	if len(g) != 1 || g[0].ID != 3 {
+		t.Fatalf("after cancel got %+v, want only id 3", g)
+	}
+	if s.Len() != 0 || len(s.queues) != 0 || len(s.active) != 0 {
+		t.Errorf("state left behind: %d waiting, %d queues, %d active", s.Len(), len(s.queues), len(s.active))
+	}
+}
+
+func TestFairEnqueueErrors(t *testing.T) {
+	s := newSched(t, Config{Rate: 10, Burst: 5, MaxQueue: 2})
+	enqueue(t, s, t0, 1, "a", 1, 1)
+	enqueue(t, s, t0, 2, "a", 1, 1)
+	if err := s.Enqueue(t0, Request{ID: 3, Customer: "a", Weight: 1, Cost: 1}); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("third request of a: %v, want ErrQueueFull", err)
+	}
+	enqueue(t, s, t0, 3, "b", 1, 1) // another customer's queue is its own
+	for _, r := range []Request{
+		{ID: 4, Customer: "c", Weight: 0, Cost: 1},
+		{ID: 4, Customer: "c", Weight: MaxWeight + 1, Cost: 1},
+		{ID: 4, Customer: "c", Weight: 1, Cost: 0},
+		{ID: 4, Customer: "c", Weight: 1, Cost: 6},
+		{ID: 3, Customer: "c", Weight: 1, Cost: 1},
+	} {
+		if err := s.Enqueue(t0, r); err == nil {
+			t.Errorf("Enqueue(%+v) succeeded", r)
+		}
+	}
+}
+
+// The estimate follows fluid fair sharing: a light customer behind heavy
+// backlogs waits little, a heavy one its backlog's share.
+func TestFairEstimate(t *testing.T) {
+	s := newSched(t, Config{Rate: 100, Burst: 10, MaxQueue: 1000})
+	if d := s.Estimate(t0, "a", 1, 1); d != 0 {
+		t.Errorf("idle upstream: estimate %v, want 0", d)
+	}
+	id := uint64(0)
+	for _, c := range []Customer{"h1", "h2"} {
+		for range 500 {
+			id++
+			enqueue(t, s, t0, id, c, 1, 1)
+		}
+	}
+	// Light: its 1 unit, 1 of each heavy one's, less the 10 the bucket holds.
+	if d := s.Estimate(t0, "light", 1, 1); d != 0 {
+		t.Errorf("light customer: estimate %v, want 0", d)
+	}
+	// h1 holds 500: 500 + 500 of h2 + 1 - 10 units at 10ms.
+	if d, want := s.Estimate(t0, "h1", 1, 1), 9910*time.Millisecond; d != want {
+		t.Errorf("heavy customer: estimate %v, want %v", d, want)
+	}
+	// Weight 4 with 10 units: each heavy one sends a quarter as much,
+	// 10 + 2.5 + 2.5 - 10 units.
+	if d, want := s.Estimate(t0, "w4", 4, 10), 50*time.Millisecond; d != want {
+		t.Errorf("weighted customer: estimate %v, want %v", d, want)
+	}
+	// The estimate is close to what happens.
+	enqueue(t, s, t0, 9999, "light", 1, 1)
+	for _, g := range drain(s, t0, t0.Add(time.Minute)) {
+		if g.ID == 9999 && g.Waited > 100*time.Millisecond {
+			t.Errorf("light request waited %v, estimated 0", g.Waited)
+		}
+	}
+}
