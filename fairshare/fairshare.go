@@ -8,8 +8,11 @@
 // releases requests by deficit round robin (DRR) over the customers with a
 // request waiting. On its turn a customer's deficit grows by Quantum times
 // its weight, and it sends requests from the head of its queue while their
-// cost fits in the deficit; a customer whose queue empties leaves the
-// rotation and forgets its deficit. Under contention, throughput is
+// cost fits in the deficit; a customer whose queue is empty at its turn
+// leaves the rotation and forgets its deficit. A customer joining the
+// rotation takes the next turn (as FQ-CoDel serves new flows first), so a
+// light customer's request waits about one release, not a whole round; it
+// can do so at most once per round. Under contention, throughput is
 // therefore proportional to weight; alone, a customer gets the whole rate
 // (the scheduler is work-conserving: it never holds a request back while
 // the upstream has room).

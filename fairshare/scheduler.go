@@ -2,6 +2,7 @@ package fairshare
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -35,6 +36,7 @@ type Scheduler struct {
 	queues  map[Customer]*custQueue
 	active  []*custQueue // customers with a request waiting, in turn order
 	cur     int          // index in active of the customer whose turn it is
+	fresh   []*custQueue // customers new to the rotation, served before it
 	waiting map[uint64]*custQueue
 }
 
@@ -43,8 +45,10 @@ type custQueue struct {
 	weight  int64
 	deficit int64
 	topped  bool // received this turn's quantum
-	reqs    []waiter
-	backlog int64 // sum of reqs' costs
+	// inRotation: in active, perhaps with an empty queue until its turn.
+	inRotation bool
+	reqs       []waiter
+	backlog    int64 // sum of reqs' costs
 }
 
 type waiter struct {
@@ -96,15 +100,13 @@ func (s *Scheduler) Enqueue(now time.Time, r Request) error {
 		return ErrQueueFull
 	}
 	q.weight = r.Weight
-	if len(q.reqs) == 0 {
-		// Joins the rotation last: just before the customer whose turn it is.
-		s.active = append(s.active, nil)
-		copy(s.active[s.cur+1:], s.active[s.cur:])
-		s.active[s.cur] = q
-		s.cur++
-		if s.cur == len(s.active) {
-			s.cur = 0
-		}
+	if !q.inRotation {
+		// A customer new to the rotation goes next, as a sparse flow in
+		// FQ-CoDel: light customers wait little. It stays in the rotation
+		// until a turn finds its queue empty, so it cannot jump the
+		// rotation more than once per round.
+		s.fresh = append(s.fresh, q)
+		q.inRotation = true
 	}
 	q.reqs = append(q.reqs, waiter{r.ID, r.Cost, now})
 	q.backlog += r.Cost
@@ -127,28 +129,32 @@ func (s *Scheduler) Cancel(id uint64) bool {
 			break
 		}
 	}
-	if len(q.reqs) == 0 {
-		s.leave(q)
-	}
 	return true
 }
 
-// leave takes q, whose queue is empty, out of the rotation.
-func (s *Scheduler) leave(q *custQueue) {
-	for i, a := range s.active {
-		if a != q {
-			continue
-		}
-		s.active = append(s.active[:i], s.active[i+1:]...)
-		if i < s.cur {
-			s.cur--
-		}
-		if s.cur >= len(s.active) {
-			s.cur = 0
-		}
-		break
+// endTurn ends c's turn: a fresh customer joins the rotation last, just
+// before the customer whose turn it is; one in the rotation passes the turn
+// on.
+func (s *Scheduler) endTurn(c *custQueue, fresh bool) {
+	c.topped = false
+	if !fresh {
+		s.cur = (s.cur + 1) % len(s.active)
+		return
 	}
-	q.deficit, q.topped = 0, false
+	s.fresh = s.fresh[1:]
+	s.active = slices.Insert(s.active, s.cur, c)
+	s.cur = (s.cur + 1) % len(s.active)
+}
+
+// leave takes the customer at s.cur, whose queue is empty, out of the
+// rotation; the next customer's turn begins.
+func (s *Scheduler) leave() {
+	q := s.active[s.cur]
+	s.active = slices.Delete(s.active, s.cur, s.cur+1)
+	if s.cur >= len(s.active) {
+		s.cur = 0
+	}
+	q.deficit, q.topped, q.inRotation = 0, false, false
 	delete(s.queues, q.name)
 }
 
@@ -158,29 +164,45 @@ func (s *Scheduler) leave(q *custQueue) {
 // Enqueue.
 func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 	s.pacer.expire(now)
-	for len(s.active) > 0 {
-		q := s.active[s.cur]
-		if !q.topped {
-			q.deficit += s.cfg.Quantum * q.weight
-			q.topped = true
+	for len(s.fresh) > 0 || len(s.active) > 0 {
+		fresh := len(s.fresh) > 0
+		q := s.fresh
+		if !fresh {
+			q = s.active[s.cur:]
 		}
-		head := q.reqs[0]
-		if head.cost > q.deficit {
-			q.topped = false
-			s.cur = (s.cur + 1) % len(s.active)
+		c := q[0]
+		if len(c.reqs) == 0 {
+			if fresh {
+				s.endTurn(c, true) // withdrawn: lingers in the rotation
+			} else {
+				s.leave()
+			}
+			continue
+		}
+		if !c.topped {
+			c.deficit += s.cfg.Quantum * c.weight
+			c.topped = true
+		}
+		head := c.reqs[0]
+		if head.cost > c.deficit {
+			s.endTurn(c, fresh)
 			continue
 		}
 		if at := s.pacer.readyAt(now, head.cost); at.After(now) {
 			return grants, at
 		}
 		s.pacer.take(now, head.cost)
-		q.deficit -= head.cost
-		q.reqs = q.reqs[1:]
-		q.backlog -= head.cost
+		c.deficit -= head.cost
+		c.reqs = c.reqs[1:]
+		c.backlog -= head.cost
 		delete(s.waiting, head.id)
-		grants = append(grants, Grant{ID: head.id, Customer: q.name, Cost: head.cost, At: now, Waited: now.Sub(head.at)})
-		if len(q.reqs) == 0 {
-			s.leave(q) // the next customer is now at s.cur
+		grants = append(grants, Grant{ID: head.id, Customer: c.name, Cost: head.cost, At: now, Waited: now.Sub(head.at)})
+		if len(c.reqs) == 0 {
+			// Its turn ends, but it keeps its place until the next: a
+			// customer that sends one request at a time cannot rejoin as
+			// new after each.
+			c.deficit = 0
+			s.endTurn(c, fresh)
 		}
 	}
 	return grants, time.Time{}
@@ -203,7 +225,7 @@ func (s *Scheduler) Estimate(now time.Time, c Customer, weight, cost int64) time
 	// Until c's backlog drains, customer j receives w_j/w_c of what c does,
 	// or all it has.
 	work := mine
-	for _, q := range s.active {
+	for _, q := range slices.Concat(s.fresh, s.active) {
 		if q.name != c {
 			work += min(float64(q.backlog), mine*float64(q.weight)/float64(weight))
 		}
