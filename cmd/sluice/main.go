@@ -24,6 +24,7 @@ Usage:
   sluice bench-ws [flags]     load a local server's WebSocket gateway and measure it
   sluice dynamodb create-table|iam-policy [flags]
                               set up the DynamoDB table; print a tenant's IAM policy
+  sluice sim fairshare [flags] simulate 200 customers sharing one upstream quota
   sluice version              print the version
   sluice help                 print this help
 `
@@ -97,6 +98,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return benchWS(ctx, args[1:], stdout, stderr)
 	case "dynamodb":
 		return dynamodbCmd(ctx, args[1:], stdout, stderr)
+	case "sim":
+		return simCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "sluice", version)
 		return nil
