@@ -14,10 +14,15 @@
 // Upstream does.
 //
 // Fairness is measured against weighted max-min fairness with equal
-// weights: each customer's share is found by water-filling the capacity
-// (Rate times Duration) over the units it offered, and x_i = served_i /
-// share_i. Jain's index (sum x)^2 / (n sum x^2) is taken over the customers
-// that offered anything.
+// weights, x_i = served_i / share_i, and Jain's index (sum x)^2 / (n sum
+// x^2) taken over the customers that offered anything, for two kinds of
+// share: second by second (Jain, WorstX), each second's quota
+// water-filled over the units that arrived in it and summed, what a
+// scheduler fair at every moment owes a customer that asks in bursts; and
+// over the whole run (JainRun, WorstXRun), the capacity (Rate times
+// Duration) water-filled over all a customer offered, which a bursting
+// customer can only reach if given more than the fair level while it
+// bursts.
 package fairsim
 
 import (
@@ -102,17 +107,22 @@ type Result struct {
 	Utilisation float64 `json:"utilisation"`
 	// WindowsOver counts aligned 1 s windows granting more than the quota;
 	// MaxInWindow is the most units granted in any sliding 1 s.
-	WindowsOver int     `json:"windows_over"`
-	MaxInWindow int64   `json:"max_in_window"`
-	Jain        float64 `json:"jain"`
-	WorstX      float64 `json:"worst_x"`
-	Served      int64   `json:"served"`
-	Refused     int64   `json:"refused"` // at arrival (429)
-	Dropped     int64   `json:"dropped"` // waited past MaxWait
-	LightP50ms  float64 `json:"light_p50_ms"`
-	LightP99ms  float64 `json:"light_p99_ms"`
-	HeavyP50ms  float64 `json:"heavy_p50_ms"`
-	HeavyP99ms  float64 `json:"heavy_p99_ms"`
+	WindowsOver int   `json:"windows_over"`
+	MaxInWindow int64 `json:"max_in_window"`
+	// Jain and WorstX measure x_i against shares water-filled second by
+	// second (the package doc); JainRun and WorstXRun against shares
+	// water-filled over the whole run.
+	Jain       float64 `json:"jain"`
+	WorstX     float64 `json:"worst_x"`
+	JainRun    float64 `json:"jain_run"`
+	WorstXRun  float64 `json:"worst_x_run"`
+	Served     int64   `json:"served"`
+	Refused    int64   `json:"refused"` // at arrival (429)
+	Dropped    int64   `json:"dropped"` // waited past MaxWait
+	LightP50ms float64 `json:"light_p50_ms"`
+	LightP99ms float64 `json:"light_p99_ms"`
+	HeavyP50ms float64 `json:"heavy_p50_ms"`
+	HeavyP99ms float64 `json:"heavy_p99_ms"`
 }
 
 // request is one arrival; every strategy gets its own copy.
@@ -159,6 +169,7 @@ func Run(cfg Config) (Report, error) {
 		offered[a.cust]++
 	}
 	shares, level := waterFill(offered, float64(rep.Capacity))
+	local := localShares(w.arrivals, cfg)
 	rep.FairShare = level
 	for _, o := range offered {
 		if float64(o) > level {
@@ -171,7 +182,7 @@ func Run(cfg Config) (Report, error) {
 	}
 	for _, s := range []strategy{newFCFS(cfg), newCapped(cfg), newPriority(cfg), sluice} {
 		reqs := simulate(s, w.arrivals, cfg.Duration)
-		rep.Strategies = append(rep.Strategies, measure(s.name(), cfg, reqs, offered, shares))
+		rep.Strategies = append(rep.Strategies, measure(s.name(), cfg, reqs, offered, shares, local))
 	}
 	return rep, nil
 }
@@ -283,7 +294,55 @@ func waterFill(offered []int64, capacity float64) ([]float64, float64) {
 	return shares, level
 }
 
-func measure(name string, cfg Config, reqs []request, offered []int64, shares []float64) Result {
+// localShares returns each customer's max-min share summed over the
+// seconds of the run: in each second, the quota water-filled over the
+// units that arrived in it. A customer asking in bursts is owed the fair
+// level while it asks, not a share of the seconds it was silent.
+func localShares(arrivals []request, cfg Config) []float64 {
+	shares := make([]float64, cfg.Customers)
+	inSecond := make([]int64, cfg.Customers)
+	flush := func() {
+		s, _ := waterFill(inSecond, float64(cfg.Rate))
+		for i, v := range s {
+			shares[i] += v
+		}
+		clear(inSecond)
+	}
+	sec := time.Duration(0)
+	for _, a := range arrivals {
+		for a.at >= sec+time.Second {
+			flush()
+			sec += time.Second
+		}
+		inSecond[a.cust]++
+	}
+	flush()
+	return shares
+}
+
+// jain returns Jain's index over x_i = served_i / shares_i of the
+// customers that offered anything, and the least x_i.
+func jain(served, offered []int64, shares []float64) (index, worst float64) {
+	var sum, sq float64
+	n := 0
+	worst = math.Inf(1)
+	for i, s := range shares {
+		if offered[i] == 0 || s == 0 {
+			continue
+		}
+		x := float64(served[i]) / s
+		sum += x
+		sq += x * x
+		n++
+		worst = min(worst, x)
+	}
+	if n > 0 && sq > 0 {
+		index = sum * sum / (float64(n) * sq)
+	}
+	return index, worst
+}
+
+func measure(name string, cfg Config, reqs []request, offered []int64, shares, local []float64) Result {
 	res := Result{Strategy: name}
 	secs := int(cfg.Duration / time.Second)
 	arrived := make([]int64, secs+1)
@@ -330,22 +389,8 @@ func measure(name string, cfg Config, reqs []request, offered []int64, shares []
 		}
 		res.MaxInWindow = max(res.MaxInWindow, int64(i-lo+1))
 	}
-	var sum, sq float64
-	n := 0
-	res.WorstX = math.Inf(1)
-	for i, s := range shares {
-		if offered[i] == 0 {
-			continue
-		}
-		x := float64(servedBy[i]) / s
-		sum += x
-		sq += x * x
-		n++
-		res.WorstX = min(res.WorstX, x)
-	}
-	if n > 0 && sq > 0 {
-		res.Jain = sum * sum / (float64(n) * sq)
-	}
+	res.Jain, res.WorstX = jain(servedBy, offered, local)
+	res.JainRun, res.WorstXRun = jain(servedBy, offered, shares)
 	res.LightP50ms, res.LightP99ms = percentiles(light)
 	res.HeavyP50ms, res.HeavyP99ms = percentiles(heavy)
 	return res

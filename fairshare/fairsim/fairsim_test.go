@@ -7,8 +7,8 @@ import (
 
 // Sluice keeps the window bound and the upstream busy, and is far fairer
 // than first come first served, for several seeds. The Jain target
-// of 0.99 is not met yet (see the package doc of fairshare/fairsim and
-// docs): the floor here is what the scheduler reaches today.
+// of 0.99 is not met yet (docs/benchmarks.md): the floors here are what the
+// scheduler reaches today, second by second and over the whole run.
 func TestSimSluiceTargets(t *testing.T) {
 	for _, seed := range []uint64{0, 1, 42} {
 		rep, err := Run(Config{Seed: seed, Duration: 30 * time.Second})
@@ -26,8 +26,8 @@ func TestSimSluiceTargets(t *testing.T) {
 		if s.Utilisation < 0.98 {
 			t.Errorf("seed %d: sluice utilisation %.3f, want >= 0.98", seed, s.Utilisation)
 		}
-		if s.Jain < 0.95 {
-			t.Errorf("seed %d: sluice Jain %.3f, want >= 0.95", seed, s.Jain)
+		if s.Jain < 0.97 || s.JainRun < 0.95 {
+			t.Errorf("seed %d: sluice Jain %.3f per second and %.3f over the run, want >= 0.97 and 0.95", seed, s.Jain, s.JainRun)
 		}
 		if f.Jain > s.Jain-0.3 {
 			t.Errorf("seed %d: fcfs Jain %.3f not measurably below sluice's %.3f", seed, f.Jain, s.Jain)
