@@ -3,6 +3,7 @@ package fairshare
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -236,4 +237,50 @@ func (s *Scheduler) Estimate(now time.Time, c Customer, weight, cost int64) time
 		d = at
 	}
 	return d
+}
+
+// Stats is a scheduler's live state, for operators.
+type Stats struct {
+	// Waiting is the number of requests waiting; Customers the number of
+	// customers with at least one.
+	Waiting   int
+	Customers int
+	// Queues are the longest customer queues, longest first (ties by
+	// name), at most the number asked for.
+	Queues []QueueStats
+	// Granted is the cost units released in the last Window, and
+	// Utilisation that over Rate (0 to 1).
+	Granted     int64
+	Utilisation float64
+}
+
+// QueueStats is one customer's queue.
+type QueueStats struct {
+	Customer Customer
+	Weight   int64
+	Waiting  int
+	Backlog  int64 // the sum of its waiting requests' costs
+}
+
+// Stats returns the scheduler's state at now, with at most top queues.
+func (s *Scheduler) Stats(now time.Time, top int) Stats {
+	s.pacer.expire(now)
+	st := Stats{Waiting: len(s.waiting), Granted: s.pacer.inLog, Utilisation: float64(s.pacer.inLog) / float64(s.cfg.Rate)}
+	for _, q := range s.queues {
+		if len(q.reqs) == 0 {
+			continue
+		}
+		st.Customers++
+		st.Queues = append(st.Queues, QueueStats{Customer: q.name, Weight: q.weight, Waiting: len(q.reqs), Backlog: q.backlog})
+	}
+	slices.SortFunc(st.Queues, func(a, b QueueStats) int {
+		if a.Waiting != b.Waiting {
+			return b.Waiting - a.Waiting
+		}
+		return strings.Compare(string(a.Customer), string(b.Customer))
+	})
+	if len(st.Queues) > max(top, 0) {
+		st.Queues = slices.Clip(st.Queues[:max(top, 0)])
+	}
+	return st
 }

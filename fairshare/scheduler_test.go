@@ -262,3 +262,28 @@ func TestFairEstimate(t *testing.T) {
 		}
 	}
 }
+
+// TestStats: the longest queues first, at most top of them, and the units
+// granted in the last window, which leave it as the window passes.
+func TestStats(t *testing.T) {
+	s := newSched(t, Config{Rate: 10, Window: time.Second, Burst: 2})
+	enqueue(t, s, t0, 1, "a", 1, 1)
+	enqueue(t, s, t0, 2, "a", 1, 1)
+	enqueue(t, s, t0, 3, "b", 2, 1)
+	enqueue(t, s, t0, 4, "b", 2, 1)
+	enqueue(t, s, t0, 5, "b", 2, 1)
+	enqueue(t, s, t0, 6, "c", 1, 1)
+	if g, _ := s.Next(t0); len(g) != 2 {
+		t.Fatalf("burst 2 released %d", len(g))
+	}
+	st := s.Stats(t0, 2)
+	if st.Waiting != 4 || st.Customers != 3 || st.Granted != 2 || st.Utilisation != 0.2 {
+		t.Fatalf("stats %+v", st)
+	}
+	if len(st.Queues) != 2 || st.Queues[0].Customer != "b" || st.Queues[0].Waiting != 2 || st.Queues[0].Weight != 2 || st.Queues[1].Waiting != 1 {
+		t.Fatalf("queues %+v", st.Queues)
+	}
+	if st := s.Stats(t0.Add(time.Second), 0); st.Granted != 0 || len(st.Queues) != 0 {
+		t.Fatalf("a window later: %+v", st)
+	}
+}

@@ -159,3 +159,24 @@ func (u *Upstream) loop() {
 		}
 	}
 }
+
+// Config returns the Upstream's configuration, defaults filled in.
+func (u *Upstream) Config() Config { return u.s.Config() }
+
+// Estimate returns how long a request of customer c with this weight and
+// cost would wait if it came now (Scheduler.Estimate): what a refused
+// caller may be told to wait before trying again.
+func (u *Upstream) Estimate(c Customer, weight, cost int64) time.Duration {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.s.Estimate(u.now(), c, weight, cost)
+}
+
+// Stats returns the Upstream's live state, with at most top customer
+// queues, the longest. It holds the Upstream's lock for one pass over the
+// waiting customers.
+func (u *Upstream) Stats(top int) Stats {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.s.Stats(u.now(), top)
+}
