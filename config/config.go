@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/fairshare"
 )
 
 // Config is a loaded configuration.
@@ -31,6 +32,77 @@ type Config struct {
 	Tiers map[string]map[string]sluice.PolicyOverride
 	// Tenants holds per-tenant configuration, by tenant id.
 	Tenants map[string]Tenant
+	// Upstreams are the shared upstream quotas, by name, shared fairly
+	// among the customers that acquire them (package fairshare). A server
+	// reads them at start only: a reload that changes them is logged and
+	// waits for a restart.
+	Upstreams map[string]Upstream
+}
+
+// Upstream is a named upstream quota: at most Rate cost units per Window,
+// shared by weighted max-min fairness among customers (a tenant and a key).
+type Upstream struct {
+	Name string
+	// Rate units per Window, Burst at once after a quiet spell (0: the
+	// scheduler's default, Rate/10), MaxQueue waiting requests per customer
+	// (0: the scheduler's default, 1000).
+	Rate     int64
+	Window   time.Duration
+	Burst    int64
+	MaxQueue int
+	// MaxWait is a request's maximum wait when it names none, and the most
+	// it may name.
+	MaxWait time.Duration
+	// TierWeights and TenantWeights are the customers' weights: a tenant's
+	// own, else its tier's, else 1.
+	TierWeights   map[string]int64
+	TenantWeights map[string]int64
+}
+
+// Upstream defaults and bounds.
+const (
+	DefaultUpstreamWindow  = time.Second
+	DefaultUpstreamMaxWait = 2 * time.Second
+	MaxUpstreamWait        = time.Minute
+)
+
+// Scheduler returns the fair-share configuration of u.
+func (u Upstream) Scheduler() fairshare.Config {
+	return fairshare.Config{Rate: u.Rate, Window: u.Window, Burst: u.Burst, MaxQueue: u.MaxQueue}
+}
+
+// Weight returns the weight of tenant's customers on u: the tenant's own
+// weight, else its tier's (see Tier), else 1.
+func (u Upstream) Weight(tenant, tier string) int64 {
+	if w, ok := u.TenantWeights[tenant]; ok {
+		return w
+	}
+	if w, ok := u.TierWeights[tier]; ok {
+		return w
+	}
+	return 1
+}
+
+// Tier returns the tier of tenant t (as the tenant store holds it; nil if
+// unknown): the store's, else the file's, else the default.
+func (c *Config) Tier(t *sluice.Tenant, tenantID string) string {
+	if t != nil && t.Tier != "" {
+		return t.Tier
+	}
+	if ft := c.Tenants[tenantID]; ft.Tier != "" {
+		return ft.Tier
+	}
+	return c.Defaults.Tier
+}
+
+// UpstreamNames returns the names of the configured upstreams, sorted.
+func (c *Config) UpstreamNames() []string {
+	names := make([]string, 0, len(c.Upstreams))
+	for n := range c.Upstreams {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Defaults are the configuration-wide defaults.
@@ -79,6 +151,7 @@ func Default() *Config {
 		Endpoints:      map[string][]string{},
 		Tiers:          map[string]map[string]sluice.PolicyOverride{},
 		Tenants:        map[string]Tenant{},
+		Upstreams:      map[string]Upstream{},
 	}
 }
 
@@ -114,13 +187,7 @@ func (c *Config) Resolve(t *sluice.Tenant, tenantID, endpoint string, names []st
 		return nil, sluice.Invalid("policies", "name an endpoint or at least one policy")
 	}
 	ft := c.Tenants[tenantID]
-	tier := c.Defaults.Tier
-	if ft.Tier != "" {
-		tier = ft.Tier
-	}
-	if t != nil && t.Tier != "" {
-		tier = t.Tier
-	}
+	tier := c.Tier(t, tenantID)
 	out := make([]Resolved, 0, len(names))
 	for i, name := range names {
 		np, ok := c.Policies[name]

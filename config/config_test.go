@@ -98,12 +98,64 @@ func TestErrorsNameFileLineField(t *testing.T) {
 		{"version: 1\n---\nversion: 1\n", "c.yaml:2: file: holds more than one YAML document"},
 		{"defaults:\n  tier: gold\ntiers:\n  free: {}\n", "c.yaml:2: defaults.tier: \"gold\" is not a configured tier"},
 		{"policies:\n  bad name: {algorithm: fixed_window, limit: 5, window: 1m}\n", "c.yaml:2: policies.bad name: is not a valid policy name"},
+		{"upstreams:\n  api:\n    window: 1s\n", "c.yaml:3: upstreams.api.rate: is required"},
+		{"upstreams:\n  api: {rate: 0}\n", "c.yaml:2: upstreams.api.rate: must be between 1 and"},
+		{"upstreams:\n  api:\n    rate: 10\n    colour: red\n", "c.yaml:4: upstreams.api.colour: is not a known field"},
+		{"upstreams:\n  api:\n    rate: 10\n    window: soon\n", "c.yaml:4: upstreams.api.window: is not a duration"},
+		{"upstreams:\n  api:\n    rate: 10\n    burst: 11\n", "c.yaml:4: upstreams.api.burst: must be at most rate (10)"},
+		{"upstreams:\n  api:\n    rate: 10\n    maxQueue: 0\n", "c.yaml:4: upstreams.api.maxQueue: must be between 1 and"},
+		{"upstreams:\n  api:\n    rate: 10\n    maxWait: 2m\n", "c.yaml:4: upstreams.api.maxWait: must be between 1ms and 1m0s"},
+		{"upstreams:\n  api:\n    rate: 10\n    window: 5ns\n", "c.yaml:4: upstreams.api.window: must be at least rate (10) nanoseconds"},
+		{"upstreams:\n  api:\n    rate: 10\n    weights: {tiers: {gold: 2}}\n", ""},
+		{"tiers:\n  free: {}\nupstreams:\n  api:\n    rate: 10\n    weights:\n      tiers: {gold: 2}\n", "c.yaml:7: upstreams.api.weights.tiers.gold: \"gold\" is not a configured tier"},
+		{"upstreams:\n  api:\n    rate: 10\n    weights:\n      tenants: {acme: 0}\n", "c.yaml:5: upstreams.api.weights.tenants.acme: must be between 1 and 1000000"},
+		{"upstreams:\n  api:\n    rate: 10\n    weights: {users: {}}\n", "c.yaml:4: upstreams.api.weights.users: is not a known field"},
+		{"upstreams:\n  bad name: {rate: 10}\n", "c.yaml:2: upstreams.bad name: is not a valid upstream name"},
 	}
 	for _, tc := range cases {
 		_, err := Parse("c.yaml", []byte(tc.yaml))
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v, want no error", tc.yaml, err)
+			}
+			continue
+		}
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%q:\n got %v\nwant %s...", tc.yaml, err, tc.want)
 		}
+	}
+}
+
+// TestUpstreams: the example's upstream, defaults filled in, and weights
+// by tenant, then tier, then 1.
+func TestUpstreams(t *testing.T) {
+	c, err := Load("../examples/sluice.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, ok := c.Upstreams["partner-api"]
+	if !ok || u.Rate != 100 || u.Window != time.Second || u.Burst != 10 || u.MaxQueue != 100 || u.MaxWait != 2*time.Second {
+		t.Fatalf("partner-api: %+v", u)
+	}
+	if err := u.Scheduler().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := u.Weight("acme", c.Tier(nil, "acme")); got != 2 {
+		t.Errorf("acme (premium in the file): weight %d", got)
+	}
+	if got := u.Weight("x", c.Tier(&sluice.Tenant{ID: "x", Tier: "premium"}, "x")); got != 2 {
+		t.Errorf("a premium tenant of the store: weight %d", got)
+	}
+	if got := u.Weight("nobody", c.Tier(nil, "nobody")); got != 1 {
+		t.Errorf("a free tenant: weight %d", got)
+	}
+	c, err = Parse("c.yaml", []byte("upstreams:\n  api:\n    rate: 5\n    weights: {tenants: {acme: 7}, tiers: {free: 3}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u = c.Upstreams["api"]
+	if u.Window != DefaultUpstreamWindow || u.MaxWait != DefaultUpstreamMaxWait || u.Burst != 0 || u.Weight("acme", "free") != 7 || u.Weight("beta", "free") != 3 {
+		t.Errorf("api: %+v", u)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/fairshare"
 )
 
 // Error is a configuration error: the file, the line and the field.
@@ -129,8 +130,8 @@ func join(path, field string) string {
 }
 
 func (p *parser) root(n *yaml.Node) error {
-	var policies, endpoints, tiers, tenants *yaml.Node
-	err := p.fields(n, "", []string{"version", "defaults", "tenantDefaults", "policies", "endpoints", "tiers", "tenants"}, func(k string, v *yaml.Node) error {
+	var policies, endpoints, tiers, tenants, upstreams *yaml.Node
+	err := p.fields(n, "", []string{"version", "defaults", "tenantDefaults", "policies", "endpoints", "tiers", "tenants", "upstreams"}, func(k string, v *yaml.Node) error {
 		switch k {
 		case "version":
 			if v.Value != "1" {
@@ -148,6 +149,8 @@ func (p *parser) root(n *yaml.Node) error {
 			tiers = v
 		case "tenants":
 			tenants = v
+		case "upstreams":
+			upstreams = v
 		}
 		return nil
 	})
@@ -158,7 +161,7 @@ func (p *parser) root(n *yaml.Node) error {
 	for _, s := range []struct {
 		n  *yaml.Node
 		fn func(*yaml.Node) error
-	}{{policies, p.policies}, {endpoints, p.endpoints}, {tiers, p.tiers}, {tenants, p.tenants}} {
+	}{{policies, p.policies}, {endpoints, p.endpoints}, {tiers, p.tiers}, {tenants, p.tenants}, {upstreams, p.upstreams}} {
 		if s.n != nil {
 			if err := s.fn(s.n); err != nil {
 				return err
@@ -504,4 +507,101 @@ func (p *parser) strings(n *yaml.Node, field string) ([]string, error) {
 		out = append(out, c.Value)
 	}
 	return out, nil
+}
+
+var upstreamFields = []string{"rate", "window", "burst", "maxQueue", "maxWait", "weights"}
+
+// upstreams reads the upstream quotas; after tiers and tenants, which
+// their weights name.
+func (p *parser) upstreams(n *yaml.Node) error {
+	return p.fields(n, "upstreams", nil, func(name string, v *yaml.Node) error {
+		path := "upstreams." + name
+		if !sluice.ValidPolicyName(name) {
+			return p.errf(n, path, "is not a valid upstream name: 1 to 128 letters, digits, '.', '_', ':', '/' or '-'")
+		}
+		u := Upstream{Name: name, Window: DefaultUpstreamWindow, MaxWait: DefaultUpstreamMaxWait}
+		lines := map[string]*yaml.Node{}
+		err := p.fields(v, path, upstreamFields, func(k string, v *yaml.Node) error {
+			lines[k] = v
+			field := join(path, k)
+			var err error
+			switch k {
+			case "rate":
+				u.Rate, err = p.int(v, field, 1, 1e9)
+			case "window":
+				u.Window, err = p.duration(v, field)
+				if err == nil && u.Window > 24*time.Hour {
+					err = p.errf(v, field, "must be at most 24h, got %v", u.Window)
+				}
+			case "burst":
+				u.Burst, err = p.int(v, field, 1, 1e9) // 0 would silently mean the default: omit it
+			case "maxQueue":
+				var q int64
+				q, err = p.int(v, field, 1, 1_000_000)
+				u.MaxQueue = int(q)
+			case "maxWait":
+				u.MaxWait, err = p.duration(v, field)
+				if err == nil && (u.MaxWait < time.Millisecond || u.MaxWait > MaxUpstreamWait) {
+					err = p.errf(v, field, "must be between 1ms and %v, got %v", MaxUpstreamWait, u.MaxWait)
+				}
+			case "weights":
+				err = p.weights(v, field, &u)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		switch {
+		case lines["rate"] == nil:
+			return p.errf(v, join(path, "rate"), "is required: the units the upstream allows per window")
+		case int64(u.Window) < u.Rate:
+			return p.errf(orNode(lines["window"], v), join(path, "window"), "must be at least rate (%d) nanoseconds, got %v", u.Rate, u.Window)
+		case u.Burst > u.Rate:
+			return p.errf(lines["burst"], join(path, "burst"), "must be at most rate (%d), got %d", u.Rate, u.Burst)
+		}
+		if err := u.Scheduler().Validate(); err != nil { // a guard: the checks above should have caught it
+			return p.errf(v, path, "%v", err)
+		}
+		p.c.Upstreams[name] = u
+		return nil
+	})
+}
+
+func (p *parser) weights(n *yaml.Node, path string, u *Upstream) error {
+	return p.fields(n, path, []string{"tiers", "tenants"}, func(k string, v *yaml.Node) error {
+		m := map[string]int64{}
+		err := p.fields(v, join(path, k), nil, func(name string, w *yaml.Node) error {
+			field := join(join(path, k), name)
+			switch {
+			case k == "tiers" && len(p.c.Tiers) > 0 && !p.hasTier(name):
+				return p.errf(w, field, "%q is not a configured tier", name)
+			case k == "tenants" && !sluice.ValidID(name):
+				return p.errf(w, field, "is not a valid tenant id")
+			}
+			x, err := p.int(w, field, 1, fairshare.MaxWeight)
+			m[name] = x
+			return err
+		})
+		if k == "tiers" {
+			u.TierWeights = m
+		} else {
+			u.TenantWeights = m
+		}
+		return err
+	})
+}
+
+// hasTier reports whether tier is configured; in a file that configures no
+// tiers, any name is (the tenant store's tiers are free text then).
+func (p *parser) hasTier(tier string) bool {
+	_, ok := p.c.Tiers[tier]
+	return ok || len(p.c.Tiers) == 0
+}
+
+func orNode(n, otherwise *yaml.Node) *yaml.Node {
+	if n != nil {
+		return n
+	}
+	return otherwise
 }

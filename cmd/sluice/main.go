@@ -127,6 +127,6 @@ func configCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: ok: %d policies, %d endpoints, %d tiers, %d tenants\n", args[1], len(c.Policies), len(c.Endpoints), len(c.Tiers), len(c.Tenants))
+	fmt.Fprintf(stdout, "%s: ok: %d policies, %d endpoints, %d tiers, %d tenants, %d upstreams\n", args[1], len(c.Policies), len(c.Endpoints), len(c.Tiers), len(c.Tenants), len(c.Upstreams))
 	return nil
 }
