@@ -2,7 +2,8 @@
 // a decision's request and answer, policies, and errors, with the one table
 // from error kinds to HTTP statuses. The server (httpapi, gateway,
 // httplimit) and the Go client (client) both use it, so that they cannot
-// drift apart; wire_test.go round-trips every field.
+// drift apart; wire_test.go round-trips every field. upstream.go holds the
+// fair-share acquire's bodies.
 package wire
 
 import (

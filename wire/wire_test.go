@@ -3,12 +3,14 @@ package wire
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/fairshare"
 )
 
 // TestPolicyRoundTrip: Policy -> JSON -> Policy is the identity, for every
@@ -158,5 +160,43 @@ func TestStatusTable(t *testing.T) {
 	WriteError(rec, errors.New("disk on fire at /secret/path"))
 	if rec.Code != 500 || rec.Body.String() != `{"error":"internal","message":"internal error"}`+"\n" {
 		t.Errorf("an internal error leaks: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestAcquireWire: a grant and both refusals survive the wire, and a
+// refusal carries Retry-After in whole seconds, at least 1.
+func TestAcquireWire(t *testing.T) {
+	b, err := json.Marshal(FromWait(1500 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grant AcquireResponse
+	if err := json.Unmarshal(b, &grant); err != nil || !grant.Granted || grant.Waited.D != 1500*time.Millisecond || grant.WaitedMs != 1500 {
+		t.Fatalf("%s: %+v %v", b, grant, err)
+	}
+	for _, tc := range []struct {
+		err        error
+		retryAfter time.Duration
+		header     string
+		reason     string
+	}{
+		{fairshare.ErrShortage, 300 * time.Millisecond, "1", ReasonShortage},
+		{fairshare.ErrQueueFull, 2100 * time.Millisecond, "3", ReasonQueueFull},
+		{fmt.Errorf("acquire: %w", fairshare.ErrShortage), 0, "1", ReasonShortage},
+	} {
+		rec := httptest.NewRecorder()
+		WriteAcquireError(rec, "partner-api", tc.err, tc.retryAfter)
+		var body UpstreamShort
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != 429 || rec.Header().Get("Retry-After") != tc.header || body.Reason != tc.reason || body.Upstream != "partner-api" || body.RetryAfterMs < 1 || !errors.Is(tc.err, body.Err()) {
+			t.Errorf("%v: %d Retry-After %q %+v", tc.err, rec.Code, rec.Header().Get("Retry-After"), body)
+		}
+	}
+	rec := httptest.NewRecorder()
+	WriteAcquireError(rec, "partner-api", fairshare.ErrClosed, 0)
+	if rec.Code != 503 {
+		t.Errorf("closed: %d", rec.Code)
 	}
 }

@@ -1,0 +1,91 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/fairshare"
+)
+
+// AcquireRequest is the body of POST /v1/upstreams/{name}/acquire: a
+// customer (the tenant, which a tenant's key may omit, and a key within
+// it), the request's cost (absent means 1) and the longest it will wait
+// (absent means the upstream's maxWait).
+type AcquireRequest struct {
+	Tenant  string    `json:"tenant,omitempty"`
+	Key     string    `json:"key"`
+	Cost    *int64    `json:"cost,omitempty"`
+	MaxWait *Duration `json:"maxWait,omitempty"`
+}
+
+// AcquireResponse is the body of a granted acquire (200): how long the
+// request waited for its turn.
+type AcquireResponse struct {
+	Granted  bool     `json:"granted"`
+	Waited   Duration `json:"waited"`
+	WaitedMs int64    `json:"waitedMs"`
+}
+
+// FromWait returns the answer of a request granted after waited.
+func FromWait(waited time.Duration) AcquireResponse {
+	return AcquireResponse{Granted: true, Waited: Duration{D: waited}, WaitedMs: waited.Milliseconds()}
+}
+
+// The reasons of a refused acquire (429).
+const (
+	ReasonShortage  = "shortage"   // the fair wait would exceed maxWait
+	ReasonQueueFull = "queue full" // the customer's queue is full
+)
+
+// UpstreamShort is the body of a refused acquire (429), beside a
+// Retry-After header in whole seconds, at least 1.
+type UpstreamShort struct {
+	Error        string `json:"error"`
+	Message      string `json:"message"`
+	Upstream     string `json:"upstream"`
+	Reason       string `json:"reason"`
+	RetryAfterMs int64  `json:"retryAfterMs"`
+}
+
+// UpstreamShortCode is UpstreamShort's error code.
+const UpstreamShortCode = "upstream_quota_short"
+
+// WriteAcquireError answers an upstream's refusal (fairshare.ErrShortage,
+// ErrQueueFull) with 429, Retry-After and an UpstreamShort body; a closed
+// upstream (a server shutting down) as unavailable; any other error by its
+// kind (WriteError). retryAfter is the refused request's estimated wait.
+// Beside the kinds' table, this is the one place fairshare's errors meet
+// HTTP statuses.
+func WriteAcquireError(w http.ResponseWriter, upstream string, err error, retryAfter time.Duration) {
+	var reason, msg string
+	switch {
+	case errors.Is(err, fairshare.ErrShortage):
+		reason, msg = ReasonShortage, "the upstream quota is short: the fair wait would exceed maxWait"
+	case errors.Is(err, fairshare.ErrQueueFull):
+		reason, msg = ReasonQueueFull, "the upstream quota is short: this customer's queue is full"
+	case errors.Is(err, fairshare.ErrClosed):
+		WriteError(w, &sluice.Error{Kind: sluice.KindUnavailable, Message: fmt.Sprintf("upstream %q is closed: the server is shutting down", upstream)})
+		return
+	default:
+		WriteError(w, err)
+		return
+	}
+	ms := max(int64((retryAfter+time.Millisecond-1)/time.Millisecond), 1)
+	w.Header().Set("Retry-After", strconv.FormatInt(max(CeilSeconds(retryAfter), 1), 10))
+	WriteJSON(w, http.StatusTooManyRequests, UpstreamShort{
+		Error: UpstreamShortCode, Message: msg, Upstream: upstream, Reason: reason, RetryAfterMs: ms,
+	})
+}
+
+// Err returns the fairshare error s describes (ErrShortage or
+// ErrQueueFull), for a client: an unknown reason is a shortage.
+func (s UpstreamShort) Err() error {
+	if s.Reason == ReasonQueueFull {
+		return fairshare.ErrQueueFull
+	}
+	return fairshare.ErrShortage
+}
