@@ -358,7 +358,7 @@ func decodeStrict(data []byte, v any, prefix string) error {
 
 func want(v any) string {
 	switch v.(type) {
-	case *rawCheckRequest, *wire.Check, *wire.Policy, *leaseRequest, *tenantJSON, *keyRequest:
+	case *rawCheckRequest, *wire.Check, *wire.Policy, *leaseRequest, *tenantJSON, *keyRequest, *wire.AcquireRequest:
 		return "object"
 	}
 	return "value"

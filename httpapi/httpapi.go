@@ -12,6 +12,8 @@
 //	PUT    /v1/tenants/{id}/sessions          create a session (server-chosen id)
 //	GET    /v1/tenants/{id}/sessions/{s}, DELETE  read, delete a session
 //	GET    /v1/policies                       the configured policies
+//	POST   /v1/upstreams/{name}/acquire       wait for a fair share of an upstream quota
+//	GET    /v1/upstreams, /v1/upstreams/{name}  upstreams' configuration and state (admin)
 //	GET    /healthz, /readyz, /metrics        operations
 //
 // Every response body is JSON. A decision answers 200 when allowed and 429
@@ -74,6 +76,9 @@ type Options struct {
 	// decision's: a slow store fails the request, or lets the fail modes
 	// decide, rather than holding it. Zero: none, for stores in process.
 	StoreTimeout time.Duration
+	// Upstreams are the fair-share upstream quotas, by name; their owner
+	// closes them. Optional.
+	Upstreams map[string]Upstream
 	// Ready reports whether the store answers, for /readyz. Optional.
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
@@ -158,6 +163,9 @@ func New(opts Options) *Handler {
 	h.tenantRoute("GET", "/v1/tenants/{id}/sessions/{session}", h.getSession)
 	h.tenantRoute("DELETE", "/v1/tenants/{id}/sessions/{session}", h.deleteSession)
 	h.route("GET", "/v1/policies", h.policies)
+	h.route("POST", "/v1/upstreams/{name}/acquire", h.acquireUpstream)
+	h.route("GET", "/v1/upstreams", h.listUpstreams)
+	h.route("GET", "/v1/upstreams/{name}", h.getUpstream)
 	if opts.Gateway != nil {
 		// A connect proves itself by its session id, which only its
 		// tenant's session creation returned: browsers cannot send an

@@ -1,0 +1,212 @@
+package httpapi
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/fairshare"
+	"github.com/sluicehq/sluice/wire"
+)
+
+// Upstream is a configured upstream quota and the scheduler that shares it.
+type Upstream struct {
+	// Config is the configuration it was built from, at start: its
+	// weights and maxWait hold until a restart.
+	Config config.Upstream
+	Quota  *fairshare.Upstream
+}
+
+// maxShownQueues bounds the customer queues an upstream's state lists.
+const maxShownQueues = 100
+
+// acquireUpstream: POST /v1/upstreams/{name}/acquire. The request is held
+// until it is granted (200), refused (429), or its client goes, which
+// withdraws its place.
+func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who principal) {
+	name := r.PathValue("name")
+	up, ok := h.opts.Upstreams[name]
+	if !ok {
+		writeError(w, errNoUpstream(name))
+		return
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var in wire.AcquireRequest
+	if err := decodeStrict(body, &in, ""); err != nil {
+		writeError(w, err)
+		return
+	}
+	tenant, err := h.tenantOf(in.Tenant, who)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	qc := up.Quota.Config()
+	cost, maxWait := int64(1), up.Config.MaxWait
+	if in.Cost != nil {
+		cost = *in.Cost
+	}
+	if in.MaxWait != nil {
+		maxWait = in.MaxWait.D
+	}
+	switch {
+	case !sluice.ValidID(tenant):
+		err = sluice.Invalid("tenant", "must be a valid tenant id, got %q", tenant)
+	case in.Key == "" || len(in.Key) > sluice.MaxKeyLen:
+		err = sluice.Invalid("key", "must be 1 to %d bytes: the customer within the tenant", sluice.MaxKeyLen)
+	case cost < 1 || cost > qc.Burst:
+		err = sluice.Invalid("cost", "must be between 1 and the upstream's burst %d, got %d", qc.Burst, cost)
+	case in.MaxWait.Err() != nil:
+		err = sluice.Invalid("maxWait", "%v", in.MaxWait.Err())
+	case maxWait < time.Millisecond || maxWait > up.Config.MaxWait:
+		err = sluice.Invalid("maxWait", "must be between 1ms and the upstream's maxWait %v, got %v", up.Config.MaxWait, maxWait)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var t *sluice.Tenant
+	switch got, err := h.readTenant(r.Context(), tenant); {
+	case err == nil:
+		t = &got
+	case sluice.KindOf(err) != sluice.KindNotFound:
+		// The weight is a share, not a wall: the file's tier will do.
+		h.log.Warn("tenant store failed; weighing by the file's tier", "tenant", tenant, "err", err)
+	}
+	weight := up.Config.Weight(tenant, h.opts.Config().Tier(t, tenant))
+	c := customerOf(tenant, in.Key)
+	// The server's write timeout is for ordinary requests; this one is
+	// held for up to maxWait first. Not every writer can say (httptest's
+	// recorder): then the server's timeout stands.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxWait + 10*time.Second))
+	waited, err := up.Quota.Acquire(r.Context(), c, weight, cost, maxWait)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went: its place is withdrawn, and no one reads an answer
+		}
+		wire.WriteAcquireError(w, name, err, up.Quota.Estimate(c, weight, cost))
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.FromWait(waited))
+}
+
+func errNoUpstream(name string) error {
+	return &sluice.Error{Kind: sluice.KindNotFound, Field: "name", Message: fmt.Sprintf("upstream %q is not configured", name)}
+}
+
+// customerOf names tenant's customer key: the tenant length-prefixed, so
+// that no two (tenant, key) pairs share a queue.
+func customerOf(tenant, key string) fairshare.Customer {
+	b := binary.AppendUvarint(make([]byte, 0, 2+len(tenant)+len(key)), uint64(len(tenant)))
+	return fairshare.Customer(append(append(b, tenant...), key...))
+}
+
+// splitCustomer is customerOf's inverse.
+func splitCustomer(c fairshare.Customer) (tenant, key string) {
+	n, w := binary.Uvarint([]byte(c))
+	if w <= 0 || uint64(len(c)-w) < n {
+		return "", string(c)
+	}
+	return string(c[w : w+int(n)]), string(c[w+int(n):])
+}
+
+// upstreamOut is an upstream's configuration and live state.
+type upstreamOut struct {
+	Name     string        `json:"name"`
+	Rate     int64         `json:"rate"`
+	Window   string        `json:"window"`
+	Burst    int64         `json:"burst"`
+	MaxQueue int           `json:"maxQueue"`
+	MaxWait  string        `json:"maxWait"`
+	Weights  weightsOut    `json:"weights"`
+	State    upstreamState `json:"state"`
+	Queues   []customerOut `json:"queues"`
+}
+
+type weightsOut struct {
+	Tiers   map[string]int64 `json:"tiers"`
+	Tenants map[string]int64 `json:"tenants"`
+}
+
+type upstreamState struct {
+	Waiting     int     `json:"waiting"`
+	Customers   int     `json:"customers"`
+	Granted     int64   `json:"granted"`
+	Utilisation float64 `json:"utilisation"`
+}
+
+type customerOut struct {
+	Tenant  string `json:"tenant"`
+	Key     string `json:"key"`
+	Weight  int64  `json:"weight"`
+	Waiting int    `json:"waiting"`
+	Backlog int64  `json:"backlog"`
+}
+
+func upstreamInfo(name string, up Upstream) upstreamOut {
+	qc := up.Quota.Config()
+	st := up.Quota.Stats(maxShownQueues)
+	out := upstreamOut{
+		Name: name, Rate: qc.Rate, Window: qc.Window.String(), Burst: qc.Burst, MaxQueue: qc.MaxQueue, MaxWait: up.Config.MaxWait.String(),
+		Weights: weightsOut{Tiers: orEmpty(up.Config.TierWeights), Tenants: orEmpty(up.Config.TenantWeights)},
+		State:   upstreamState{Waiting: st.Waiting, Customers: st.Customers, Granted: st.Granted, Utilisation: st.Utilisation},
+		Queues:  make([]customerOut, len(st.Queues)),
+	}
+	for i, q := range st.Queues {
+		tenant, key := splitCustomer(q.Customer)
+		out.Queues[i] = customerOut{Tenant: tenant, Key: key, Weight: q.Weight, Waiting: q.Waiting, Backlog: q.Backlog}
+	}
+	return out
+}
+
+func orEmpty(m map[string]int64) map[string]int64 {
+	if m == nil {
+		return map[string]int64{}
+	}
+	return m
+}
+
+// listUpstreams: GET /v1/upstreams, the admin's.
+func (h *Handler) listUpstreams(w http.ResponseWriter, r *http.Request, who principal) {
+	if !who.admin {
+		writeError(w, errAdminOnly)
+		return
+	}
+	out := []upstreamOut{}
+	for _, name := range sortedKeys(h.opts.Upstreams) {
+		out = append(out, upstreamInfo(name, h.opts.Upstreams[name]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"upstreams": out})
+}
+
+// getUpstream: GET /v1/upstreams/{name}, the admin's.
+func (h *Handler) getUpstream(w http.ResponseWriter, r *http.Request, who principal) {
+	if !who.admin {
+		writeError(w, errAdminOnly)
+		return
+	}
+	name := r.PathValue("name")
+	up, ok := h.opts.Upstreams[name]
+	if !ok {
+		writeError(w, errNoUpstream(name))
+		return
+	}
+	writeJSON(w, http.StatusOK, upstreamInfo(name, up))
+}
+
+func sortedKeys(m map[string]Upstream) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
