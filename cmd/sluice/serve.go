@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/fairshare"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/httplimit"
@@ -257,11 +259,28 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	current := func() *config.Config { return cfg }
 	metrics := httpapi.NewMetrics(func(policy string) bool { _, ok := current().Policies[policy]; return ok })
 	if c.ConfigFile != "" {
-		if watcher, err = config.NewWatcher(c.ConfigFile, log, metrics.ConfigReloaded); err != nil {
+		onReload := func(ok bool) {
+			metrics.ConfigReloaded(ok)
+			// Upstreams are read at start: their schedulers hold queues
+			// that a reload would have to move.
+			if ok && !reflect.DeepEqual(watcher.Config().Upstreams, cfg.Upstreams) {
+				log.Warn("configuration reloaded, but its upstreams changed: a restart applies them; the upstreams of the start stay in force", "file", c.ConfigFile)
+			}
+		}
+		if watcher, err = config.NewWatcher(c.ConfigFile, log, onReload); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
+		cfg = watcher.Config()
 		current = watcher.Config
 	}
+	if c.Store == "dynamodb" && len(cfg.Upstreams) > 0 {
+		return fmt.Errorf("serve: --store dynamodb with upstreams configured (%s): every node would grant an upstream's whole rate, and the leases that share it between nodes are not built yet; serve upstreams from one node with --store pebble or memory", strings.Join(cfg.UpstreamNames(), ", "))
+	}
+	upstreams, err := newUpstreams(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeUpstreams(upstreams)
 
 	st, err := openStores(ctx, c, log)
 	if err != nil {
@@ -335,6 +354,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		AdminKey:         c.AdminKey,
 		TrustedProxies:   c.TrustedProxies,
 		StoreTimeout:     timeout,
+		Upstreams:        upstreams,
 		Ready:            st.ready,
 		Metrics:          metrics.Handler(),
 		Page:             web.Handler(),
@@ -353,6 +373,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Requests held for an upstream would hold the drain up to their
+	// maxWait: at shutdown they are answered unavailable at once.
+	srv.RegisterOnShutdown(func() { closeUpstreams(upstreams) })
 
 	// The config watcher: SIGHUP and file changes, until shutdown.
 	var wg sync.WaitGroup
@@ -420,6 +443,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// newUpstreams starts a fair-share scheduler for each upstream of cfg.
+func newUpstreams(cfg *config.Config) (map[string]httpapi.Upstream, error) {
+	ups := map[string]httpapi.Upstream{}
+	for _, name := range cfg.UpstreamNames() {
+		uc := cfg.Upstreams[name]
+		q, err := fairshare.NewUpstream(uc.Scheduler(), fairshare.Options{})
+		if err != nil {
+			closeUpstreams(ups)
+			return nil, fmt.Errorf("serve: upstream %s: %w", name, err)
+		}
+		ups[name] = httpapi.Upstream{Config: uc, Quota: q}
+	}
+	return ups, nil
+}
+
+// closeUpstreams stops them; waiting requests end with fairshare.ErrClosed.
+// Closing twice is harmless.
+func closeUpstreams(ups map[string]httpapi.Upstream) {
+	for _, u := range ups {
+		u.Quota.Close()
+	}
 }
 
 // debugMux serves Go's profiles.
