@@ -17,6 +17,13 @@
 // (the scheduler is work-conserving: it never holds a request back while
 // the upstream has room).
 //
+// Customers belong to groups (Request.Group: a tenant): a group's weight
+// is split among its customers in the rotation, each topped up by Quantum
+// times the weight over their number, and only a group's first customer in
+// the rotation takes the next turn, so a group gets its weight's share
+// whatever the number of customers it names. A customer with no group is a
+// group of its own.
+//
 // Every release passes a pacer, so the upstream never sees more than Rate
 // cost units in any interval of length Window: a sliding log of the
 // releases of the last Window enforces that bound exactly, and a token

@@ -1,6 +1,7 @@
 package fairshare
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +13,12 @@ type Request struct {
 	// ID names the request in Grant and Cancel; unique among the waiting.
 	ID       uint64
 	Customer Customer
-	// Weight is the customer's share relative to others, 1 to MaxWeight;
+	// Group is who the customer belongs to (its tenant): a group's
+	// customers share its weight, so that a group does not get more of
+	// the upstream by naming more customers. Empty: the customer is a
+	// group of its own.
+	Group string
+	// Weight is the group's share relative to others, 1 to MaxWeight;
 	// the latest request's weight is the customer's.
 	Weight int64
 	// Cost is the upstream units the request uses, 1 to Burst.
@@ -39,13 +45,15 @@ type Scheduler struct {
 	cur     int          // index in active of the customer whose turn it is
 	fresh   []*custQueue // customers new to the rotation, served before it
 	waiting map[uint64]*custQueue
+	groups  map[string]int // customers in the rotation, by group
 }
 
 type custQueue struct {
 	name    Customer
+	group   string
 	weight  int64
-	deficit int64
-	topped  bool // received this turn's quantum
+	deficit float64 // a group's quantum is split among its customers
+	topped  bool    // received this turn's quantum
 	// inRotation: in active, perhaps with an empty queue until its turn.
 	inRotation bool
 	reqs       []waiter
@@ -69,6 +77,7 @@ func NewScheduler(cfg Config) (*Scheduler, error) {
 		pacer:   newPacer(cfg.Rate, cfg.Window, cfg.Burst),
 		queues:  make(map[Customer]*custQueue),
 		waiting: make(map[uint64]*custQueue),
+		groups:  make(map[string]int),
 	}, nil
 }
 
@@ -94,7 +103,7 @@ func (s *Scheduler) Enqueue(now time.Time, r Request) error {
 	}
 	q := s.queues[r.Customer]
 	if q == nil {
-		q = &custQueue{name: r.Customer}
+		q = &custQueue{name: r.Customer, group: cmp.Or(r.Group, string(r.Customer))}
 		s.queues[r.Customer] = q
 	}
 	if len(q.reqs) >= s.cfg.MaxQueue {
@@ -105,8 +114,17 @@ func (s *Scheduler) Enqueue(now time.Time, r Request) error {
 		// A customer new to the rotation goes next, as a sparse flow in
 		// FQ-CoDel: light customers wait little. It stays in the rotation
 		// until a turn finds its queue empty, so it cannot jump the
-		// rotation more than once per round.
-		s.fresh = append(s.fresh, q)
+		// rotation more than once per round. Only a group's first
+		// customer in the rotation goes next: a group naming new
+		// customers one after another joins the rotation's end with
+		// them, and jumps it no more than once per round either.
+		if s.groups[q.group] == 0 {
+			s.fresh = append(s.fresh, q)
+		} else {
+			s.active = slices.Insert(s.active, s.cur, q)
+			s.cur = (s.cur + 1) % len(s.active)
+		}
+		s.groups[q.group]++
 		q.inRotation = true
 	}
 	q.reqs = append(q.reqs, waiter{r.ID, r.Cost, now})
@@ -156,6 +174,9 @@ func (s *Scheduler) leave() {
 		s.cur = 0
 	}
 	q.deficit, q.topped, q.inRotation = 0, false, false
+	if s.groups[q.group]--; s.groups[q.group] <= 0 {
+		delete(s.groups, q.group)
+	}
 	delete(s.queues, q.name)
 }
 
@@ -181,11 +202,11 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 			continue
 		}
 		if !c.topped {
-			c.deficit += s.cfg.Quantum * c.weight
+			c.deficit += float64(s.cfg.Quantum*c.weight) / float64(max(s.groups[c.group], 1))
 			c.topped = true
 		}
 		head := c.reqs[0]
-		if head.cost > c.deficit {
+		if float64(head.cost) > c.deficit {
 			s.endTurn(c, fresh)
 			continue
 		}
@@ -193,7 +214,7 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 			return grants, at
 		}
 		s.pacer.take(now, head.cost)
-		c.deficit -= head.cost
+		c.deficit -= float64(head.cost)
 		c.reqs = c.reqs[1:]
 		c.backlog -= head.cost
 		delete(s.waiting, head.id)
@@ -209,26 +230,36 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 	return grants, time.Time{}
 }
 
-// Estimate returns how long a new request of customer c with this weight
-// and cost would wait if enqueued at now, were no other request to arrive:
-// the finish time of fluid weighted fair sharing (GPS) over the backlogs
-// waiting, less what the pacer can send at once. A caller with a maximum
-// wait refuses a request whose estimate exceeds it (ErrShortage) instead
-// of queueing it. DRR tracks GPS to within a turn per customer, so the
-// estimate may be short by up to a round of the rotation.
-func (s *Scheduler) Estimate(now time.Time, c Customer, weight, cost int64) time.Duration {
+// Estimate returns how long a new request of customer c of group (empty:
+// its own) with this weight and cost would wait if enqueued at now, were
+// no other request to arrive: the finish time of fluid weighted fair
+// sharing (GPS) over the backlogs waiting, each customer's weight its
+// group's split among the group's customers in the rotation, less what the
+// pacer can send at once. A caller with a maximum wait refuses a request
+// whose estimate exceeds it (ErrShortage) instead of queueing it. DRR
+// tracks GPS to within a turn per customer, so the estimate may be short
+// by up to a round of the rotation.
+func (s *Scheduler) Estimate(now time.Time, c Customer, group string, weight, cost int64) time.Duration {
 	s.pacer.expire(now)
-	weight = min(max(weight, 1), MaxWeight)
+	group = cmp.Or(group, string(c))
 	mine := float64(cost)
+	n := s.groups[group] // c's group's customers in the rotation, c among them
 	if q := s.queues[c]; q != nil {
 		mine += float64(q.backlog)
+		if !q.inRotation {
+			n++
+		}
+	} else {
+		n++
 	}
-	// Until c's backlog drains, customer j receives w_j/w_c of what c does,
-	// or all it has.
+	share := float64(min(max(weight, 1), MaxWeight)) / float64(max(n, 1))
+	// Until c's backlog drains, customer j receives share_j/share_c of what
+	// c does, or all it has.
 	work := mine
 	for _, q := range slices.Concat(s.fresh, s.active) {
 		if q.name != c {
-			work += min(float64(q.backlog), mine*float64(q.weight)/float64(weight))
+			j := float64(q.weight) / float64(max(s.groups[q.group], 1))
+			work += min(float64(q.backlog), mine*j/share)
 		}
 	}
 	work -= float64(s.pacer.available(now))

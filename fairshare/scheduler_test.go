@@ -231,7 +231,7 @@ func TestFairEnqueueErrors(t *testing.T) {
 // backlogs waits little, a heavy one its backlog's share.
 func TestFairEstimate(t *testing.T) {
 	s := newSched(t, Config{Rate: 100, Burst: 10, MaxQueue: 1000})
-	if d := s.Estimate(t0, "a", 1, 1); d != 0 {
+	if d := s.Estimate(t0, "a", "", 1, 1); d != 0 {
 		t.Errorf("idle upstream: estimate %v, want 0", d)
 	}
 	id := uint64(0)
@@ -242,16 +242,16 @@ func TestFairEstimate(t *testing.T) {
 		}
 	}
 	// Light: its 1 unit, 1 of each heavy one's, less the 10 the bucket holds.
-	if d := s.Estimate(t0, "light", 1, 1); d != 0 {
+	if d := s.Estimate(t0, "light", "", 1, 1); d != 0 {
 		t.Errorf("light customer: estimate %v, want 0", d)
 	}
 	// h1 holds 500: 500 + 500 of h2 + 1 - 10 units at 10ms.
-	if d, want := s.Estimate(t0, "h1", 1, 1), 9910*time.Millisecond; d != want {
+	if d, want := s.Estimate(t0, "h1", "", 1, 1), 9910*time.Millisecond; d != want {
 		t.Errorf("heavy customer: estimate %v, want %v", d, want)
 	}
 	// Weight 4 with 10 units: each heavy one sends a quarter as much,
 	// 10 + 2.5 + 2.5 - 10 units.
-	if d, want := s.Estimate(t0, "w4", 4, 10), 50*time.Millisecond; d != want {
+	if d, want := s.Estimate(t0, "w4", "", 4, 10), 50*time.Millisecond; d != want {
 		t.Errorf("weighted customer: estimate %v, want %v", d, want)
 	}
 	// The estimate is close to what happens.
@@ -285,5 +285,73 @@ func TestStats(t *testing.T) {
 	}
 	if st := s.Stats(t0.Add(time.Second), 0); st.Granted != 0 || len(st.Queues) != 0 {
 		t.Fatalf("a window later: %+v", st)
+	}
+}
+
+// TestFairGroupsShareTheirWeight: a group (a tenant) gets its weight's
+// share whatever the number of its customers: ten backlogged customers of
+// one group and one of another split the upstream evenly, not ten to one;
+// and a group that names a new customer for every request cannot jump the
+// rotation with each: it still gets about half.
+func TestFairGroupsShareTheirWeight(t *testing.T) {
+	cfg := Config{Rate: 100, Window: time.Second, Burst: 10, MaxQueue: 5000}
+	byGroup := func(grants []Grant, groupOf func(Customer) string) map[string]int64 {
+		got := map[string]int64{}
+		for _, g := range grants {
+			got[groupOf(g.Customer)] += g.Cost
+		}
+		return got
+	}
+	groupOf := func(c Customer) string { return strings.SplitN(string(c), "/", 2)[0] }
+
+	s := newSched(t, cfg)
+	id := uint64(0)
+	for k := range 10 {
+		for range 200 {
+			id++
+			if err := s.Enqueue(t0, Request{ID: id, Customer: Customer("many/" + string(rune('a'+k))), Group: "many", Weight: 1, Cost: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 2000 {
+		id++
+		if err := s.Enqueue(t0, Request{ID: id, Customer: "one/x", Group: "one", Weight: 1, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := byGroup(drain(s, t0, t0.Add(10*time.Second)), groupOf)
+	if total := got["many"] + got["one"]; total < 990 || got["many"] < total*49/100 || got["many"] > total*51/100 {
+		t.Fatalf("ten customers of one group and one of another: %v, want an even split of about 1000", got)
+	}
+
+	// One customer per request: each request of group "fresh" under a new
+	// name, enqueued as the last one goes, against a backlogged "one".
+	s = newSched(t, cfg)
+	for range 2000 {
+		id++
+		if err := s.Enqueue(t0, Request{ID: id, Customer: "one/x", Group: "one", Weight: 1, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var grants []Grant
+	now := t0
+	for n := 0; now.Before(t0.Add(10 * time.Second)); n++ {
+		for range 3 { // three new names waiting at any time
+			id++
+			if err := s.Enqueue(now, Request{ID: id, Customer: Customer("fresh/" + strings.Repeat("k", 1+n%50) + string(rune('a'+id%26))), Group: "fresh", Weight: 1, Cost: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g, wake := s.Next(now)
+		grants = append(grants, g...)
+		if wake.IsZero() {
+			break
+		}
+		now = wake
+	}
+	got = byGroup(grants, groupOf)
+	if total := got["fresh"] + got["one"]; got["fresh"] > total*55/100 {
+		t.Fatalf("a group naming new customers against a backlogged one: %v, want at most about half", got)
 	}
 }

@@ -51,15 +51,16 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 	return u, nil
 }
 
-// Acquire waits until a request of customer c, with this weight and cost,
-// may go to the upstream, and returns how long it waited. A request whose
+// Acquire waits until a request of customer c of group (its tenant; empty:
+// its own), with this weight and cost, may go to the upstream, and returns
+// how long it waited. A request whose
 // estimated wait (Scheduler.Estimate) exceeds maxWait is refused at once
 // with ErrShortage, as is one still waiting after maxWait; maxWait 0 waits
 // without limit. Other errors: ErrQueueFull, ErrClosed, a bad weight or
 // cost, and ctx's error when ctx ends first, in which case the request's
 // place is withdrawn. A request released in the same instant as ctx ends
 // or maxWait passes succeeds: its units are spent.
-func (u *Upstream) Acquire(ctx context.Context, c Customer, weight, cost int64, maxWait time.Duration) (time.Duration, error) {
+func (u *Upstream) Acquire(ctx context.Context, c Customer, group string, weight, cost int64, maxWait time.Duration) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -69,13 +70,13 @@ func (u *Upstream) Acquire(ctx context.Context, c Customer, weight, cost int64, 
 		return 0, ErrClosed
 	}
 	now := u.now()
-	if maxWait > 0 && u.s.Estimate(now, c, weight, cost) > maxWait {
+	if maxWait > 0 && u.s.Estimate(now, c, group, weight, cost) > maxWait {
 		u.mu.Unlock()
 		return 0, ErrShortage
 	}
 	u.nextID++
 	id := u.nextID
-	if err := u.s.Enqueue(now, Request{ID: id, Customer: c, Weight: weight, Cost: cost}); err != nil {
+	if err := u.s.Enqueue(now, Request{ID: id, Customer: c, Group: group, Weight: weight, Cost: cost}); err != nil {
 		u.mu.Unlock()
 		return 0, err
 	}
@@ -163,13 +164,13 @@ func (u *Upstream) loop() {
 // Config returns the Upstream's configuration, defaults filled in.
 func (u *Upstream) Config() Config { return u.s.Config() }
 
-// Estimate returns how long a request of customer c with this weight and
+// Estimate returns how long a request of customer c of group with this weight and
 // cost would wait if it came now (Scheduler.Estimate): what a refused
 // caller may be told to wait before trying again.
-func (u *Upstream) Estimate(c Customer, weight, cost int64) time.Duration {
+func (u *Upstream) Estimate(c Customer, group string, weight, cost int64) time.Duration {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.s.Estimate(u.now(), c, weight, cost)
+	return u.s.Estimate(u.now(), c, group, weight, cost)
 }
 
 // Stats returns the Upstream's live state, with at most top customer

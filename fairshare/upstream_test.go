@@ -37,7 +37,7 @@ func TestFairUpstreamConcurrent(t *testing.T) {
 			}
 			for range 100 {
 				wg.Go(func() {
-					if _, err := u.Acquire(context.Background(), c, weight, 1, 0); err != nil {
+					if _, err := u.Acquire(context.Background(), c, "", weight, 1, 0); err != nil {
 						t.Error(err)
 						return
 					}
@@ -70,15 +70,15 @@ func TestFairUpstreamShortageAndCancel(t *testing.T) {
 		// Fill a's queue with 20 waiters: 2s of work.
 		var wg sync.WaitGroup
 		for range 20 {
-			wg.Go(func() { u.Acquire(ctx, "a", 1, 1, 0) })
+			wg.Go(func() { u.Acquire(ctx, "a", "", 1, 1, 0) })
 		}
 		synctest.Wait()
-		if _, err := u.Acquire(ctx, "a", 1, 1, time.Second); !errors.Is(err, ErrShortage) {
+		if _, err := u.Acquire(ctx, "a", "", 1, 1, time.Second); !errors.Is(err, ErrShortage) {
 			t.Errorf("behind 2s of its own backlog with maxWait 1s: %v, want ErrShortage", err)
 		}
 		// b is light: its fair wait is short, so it is queued and served.
 		start := time.Now()
-		if w, err := u.Acquire(ctx, "b", 1, 1, time.Second); err != nil || w > 200*time.Millisecond {
+		if w, err := u.Acquire(ctx, "b", "", 1, 1, time.Second); err != nil || w > 200*time.Millisecond {
 			t.Errorf("light customer: waited %v, %v", w, err)
 		}
 		if time.Since(start) > 200*time.Millisecond {
@@ -88,7 +88,7 @@ func TestFairUpstreamShortageAndCancel(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() {
-			_, err := u.Acquire(cctx, "a", 1, 1, 0)
+			_, err := u.Acquire(cctx, "a", "", 1, 1, 0)
 			errc <- err
 		}()
 		synctest.Wait()
@@ -116,12 +116,12 @@ func TestFairUpstreamClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		if _, err := u.Acquire(ctx, "a", 1, 1, 0); err != nil {
+		if _, err := u.Acquire(ctx, "a", "", 1, 1, 0); err != nil {
 			t.Fatal(err)
 		}
 		errc := make(chan error, 1)
 		go func() {
-			_, err := u.Acquire(ctx, "a", 1, 1, 0) // waits a second
+			_, err := u.Acquire(ctx, "a", "", 1, 1, 0) // waits a second
 			errc <- err
 		}()
 		synctest.Wait()
@@ -129,7 +129,7 @@ func TestFairUpstreamClose(t *testing.T) {
 		if err := <-errc; !errors.Is(err, ErrClosed) {
 			t.Errorf("waiter at Close: %v, want ErrClosed", err)
 		}
-		if _, err := u.Acquire(ctx, "a", 1, 1, 0); !errors.Is(err, ErrClosed) {
+		if _, err := u.Acquire(ctx, "a", "", 1, 1, 0); !errors.Is(err, ErrClosed) {
 			t.Errorf("after Close: %v, want ErrClosed", err)
 		}
 	})

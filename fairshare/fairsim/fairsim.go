@@ -574,7 +574,7 @@ func (s *sluice) name() string { return "sluice" }
 
 func (s *sluice) arrive(now time.Duration, r *request) {
 	c := fairshare.Customer(fmt.Sprint(r.cust))
-	if s.s.Estimate(epoch.Add(now), c, 1, 1) > s.maxWait {
+	if s.s.Estimate(epoch.Add(now), c, "", 1, 1) > s.maxWait {
 		r.state = refused
 		return
 	}
