@@ -19,10 +19,16 @@ type Watcher struct {
 	log  *slog.Logger
 	// OnReload, if set, is told of every reload attempt, for metrics.
 	onReload func(ok bool)
-	// sum is the hash of the file last read, in force or rejected. A
+	// sum is the hash of the file last loaded, in force or rejected. A
 	// change is found by content, never by size and modification time,
 	// which a file replaced within one tick of the clock may keep.
 	sum [sha256.Size]byte
+	// seen is the hash of a changed content the last poll read, not yet
+	// loaded: a poll loads a change only once it has read the same
+	// content twice, a poll apart, so that a file being written in place
+	// is not loaded half written.
+	seen    [sha256.Size]byte
+	hasSeen bool
 }
 
 // NewWatcher loads file; an error there is fatal to the caller.
@@ -51,6 +57,13 @@ func (w *Watcher) Config() *Config { return w.cur.Load() }
 // and the error is returned (and logged).
 func (w *Watcher) Reload() error {
 	b, err := os.ReadFile(w.file)
+	return w.load(b, err)
+}
+
+// load makes b, the file's content read with err, the configuration in
+// force, or rejects it.
+func (w *Watcher) load(b []byte, err error) error {
+	w.hasSeen = false
 	if err == nil {
 		w.sum = sha256.Sum256(b) // a bad file is not tried again until it changes
 		var c *Config
@@ -66,18 +79,27 @@ func (w *Watcher) Reload() error {
 	return err
 }
 
-// changed reports whether the file's content differs from the one last
-// read. Reading a configuration file every poll costs next to nothing.
-func (w *Watcher) changed() bool {
+// poll reads the file and loads it if its content changed and has stayed
+// the same since the previous poll. Reading a configuration file every
+// poll costs next to nothing.
+func (w *Watcher) poll() {
 	b, err := os.ReadFile(w.file)
 	if err != nil {
-		return false // a file being replaced; look again next time
+		return // a file being replaced; look again next time
 	}
-	return sha256.Sum256(b) != w.sum
+	switch sum := sha256.Sum256(b); {
+	case sum == w.sum:
+		w.hasSeen = false
+	case !w.hasSeen || sum != w.seen:
+		w.seen, w.hasSeen = sum, true // look again next poll: it may be half written
+	default:
+		w.load(b, nil)
+	}
 }
 
 // Run reloads on every value from hup (SIGHUP) and when the file changes,
-// polling it every poll, until ctx is done. Reloads happen on Run's
+// polling it every poll (a change applies once two polls in a row read
+// it), until ctx is done. Reloads happen on Run's
 // goroutine only.
 func (w *Watcher) Run(ctx context.Context, hup <-chan os.Signal, poll time.Duration) {
 	t := time.NewTicker(poll)
@@ -89,9 +111,7 @@ func (w *Watcher) Run(ctx context.Context, hup <-chan os.Signal, poll time.Durat
 		case <-hup:
 			w.Reload()
 		case <-t.C:
-			if w.changed() {
-				w.Reload()
-			}
+			w.poll()
 		}
 	}
 }

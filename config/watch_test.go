@@ -101,13 +101,47 @@ func TestWatcherSeesSameSizeAndTime(t *testing.T) {
 	if err := os.Chtimes(file, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	if !w.changed() {
-		t.Fatal("a file of the same size and time with other content was taken as unchanged")
+	w.poll()
+	w.poll() // a change loads once two polls read it
+	if w.Config().Policies["chat"].Limit != 30 {
+		t.Fatalf("a file of the same size and time with other content was taken as unchanged: limit %d", w.Config().Policies["chat"].Limit)
 	}
-	if err := w.Reload(); err != nil || w.Config().Policies["chat"].Limit != 30 {
-		t.Fatalf("reload: %v, limit %d", err, w.Config().Policies["chat"].Limit)
+}
+
+// TestWatcherWaitsForAFileToSettle: a poll that reads a changed file loads
+// it only once the next poll reads the same content: a file being written
+// in place, read empty or half written by one poll, is never loaded as it
+// was read then, and the whole file loads once it has stayed.
+func TestWatcherWaitsForAFileToSettle(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(file, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if w.changed() {
-		t.Fatal("the file in force reads as changed")
+	var loads []bool
+	w, err := NewWatcher(file, slog.New(slog.DiscardHandler), func(ok bool) { loads = append(loads, ok) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("") // truncated, mid-write: valid YAML with no policies
+	w.poll()
+	next := strings.Replace(good, "limit: 20", "limit: 30", 1)
+	write(next) // the write completes before the next poll
+	w.poll()
+	if len(loads) != 0 || w.Config().Policies["chat"].Limit != 20 {
+		t.Fatalf("after a poll of an empty file and one of the new: %d loads, limit %d; want none, 20", len(loads), w.Config().Policies["chat"].Limit)
+	}
+	w.poll() // the same content twice: settled
+	if len(loads) != 1 || !loads[0] || w.Config().Policies["chat"].Limit != 30 {
+		t.Fatalf("after the new content stayed: loads %v, limit %d; want one good load, 30", loads, w.Config().Policies["chat"].Limit)
+	}
+	w.poll()
+	if len(loads) != 1 {
+		t.Fatalf("an unchanged file loaded again: %v", loads)
 	}
 }

@@ -96,12 +96,21 @@ func TestSurvivesSIGKILL(t *testing.T) {
 // reloads.
 func TestConfigReload(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "sluice.yaml")
-	write := func(limit string) {
+	// replace writes the file whole, as docs/configuration.md asks:
+	// another file renamed over it.
+	replace := func(y string) {
 		t.Helper()
-		y := "policies:\n  chat: {algorithm: fixed_window, limit: " + limit + ", window: 8760h, key: [user]}\nendpoints:\n  chat: [chat]\n"
-		if err := os.WriteFile(file, []byte(y), 0o600); err != nil {
+		tmp := file + ".new"
+		if err := os.WriteFile(tmp, []byte(y), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(limit string) {
+		t.Helper()
+		replace("policies:\n  chat: {algorithm: fixed_window, limit: " + limit + ", window: 8760h, key: [user]}\nendpoints:\n  chat: [chat]\n")
 	}
 	write("5")
 	p := start(t, "--config", file, "--config-poll", "20ms")
@@ -125,9 +134,7 @@ func TestConfigReload(t *testing.T) {
 		t.Fatalf("after the change: %v, want limit 8 with 6 remaining (2 spent carried over)", out)
 	}
 	// A bad file: rejected, logged, the old configuration stays.
-	if err := os.WriteFile(file, []byte("policies:\n  chat: {algorithm: fixed_window, limit: -1, window: 1h}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	replace("policies:\n  chat: {algorithm: fixed_window, limit: -1, window: 1h}\n")
 	waitFor(t, "the bad file's rejection in the logs", func() bool { return strings.Contains(p.log(), "configuration rejected") })
 	if out := waitLimit(8); out["limit"] != 8.0 {
 		t.Fatalf("after a bad file: %v", out)
