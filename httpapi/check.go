@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net/http"
@@ -107,15 +108,21 @@ func (h *Handler) namedChecks(r *http.Request, tenant, endpoint string, names []
 // overrides from the file and the tenant store. If the store fails, it
 // resolves from the file alone and returns the store's error as storeErr.
 func (h *Handler) resolve(r *http.Request, tenant, endpoint string, names []string) (rs []config.Resolved, storeErr, err error) {
-	var t *sluice.Tenant
-	switch got, err := h.readTenant(r.Context(), tenant); {
-	case err == nil:
-		t = &got
-	case sluice.KindOf(err) != sluice.KindNotFound:
-		storeErr = err
-	}
+	t, storeErr := h.storedTenant(r.Context(), tenant)
 	rs, err = h.opts.Config().Resolve(t, tenant, endpoint, names)
 	return rs, storeErr, err
+}
+
+// storedTenant reads tenant from the tenant store: nil if it is not there
+// (a tenant of the file, or none), and the store's error if it failed.
+func (h *Handler) storedTenant(ctx context.Context, tenant string) (*sluice.Tenant, error) {
+	switch t, err := h.readTenant(ctx, tenant); {
+	case err == nil:
+		return &t, nil
+	case sluice.KindOf(err) != sluice.KindNotFound:
+		return nil, err
+	}
+	return nil, nil
 }
 
 // counterKey joins the key parts a policy is keyed by, each length-prefixed

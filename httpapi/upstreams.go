@@ -73,11 +73,8 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 		writeError(w, err)
 		return
 	}
-	var t *sluice.Tenant
-	switch got, err := h.readTenant(r.Context(), tenant); {
-	case err == nil:
-		t = &got
-	case sluice.KindOf(err) != sluice.KindNotFound:
+	t, err := h.storedTenant(r.Context(), tenant)
+	if err != nil {
 		// The weight is a share, not a wall: the file's tier will do.
 		h.log.Warn("tenant store failed; weighing by the file's tier", "tenant", tenant, "err", err)
 	}

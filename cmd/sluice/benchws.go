@@ -290,6 +290,25 @@ type benchFrame struct {
 	} `json:"data"`
 }
 
+// readFrames reads ws's frames until it fails or ctx ends, giving each
+// frame that decodes to each, and returns the read's error, or nil if ctx
+// ended it.
+func readFrames(ctx context.Context, ws *websocket.Conn, each func(benchFrame)) error {
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		var m benchFrame
+		if json.Unmarshal(data, &m) == nil {
+			each(m)
+		}
+	}
+}
+
 // benchMessage is a message of sequence seq, stamped with the time now.
 func benchMessage(seq int64) []byte {
 	return fmt.Appendf(nil, `{"action":"pooled","data":{"seq":%d,"at":%d}}`, seq, time.Now().UnixNano())
@@ -335,14 +354,8 @@ func (b *wsBench) echo() error {
 	var readers sync.WaitGroup
 	for i, ws := range conns {
 		readers.Go(func() {
-			for {
-				_, data, err := ws.Read(rctx)
-				if err != nil {
-					return
-				}
-				var m benchFrame
+			readFrames(rctx, ws, func(m benchFrame) {
 				switch {
-				case json.Unmarshal(data, &m) != nil:
 				case m.Error != "":
 					throttled.Add(1)
 				case m.Type == "echo":
@@ -356,7 +369,7 @@ func (b *wsBench) echo() error {
 					rtts = append(rtts, d)
 					mu.Unlock()
 				}
-			}
+			})
 		})
 	}
 	requests0, counted := b.metric("sluice_dynamodb_requests_total")
@@ -454,23 +467,12 @@ func (b *wsBench) fanout() error {
 	rctx, stop := context.WithCancel(b.ctx)
 	defer stop()
 	var readers sync.WaitGroup
-	readers.Go(func() { // the sender's echoes, read and let go
-		for {
-			if _, _, err := sender.Read(rctx); err != nil {
-				return
-			}
-		}
-	})
+	readers.Go(func() { readFrames(rctx, sender, func(benchFrame) {}) }) // the sender's echoes, let go
 	for i, ws := range members {
 		readers.Go(func() {
-			for {
-				_, data, err := ws.Read(rctx)
-				if err != nil {
+			readFrames(rctx, ws, func(m benchFrame) {
+				if m.Type != "message" {
 					return
-				}
-				var m benchFrame
-				if json.Unmarshal(data, &m) != nil || m.Type != "message" {
-					continue
 				}
 				d := time.Duration(time.Now().UnixNano() - m.Data.At)
 				where := min(nodeOf(i), 1)
@@ -478,7 +480,7 @@ func (b *wsBench) fanout() error {
 				lat[where] = append(lat[where], d)
 				mu.Unlock()
 				got[i].Add(1)
-			}
+			})
 		})
 	}
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -549,40 +551,29 @@ func (b *wsBench) burst() error {
 	var wg sync.WaitGroup
 	for i, ws := range readers {
 		wg.Go(func() {
-			for {
-				_, data, err := ws.Read(rctx)
-				if err != nil {
-					if rctx.Err() == nil {
-						dropped.Add(1)
-						closes.Store(websocket.CloseStatus(err), true)
-					}
-					return
-				}
-				var m benchFrame
-				if json.Unmarshal(data, &m) == nil && m.Type == "message" {
+			err := readFrames(rctx, ws, func(m benchFrame) {
+				if m.Type == "message" {
 					got[i].Add(1)
 				}
+			})
+			if err != nil {
+				dropped.Add(1)
+				closes.Store(websocket.CloseStatus(err), true)
 			}
 		})
 	}
 	var senderErr atomic.Value
 	wg.Go(func() {
-		for {
-			_, data, err := sender.Read(rctx)
-			if err != nil {
-				if rctx.Err() == nil {
-					senderErr.Store(err)
-				}
-				return
-			}
-			var m benchFrame
+		err := readFrames(rctx, sender, func(m benchFrame) {
 			switch {
-			case json.Unmarshal(data, &m) != nil:
 			case m.Error != "":
 				throttled.Add(1)
 			case m.Type == "echo":
 				echoed.Add(1)
 			}
+		})
+		if err != nil {
+			senderErr.Store(err)
 		}
 	})
 	start := time.Now()
