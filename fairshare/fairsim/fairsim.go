@@ -16,13 +16,13 @@
 // Fairness is measured against weighted max-min fairness with equal
 // weights, x_i = served_i / share_i, and Jain's index (sum x)^2 / (n sum
 // x^2) taken over the customers that offered anything, for two kinds of
-// share: second by second (Jain, WorstX), each second's quota
-// water-filled over the units that arrived in it and summed, what a
-// scheduler fair at every moment owes a customer that asks in bursts; and
-// over the whole run (JainRun, WorstXRun), the capacity (Rate times
+// share. Moment by moment (Jain, WorstX): what generalised processor
+// sharing, the fluid ideal of max-min fairness at every instant, serves
+// each customer from the same arrivals with the same maximum wait (gps.go).
+// Over the whole run (JainRun, WorstXRun): the capacity (Rate times
 // Duration) water-filled over all a customer offered, which a bursting
 // customer can only reach if given more than the fair level while it
-// bursts.
+// bursts, at the expense of the customers asking steadily.
 package fairsim
 
 import (
@@ -109,8 +109,8 @@ type Result struct {
 	// MaxInWindow is the most units granted in any sliding 1 s.
 	WindowsOver int   `json:"windows_over"`
 	MaxInWindow int64 `json:"max_in_window"`
-	// Jain and WorstX measure x_i against shares water-filled second by
-	// second (the package doc); JainRun and WorstXRun against shares
+	// Jain and WorstX measure x_i against the moment-by-moment max-min
+	// shares (the package doc); JainRun and WorstXRun against shares
 	// water-filled over the whole run.
 	Jain       float64 `json:"jain"`
 	WorstX     float64 `json:"worst_x"`
@@ -169,7 +169,7 @@ func Run(cfg Config) (Report, error) {
 		offered[a.cust]++
 	}
 	shares, level := waterFill(offered, float64(rep.Capacity))
-	local := localShares(w.arrivals, cfg)
+	gps := gpsShares(w.arrivals, cfg)
 	rep.FairShare = level
 	for _, o := range offered {
 		if float64(o) > level {
@@ -182,7 +182,7 @@ func Run(cfg Config) (Report, error) {
 	}
 	for _, s := range []strategy{newFCFS(cfg), newCapped(cfg), newPriority(cfg), sluice} {
 		reqs := simulate(s, w.arrivals, cfg.Duration)
-		rep.Strategies = append(rep.Strategies, measure(s.name(), cfg, reqs, offered, shares, local))
+		rep.Strategies = append(rep.Strategies, measure(s.name(), cfg, reqs, offered, shares, gps))
 	}
 	return rep, nil
 }
@@ -294,32 +294,6 @@ func waterFill(offered []int64, capacity float64) ([]float64, float64) {
 	return shares, level
 }
 
-// localShares returns each customer's max-min share summed over the
-// seconds of the run: in each second, the quota water-filled over the
-// units that arrived in it. A customer asking in bursts is owed the fair
-// level while it asks, not a share of the seconds it was silent.
-func localShares(arrivals []request, cfg Config) []float64 {
-	shares := make([]float64, cfg.Customers)
-	inSecond := make([]int64, cfg.Customers)
-	flush := func() {
-		s, _ := waterFill(inSecond, float64(cfg.Rate))
-		for i, v := range s {
-			shares[i] += v
-		}
-		clear(inSecond)
-	}
-	sec := time.Duration(0)
-	for _, a := range arrivals {
-		for a.at >= sec+time.Second {
-			flush()
-			sec += time.Second
-		}
-		inSecond[a.cust]++
-	}
-	flush()
-	return shares
-}
-
 // jain returns Jain's index over x_i = served_i / shares_i of the
 // customers that offered anything, and the least x_i.
 func jain(served, offered []int64, shares []float64) (index, worst float64) {
@@ -342,7 +316,7 @@ func jain(served, offered []int64, shares []float64) (index, worst float64) {
 	return index, worst
 }
 
-func measure(name string, cfg Config, reqs []request, offered []int64, shares, local []float64) Result {
+func measure(name string, cfg Config, reqs []request, offered []int64, shares, gps []float64) Result {
 	res := Result{Strategy: name}
 	secs := int(cfg.Duration / time.Second)
 	arrived := make([]int64, secs+1)
@@ -389,7 +363,7 @@ func measure(name string, cfg Config, reqs []request, offered []int64, shares, l
 		}
 		res.MaxInWindow = max(res.MaxInWindow, int64(i-lo+1))
 	}
-	res.Jain, res.WorstX = jain(servedBy, offered, local)
+	res.Jain, res.WorstX = jain(servedBy, offered, gps)
 	res.JainRun, res.WorstXRun = jain(servedBy, offered, shares)
 	res.LightP50ms, res.LightP99ms = percentiles(light)
 	res.HeavyP50ms, res.HeavyP99ms = percentiles(heavy)

@@ -1,14 +1,19 @@
 package fairsim
 
 import (
+	"cmp"
+	"math"
+	"slices"
 	"testing"
 	"time"
 )
 
-// Sluice keeps the window bound and the upstream busy, and is far fairer
-// than first come first served, for several seeds. The Jain target
-// of 0.99 is not met yet (docs/benchmarks.md): the floors here are what the
-// scheduler reaches today, second by second and over the whole run.
+// Sluice keeps the window bound and the upstream busy, meets the Jain
+// target of 0.99 against moment-by-moment max-min shares, and is far
+// fairer than first come first served, for several seeds. Over the whole
+// run, where a bursting customer is owed its minute's average while it
+// bursts, it reaches about 0.96 (docs/benchmarks.md); the floor here is
+// below that.
 func TestSimSluiceTargets(t *testing.T) {
 	for _, seed := range []uint64{0, 1, 42} {
 		rep, err := Run(Config{Seed: seed, Duration: 30 * time.Second})
@@ -26,8 +31,8 @@ func TestSimSluiceTargets(t *testing.T) {
 		if s.Utilisation < 0.98 {
 			t.Errorf("seed %d: sluice utilisation %.3f, want >= 0.98", seed, s.Utilisation)
 		}
-		if s.Jain < 0.97 || s.JainRun < 0.95 {
-			t.Errorf("seed %d: sluice Jain %.3f per second and %.3f over the run, want >= 0.97 and 0.95", seed, s.Jain, s.JainRun)
+		if s.Jain < 0.99 || s.JainRun < 0.95 {
+			t.Errorf("seed %d: sluice Jain %.3f moment by moment and %.3f over the run, want >= 0.99 and 0.95", seed, s.Jain, s.JainRun)
 		}
 		if f.Jain > s.Jain-0.3 {
 			t.Errorf("seed %d: fcfs Jain %.3f not measurably below sluice's %.3f", seed, f.Jain, s.Jain)
@@ -45,5 +50,32 @@ func TestSimDeterministic(t *testing.T) {
 		if a.Strategies[i] != b.Strategies[i] {
 			t.Fatalf("seed 7 twice: %+v then %+v", a.Strategies[i], b.Strategies[i])
 		}
+	}
+}
+
+// The fluid reference gives a light customer all it asks, splits the rest
+// equally, and drops what waits past MaxWait.
+func TestGPSShares(t *testing.T) {
+	cfg := Config{Customers: 10, Duration: 10 * time.Second, Rate: 10, MaxWait: time.Second}.withDefaults()
+	var arr []request
+	for k := range 100 { // customer 0 asks 10/s, customer 1 asks 10/s, customer 2 asks 1/s
+		at := time.Duration(k) * 100 * time.Millisecond
+		arr = append(arr, request{cust: 0, at: at}, request{cust: 1, at: at})
+		if k%10 == 0 {
+			arr = append(arr, request{cust: 2, at: at})
+		}
+	}
+	slices.SortStableFunc(arr, func(a, b request) int { return cmp.Compare(a.at, b.at) })
+	got := gpsShares(arr, cfg)
+	if math.Abs(got[2]-10) > 0.01 {
+		t.Errorf("light customer served %.2f of its 10", got[2])
+	}
+	for _, c := range []int{0, 1} {
+		if math.Abs(got[c]-45) > 1 {
+			t.Errorf("heavy customer %d served %.2f, want about 45 (half of 90)", c, got[c])
+		}
+	}
+	if sum := got[0] + got[1] + got[2]; sum > 100.01 {
+		t.Errorf("served %.2f in all, more than the capacity of 100", sum)
 	}
 }
