@@ -40,6 +40,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Customer names who a request is for: the caller's tenant plus key.
@@ -95,6 +97,15 @@ func (c Config) withDefaults() Config {
 		c.Quantum = 1
 	}
 	return c
+}
+
+// scale is how many units of a node's share make one cost unit: a node
+// may hold a share of the upstream that is not a whole number of cost
+// units, as three nodes share 100 per second. Shares are held in a store
+// counter of at most sluice.MaxLimit units, so the scale is smaller for
+// rates over a million.
+func (c Config) scale() int64 {
+	return min(1000, sluice.MaxLimit/max(c.Rate, 1))
 }
 
 // Validate reports the first bad field of c once defaulted, by name.

@@ -2,27 +2,38 @@ package fairshare
 
 import "time"
 
-// pacer admits cost units so that no interval of length window holds more
-// than rate of them, and releases no more than burst at once.
+// pacer admits units so that no interval of length window holds more than
+// rate of them, and releases no more than depth at once. Its units are the
+// scheduler's scaled ones (Config.scale), so that a node may hold a share
+// of the upstream that is not a whole number of cost units.
 //
 // Two constraints, both must allow a release of n units at now:
 //
 //	log:    sum of units released at t with now-t < window, plus n <= rate
-//	bucket: T = ceil(window/rate), tau = burst*T
+//	bucket: T = window/rate, tau = depth*T
 //	        max(tat, now) + n*T - now <= tau   (GCRA, as algo.TokenBucket)
 //
 // The log alone is the window bound, exact; the bucket alone would allow
-// burst+rate-1 units in a window. Together they send at most rate per
-// window, evenly spaced once busy. The log holds at most rate entries,
-// since every release costs at least one unit.
+// depth+rate units in a window. Together they send at most rate per window,
+// evenly spaced once busy. The log holds at most a window's releases.
+//
+// The rate may change (setRate): a node's share of an upstream grows and
+// shrinks. The log keeps what was released under the old rate, so a lower
+// rate holds back releases until the window's sum is under it; a window
+// that straddles the change holds at most the higher of the two rates.
+// Rate 0 and the time until stop releases nothing.
 type pacer struct {
-	rate   int64
+	rate   int64 // units per window; 0: nothing goes
 	window time.Duration
-	t      time.Duration // emission interval per unit
-	tau    time.Duration // bucket depth in time
+	depth  int64         // the bucket's depth in units, when rate is full
+	full   int64         // the rate depth is for: depth scales with rate
+	t      float64       // nanoseconds per unit at rate
+	tau    float64       // bucket depth in nanoseconds at rate
 	tat    time.Time     // bucket's theoretical arrival time
+	stop   time.Time     // nothing goes at or after stop, if not zero
 	log    []release     // releases of the last window, oldest first
 	inLog  int64         // sum of the log's units
+	min    int64         // the bucket holds at least this many units
 }
 
 type release struct {
@@ -30,9 +41,29 @@ type release struct {
 	n  int64
 }
 
-func newPacer(rate int64, window time.Duration, burst int64) pacer {
-	t := (window + time.Duration(rate) - 1) / time.Duration(rate)
-	return pacer{rate: rate, window: window, t: t, tau: time.Duration(burst) * t}
+// never is the readyAt of a release that cannot go until the rate or the
+// stop changes.
+var never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newPacer returns a pacer of rate units per window with a bucket of depth
+// units, never less than least (the costliest release).
+func newPacer(rate int64, window time.Duration, depth, least int64) pacer {
+	p := pacer{window: window, depth: depth, full: rate, min: least}
+	p.setRate(rate, time.Time{})
+	return p
+}
+
+// setRate changes the rate, and the time from which nothing goes (zero:
+// none). The bucket's depth scales with the rate.
+func (p *pacer) setRate(rate int64, stop time.Time) {
+	p.rate, p.stop = rate, stop
+	if rate <= 0 {
+		p.t, p.tau = 0, 0
+		return
+	}
+	p.t = float64(p.window) / float64(rate)
+	depth := max(p.depth*rate/max(p.full, 1), p.min)
+	p.tau = float64(depth) * p.t
 }
 
 // expire drops the log's releases that no longer count at now.
@@ -48,10 +79,13 @@ func (p *pacer) expire(now time.Time) {
 }
 
 // readyAt returns the earliest time at or after now at which n units may
-// go; p.expire(now) must have run.
+// go, or never; p.expire(now) must have run.
 func (p *pacer) readyAt(now time.Time, n int64) time.Time {
+	if p.rate < n || !p.stop.IsZero() && !now.Before(p.stop) {
+		return never
+	}
 	at := now
-	if b := p.tat.Add(time.Duration(n)*p.t - p.tau); b.After(at) {
+	if b := p.tat.Add(time.Duration(float64(n)*p.t - p.tau)); b.After(at) {
 		at = b
 	}
 	free := p.rate - p.inLog
@@ -60,6 +94,9 @@ func (p *pacer) readyAt(now time.Time, n int64) time.Time {
 		if t := p.log[i].at.Add(p.window); t.After(at) {
 			at = t
 		}
+	}
+	if !p.stop.IsZero() && !at.Before(p.stop) {
+		return never
 	}
 	return at
 }
@@ -70,7 +107,7 @@ func (p *pacer) take(now time.Time, n int64) {
 	if now.After(tat) {
 		tat = now
 	}
-	p.tat = tat.Add(time.Duration(n) * p.t)
+	p.tat = tat.Add(time.Duration(float64(n) * p.t))
 	p.log = append(p.log, release{now, n})
 	p.inLog += n
 }
@@ -78,6 +115,9 @@ func (p *pacer) take(now time.Time, n int64) {
 // available returns the units that could go at once at now, ignoring the
 // log; p.expire(now) must have run.
 func (p *pacer) available(now time.Time) int64 {
-	used := max(p.tat.Sub(now), 0)
-	return int64((p.tau - used) / p.t)
+	if p.rate <= 0 {
+		return 0
+	}
+	used := float64(max(p.tat.Sub(now), 0))
+	return int64(max(p.tau-used, 0) / p.t)
 }

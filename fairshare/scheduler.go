@@ -46,6 +46,20 @@ type Scheduler struct {
 	fresh   []*custQueue // customers new to the rotation, served before it
 	waiting map[uint64]*custQueue
 	groups  map[string]int // customers in the rotation, by group
+	// expect is the rate (scaled units per window) the node expects to
+	// hold soon, for estimates while its pacer's rate is lower.
+	expect int64
+	// asked is what each group asked for since askedSince (Demands).
+	asked      map[string]*asking
+	askedSince time.Time
+}
+
+// asking is one group's demand: what it asked for since the last Demands,
+// and its smoothed rate.
+type asking struct {
+	weight int64
+	units  int64
+	rate   float64 // units per window
 }
 
 type custQueue struct {
@@ -72,13 +86,95 @@ func NewScheduler(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	sc := cfg.scale()
 	return &Scheduler{
 		cfg:     cfg,
-		pacer:   newPacer(cfg.Rate, cfg.Window, cfg.Burst),
+		pacer:   newPacer(cfg.Rate*sc, cfg.Window, cfg.Burst*sc, cfg.Burst*sc),
 		queues:  make(map[Customer]*custQueue),
 		waiting: make(map[uint64]*custQueue),
 		groups:  make(map[string]int),
+		asked:   make(map[string]*asking),
 	}, nil
+}
+
+// SetRate sets the rate the scheduler releases at, in 1/scale cost units
+// per Window (Config.Rate*scale is the whole upstream): a node's share of
+// an upstream it shares with other nodes (Balancer). Nothing is released
+// at or after stop, if it is not zero: when the node's hold on its share
+// may lapse. expect is the rate the node expects to hold soon, which
+// estimates use while it is above rate. A lower rate takes effect at once
+// for what is released from now on; what was released in the last Window
+// still counts against it.
+func (s *Scheduler) SetRate(now time.Time, rate, expect int64, stop time.Time) {
+	s.pacer.expire(now)
+	s.pacer.setRate(min(max(rate, 0), s.cfg.Rate*s.cfg.scale()), stop)
+	s.expect = max(expect, 0)
+}
+
+// Rate returns the rate the scheduler releases at, in cost units per
+// Window, and the time after which it releases nothing (zero: none).
+func (s *Scheduler) Rate() (float64, time.Time) {
+	return float64(s.pacer.rate) / float64(s.cfg.scale()), s.pacer.stop
+}
+
+// Admit offers r at now: it counts toward its group's demand (Demands),
+// and is refused with ErrShortage if maxWait is not zero and its estimated
+// wait (Estimate) exceeds it; otherwise it is enqueued (Enqueue).
+func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error {
+	if r.Weight >= 1 && r.Weight <= MaxWeight && r.Cost >= 1 && r.Cost <= s.cfg.Burst {
+		g := cmp.Or(r.Group, string(r.Customer))
+		a := s.asked[g]
+		if a == nil {
+			if len(s.asked) >= maxAsking {
+				return ErrQueueFull
+			}
+			a = &asking{}
+			s.asked[g] = a
+		}
+		a.weight = r.Weight
+		a.units += r.Cost
+	}
+	if maxWait > 0 && s.Estimate(now, r.Customer, r.Group, r.Weight, r.Cost) > maxWait {
+		return ErrShortage
+	}
+	return s.Enqueue(now, r)
+}
+
+// maxAsking bounds the groups whose demand a scheduler tracks at once;
+// a request of one more is refused as if its queue were full.
+const maxAsking = 100_000
+
+// GroupDemand is one group's demand on an upstream at a node.
+type GroupDemand struct {
+	Weight int64
+	// Rate is the cost units the group asked for per Window, smoothed.
+	Rate float64
+}
+
+// Demands returns each group's demand since the last call, smoothed with
+// the rates before it (each call halves the weight of the past), and
+// forgets the groups that stopped asking.
+func (s *Scheduler) Demands(now time.Time) []GroupDemand {
+	elapsed := now.Sub(s.askedSince)
+	first := s.askedSince.IsZero()
+	s.askedSince = now
+	if first || elapsed <= 0 {
+		elapsed = s.cfg.Window
+	}
+	var ds []GroupDemand
+	for g, a := range s.asked {
+		r := float64(a.units) * float64(s.cfg.Window) / float64(elapsed)
+		if a.rate > 0 {
+			r = (r + a.rate) / 2
+		}
+		a.rate, a.units = r, 0
+		if r < 1e-3 {
+			delete(s.asked, g)
+			continue
+		}
+		ds = append(ds, GroupDemand{Weight: a.weight, Rate: r})
+	}
+	return ds
 }
 
 // Config returns the scheduler's configuration, defaults filled in.
@@ -181,11 +277,13 @@ func (s *Scheduler) leave() {
 }
 
 // Next releases, in fair order, every request the pacer allows at now, and
-// returns them with the time at which the next one may go (zero if none is
-// waiting). The caller calls Next again at wakeAt, or sooner after an
-// Enqueue.
+// returns them with the time at which the next one may go: zero if none is
+// waiting, or none can go until SetRate gives the scheduler a rate. The
+// caller calls Next again at wakeAt, or sooner after an Enqueue or a
+// SetRate.
 func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 	s.pacer.expire(now)
+	sc := s.cfg.scale()
 	for len(s.fresh) > 0 || len(s.active) > 0 {
 		fresh := len(s.fresh) > 0
 		q := s.fresh
@@ -210,10 +308,13 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 			s.endTurn(c, fresh)
 			continue
 		}
-		if at := s.pacer.readyAt(now, head.cost); at.After(now) {
+		if at := s.pacer.readyAt(now, head.cost*sc); at.After(now) {
+			if at == never {
+				return grants, time.Time{}
+			}
 			return grants, at
 		}
-		s.pacer.take(now, head.cost)
+		s.pacer.take(now, head.cost*sc)
 		c.deficit -= float64(head.cost)
 		c.reqs = c.reqs[1:]
 		c.backlog -= head.cost
@@ -262,13 +363,28 @@ func (s *Scheduler) Estimate(now time.Time, c Customer, group string, weight, co
 			work += min(float64(q.backlog), mine*j/share)
 		}
 	}
-	work -= float64(s.pacer.available(now))
-	d := time.Duration(max(work, 0) * float64(s.pacer.t))
-	if at := s.pacer.readyAt(now, cost).Sub(now); at > d {
-		d = at
+	sc := s.cfg.scale()
+	if s.pacer.rate < s.expect {
+		// The node is to hold more of the upstream soon: estimate at that
+		// rate, and the pacer's hold-ups at the present one do not count.
+		return time.Duration(max(work, 0) * float64(sc) * float64(s.cfg.Window) / float64(s.expect))
+	}
+	if s.pacer.rate <= 0 {
+		return maxEstimate
+	}
+	work -= float64(s.pacer.available(now)) / float64(sc)
+	d := time.Duration(min(max(work, 0)*float64(sc)*s.pacer.t, float64(maxEstimate)))
+	if at := s.pacer.readyAt(now, cost*sc); at == never {
+		return maxEstimate
+	} else if at.Sub(now) > d {
+		d = at.Sub(now)
 	}
 	return d
 }
+
+// maxEstimate is the estimate of a request that cannot go until the
+// scheduler's rate changes: longer than any maximum wait.
+const maxEstimate = time.Duration(1<<63 - 1)
 
 // Stats is a scheduler's live state, for operators.
 type Stats struct {
@@ -296,7 +412,8 @@ type QueueStats struct {
 // Stats returns the scheduler's state at now, with at most top queues.
 func (s *Scheduler) Stats(now time.Time, top int) Stats {
 	s.pacer.expire(now)
-	st := Stats{Waiting: len(s.waiting), Granted: s.pacer.inLog, Utilisation: float64(s.pacer.inLog) / float64(s.cfg.Rate)}
+	sc := s.cfg.scale()
+	st := Stats{Waiting: len(s.waiting), Granted: s.pacer.inLog / sc, Utilisation: float64(s.pacer.inLog) / float64(s.cfg.Rate*sc)}
 	for _, q := range s.queues {
 		if len(q.reqs) == 0 {
 			continue

@@ -70,13 +70,9 @@ func (u *Upstream) Acquire(ctx context.Context, c Customer, group string, weight
 		return 0, ErrClosed
 	}
 	now := u.now()
-	if maxWait > 0 && u.s.Estimate(now, c, group, weight, cost) > maxWait {
-		u.mu.Unlock()
-		return 0, ErrShortage
-	}
 	u.nextID++
 	id := u.nextID
-	if err := u.s.Enqueue(now, Request{ID: id, Customer: c, Group: group, Weight: weight, Cost: cost}); err != nil {
+	if err := u.s.Admit(now, Request{ID: id, Customer: c, Group: group, Weight: weight, Cost: cost}, maxWait); err != nil {
 		u.mu.Unlock()
 		return 0, err
 	}

@@ -548,11 +548,7 @@ func (s *sluice) name() string { return "sluice" }
 
 func (s *sluice) arrive(now time.Duration, r *request) {
 	c := fairshare.Customer(fmt.Sprint(r.cust))
-	if s.s.Estimate(epoch.Add(now), c, "", 1, 1) > s.maxWait {
-		r.state = refused
-		return
-	}
-	if err := s.s.Enqueue(epoch.Add(now), fairshare.Request{ID: r.id, Customer: c, Weight: 1, Cost: 1}); err != nil {
+	if err := s.s.Admit(epoch.Add(now), fairshare.Request{ID: r.id, Customer: c, Weight: 1, Cost: 1}, s.maxWait); err != nil {
 		r.state = refused
 		return
 	}
