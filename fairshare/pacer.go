@@ -25,15 +25,15 @@ import "time"
 type pacer struct {
 	rate   int64 // units per window; 0: nothing goes
 	window time.Duration
-	depth  int64         // the bucket's depth in units, when rate is full
-	full   int64         // the rate depth is for: depth scales with rate
-	t      float64       // nanoseconds per unit at rate
-	tau    float64       // bucket depth in nanoseconds at rate
-	tat    time.Time     // bucket's theoretical arrival time
-	stop   time.Time     // nothing goes at or after stop, if not zero
-	log    []release     // releases of the last window, oldest first
-	inLog  int64         // sum of the log's units
-	min    int64         // the bucket holds at least this many units
+	depth  int64     // the bucket's depth in units, when rate is full
+	full   int64     // the rate depth is for: depth scales with rate
+	t      float64   // nanoseconds per unit at rate
+	tau    float64   // bucket depth in nanoseconds at rate
+	tat    time.Time // bucket's theoretical arrival time
+	stop   time.Time // nothing goes at or after stop, if not zero
+	log    []release // releases of the last window, oldest first
+	inLog  int64     // sum of the log's units
+	min    int64     // the bucket holds at least this many units
 }
 
 type release struct {
