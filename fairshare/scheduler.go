@@ -144,6 +144,10 @@ func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error
 // a request of one more is refused as if its queue were full.
 const maxAsking = 100_000
 
+// backlogWeight is how many times a Window a waiting unit counts as asked
+// again (Demands).
+const backlogWeight = 4
+
 // GroupDemand is one group's demand on an upstream at a node.
 type GroupDemand struct {
 	Weight int64
@@ -151,9 +155,14 @@ type GroupDemand struct {
 	Rate float64
 }
 
-// Demands returns each group's demand since the last call, smoothed with
-// the rates before it (each call halves the weight of the past), and
-// forgets the groups that stopped asking.
+// Demands returns each group's demand: the cost units it asked for per
+// Window since the last call, plus four times those it has waiting,
+// smoothed with the demand before (each call halves the weight of the
+// past). A backlog says a group asks more than it gets: a client that
+// keeps n requests waiting asks at the rate it is served whatever that
+// is, and counting its backlog as asked again four times a Window makes
+// it heavy within a step or two, where a light group's occasional request
+// waiting adds little. It forgets the groups that stopped asking.
 func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 	elapsed := now.Sub(s.askedSince)
 	first := s.askedSince.IsZero()
@@ -161,9 +170,13 @@ func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 	if first || elapsed <= 0 {
 		elapsed = s.cfg.Window
 	}
+	backlog := make(map[string]int64)
+	for _, q := range s.queues {
+		backlog[q.group] += q.backlog
+	}
 	var ds []GroupDemand
 	for g, a := range s.asked {
-		r := float64(a.units) * float64(s.cfg.Window) / float64(elapsed)
+		r := float64(a.units)*float64(s.cfg.Window)/float64(elapsed) + backlogWeight*float64(backlog[g])
 		if a.rate > 0 {
 			r = (r + a.rate) / 2
 		}
@@ -399,6 +412,13 @@ type Stats struct {
 	// Utilisation that over Rate (0 to 1).
 	Granted     int64
 	Utilisation float64
+	// Share is the cost units per Window this node may release (the rate
+	// on one node), Nodes the number of nodes sharing the upstream and
+	// Level their fair level per unit of weight (+Inf: every group gets
+	// all it asks; 0 on one node). Upstream.Stats fills them.
+	Share float64
+	Nodes int
+	Level float64
 }
 
 // QueueStats is one customer's queue.

@@ -2,6 +2,8 @@ package fairshare
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -12,6 +14,15 @@ type Options struct {
 	// Now is the clock; default time.Now. Tests may pass a fake one, or run
 	// under testing/synctest.
 	Now func() time.Time
+	// Ledger, if not nil, shares the upstream with the other nodes that
+	// use the same ledger: the Upstream releases at this node's share,
+	// which a goroutine of its own resizes every Interval (Balancer). Nil:
+	// this node has the whole rate.
+	Ledger Ledger
+	// Interval is how often the share is resized. Default 1s.
+	Interval time.Duration
+	// Logger receives the ledger's errors. Default: discard.
+	Logger *slog.Logger
 }
 
 // Upstream is a Scheduler for concurrent callers: Acquire blocks until the
@@ -28,6 +39,18 @@ type Upstream struct {
 	kick    chan struct{} // buffered 1: the queue changed
 	done    chan struct{} // closed by Close
 	stopped chan struct{} // closed when the loop has returned
+
+	// With a ledger: the balancer, owned by the balance goroutine, and
+	// what its last step gave, under mu.
+	bal       *Balancer
+	interval  time.Duration
+	logger    *slog.Logger
+	share     Share
+	lastGrant time.Time
+	ctx       context.Context // the ledger's calls; cancelled by Close
+	cancel    context.CancelFunc
+	rebalance chan struct{} // buffered 1: a request came while the share is 0
+	balanced  chan struct{} // closed when the balance goroutine has returned
 }
 
 // NewUpstream returns a running Upstream for cfg; Close stops it.
@@ -40,15 +63,87 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 		opts.Now = time.Now
 	}
 	u := &Upstream{
-		now:     opts.Now,
-		s:       s,
-		waiters: make(map[uint64]chan Grant),
-		kick:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		now:       opts.Now,
+		s:         s,
+		waiters:   make(map[uint64]chan Grant),
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
+		interval:  opts.Interval,
+		logger:    opts.Logger,
+		rebalance: make(chan struct{}, 1),
+		balanced:  make(chan struct{}),
+	}
+	if u.interval <= 0 {
+		u.interval = time.Second
+	}
+	if u.logger == nil {
+		u.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Ledger == nil {
+		close(u.balanced)
+	} else {
+		if u.bal, err = NewBalancer(cfg, opts.Ledger, 0); err != nil {
+			return nil, err
+		}
+		// Nothing goes until the first step claims a share.
+		s.SetRate(u.now(), 0, 0, time.Time{})
+		u.ctx, u.cancel = context.WithCancel(context.Background())
+		go u.balance()
 	}
 	go u.loop()
 	return u, nil
+}
+
+// balance resizes the node's share every interval, and sooner when a
+// request comes while it has none; it returns when Close is called.
+func (u *Upstream) balance() {
+	defer close(u.balanced)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-u.done:
+			return
+		case <-timer.C:
+		case <-u.rebalance:
+			if time.Since(last) < u.interval/4 {
+				continue
+			}
+		}
+		last = time.Now()
+		u.step()
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(u.interval)
+	}
+}
+
+// step runs one Balancer step and applies its share.
+func (u *Upstream) step() {
+	u.mu.Lock()
+	now := u.now()
+	demand := u.s.Demands(now)
+	u.mu.Unlock()
+	ctx, cancel := context.WithTimeout(u.ctx, u.interval)
+	sh, err := u.bal.Step(ctx, now, demand)
+	cancel()
+	if err != nil && u.ctx.Err() == nil {
+		u.logger.Warn("fairshare: the ledger failed; this node keeps the share it holds", "error", err, "rate", sh.Rate, "stop", sh.Stop)
+	}
+	u.mu.Lock()
+	u.s.SetRate(u.now(), sh.Rate, sh.Expect, sh.Stop)
+	u.share = sh
+	u.mu.Unlock()
+	select {
+	case u.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Acquire waits until a request of customer c of group (its tenant; empty:
@@ -78,7 +173,14 @@ func (u *Upstream) Acquire(ctx context.Context, c Customer, group string, weight
 	}
 	ch := make(chan Grant, 1)
 	u.waiters[id] = ch
+	starved := u.bal != nil && u.share.Rate == 0
 	u.mu.Unlock()
+	if starved {
+		select {
+		case u.rebalance <- struct{}{}:
+		default:
+		}
+	}
 	select {
 	case u.kick <- struct{}{}:
 	default: // a kick is already pending
@@ -115,16 +217,30 @@ func (u *Upstream) Acquire(ctx context.Context, c Customer, group string, weight
 }
 
 // Close stops the Upstream: waiting and later Acquire calls return
-// ErrClosed. It waits for the Upstream's goroutine to return.
+// ErrClosed. It waits for the Upstream's goroutines to return. With a
+// ledger, it withdraws the node's share at once if it released nothing
+// in the last Window; otherwise the share lapses with its claim.
 func (u *Upstream) Close() error {
 	u.mu.Lock()
-	if !u.closed {
+	first := !u.closed
+	if first {
 		u.closed = true
 		close(u.done)
 	}
 	u.mu.Unlock()
 	<-u.stopped
-	return nil
+	<-u.balanced
+	if u.bal == nil || !first {
+		return nil
+	}
+	u.cancel()
+	now := u.now()
+	if now.Sub(u.lastGrant) < u.s.Config().Window {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), u.interval)
+	defer cancel()
+	return u.bal.Leave(ctx, now)
 }
 
 // loop releases requests when the scheduler says they may go.
@@ -136,6 +252,9 @@ func (u *Upstream) loop() {
 		u.mu.Lock()
 		now := u.now()
 		grants, wake := u.s.Next(now)
+		if len(grants) > 0 {
+			u.lastGrant = now
+		}
 		for _, g := range grants {
 			if ch, ok := u.waiters[g.ID]; ok {
 				delete(u.waiters, g.ID)
@@ -175,5 +294,11 @@ func (u *Upstream) Estimate(c Customer, group string, weight, cost int64) time.D
 func (u *Upstream) Stats(top int) Stats {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.s.Stats(u.now(), top)
+	st := u.s.Stats(u.now(), top)
+	st.Share, st.Nodes, st.Level = float64(u.s.Config().Rate), 1, 0
+	if u.bal != nil {
+		st.Share, _ = u.s.Rate()
+		st.Nodes, st.Level = u.share.Nodes, u.share.Level
+	}
+	return st
 }

@@ -1,0 +1,285 @@
+package fairshare
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"time"
+)
+
+// Several nodes share one upstream by splitting its rate: each node holds
+// a share in a ledger all of them reach (a store), and its scheduler
+// releases at that rate. A Balancer sizes one node's share, about once a
+// second (Step):
+//
+//  1. It reads its groups' demand (Scheduler.Demands) and, with the sum the
+//     other nodes published last, finds the fair level L of weighted max-min
+//     fairness: the rate per unit of weight at which the groups asking less
+//     than their weight times L (light) get all they ask, the others
+//     (heavy) get their weight times L, and the whole is the upstream's
+//     rate. It publishes its light demand and heavy weight, and reads the
+//     sum over the live nodes back.
+//  2. Its share is then its light demand plus its heavy weight times the
+//     level the sums give. If no node has a heavy group, what is left over
+//     is split evenly among the nodes, as room for new demand.
+//  3. It claims that share in the ledger, which grants it only if the
+//     shares of all nodes then sum to at most the rate (a conditional
+//     write); if not, it claims what is free. A claim lives for the
+//     ledger's TTL and each Step renews it.
+//
+// Never over the rate, while rebalancing too: a node that shrinks lowers
+// its own rate at once but keeps the larger claim for one Window more, so
+// that what it released at the larger rate has left every window before
+// another node may take the units; a node grows its rate only once its
+// claim is granted. Each node's releases in any window are at most the
+// largest claim it held during that window, and the claims in the ledger
+// never sum to more than the rate, so no window sees more than the rate.
+// A node that cannot renew its claim stops releasing one Window (and a
+// margin for clock error) before the claim may lapse, so a node that
+// takes the units when it does cannot overlap it either. The bound holds
+// while the nodes' clocks agree to within the margin.
+//
+// A dead node's share returns when its claim lapses, at most TTL after its
+// last renewal, and the others take it at their next Step: within TTL plus
+// one Interval. A new node starts with what is free, and gets its fair
+// share as the others shrink: within two Intervals and a Window.
+//
+// Within a node, its scheduler shares its rate among its customers as on
+// one node. A group whose requests reach several nodes is weighed on each
+// of them: spread every group's requests evenly over the nodes (round
+// robin) or send each to one node (by hash), not a mix of the two.
+
+// Demand is what the customers of one node, or of all, ask of an upstream:
+// Light is the cost units per Window of the groups asking less than the
+// fair level, served in full; Heavy is the weight of the others, which
+// share the rest in proportion to their weights.
+type Demand struct {
+	Light float64
+	Heavy float64
+}
+
+// Ledger is where the nodes sharing an upstream publish their demand and
+// hold their shares: a store all of them reach. LimiterLedger implements
+// it over Sluice's limiter.
+type Ledger interface {
+	// Publish sets this node's demand and returns the sum over the live
+	// nodes, this one's included, and their number.
+	Publish(ctx context.Context, now time.Time, d Demand) (sum Demand, nodes int, err error)
+	// Claim sets this node's share to units (1/scale cost units per
+	// Window) if the shares of all nodes then sum to at most the rate, and
+	// reports whether it did; if it did not, free is the units no node
+	// holds. A claim lives for TTL unless claimed again.
+	Claim(ctx context.Context, now time.Time, units int64) (ok bool, free int64, err error)
+	// Leave withdraws this node's demand and share at once.
+	Leave(ctx context.Context, now time.Time) error
+	// TTL is how long a claim or a demand lives without a renewal.
+	TTL() time.Duration
+}
+
+// Share is a node's part of an upstream after a Step.
+type Share struct {
+	// Rate is the rate to release at from now, in 1/scale cost units per
+	// Window (Scheduler.SetRate); Expect the rate the node is working
+	// toward, which it holds once the other nodes have shrunk.
+	Rate, Expect int64
+	// Stop is when the node's claim may lapse, less a Window and the
+	// margin: nothing may be released from then on unless a later Step
+	// renews it.
+	Stop time.Time
+	// Nodes is the number of live nodes; Level the fair level, in cost
+	// units per Window per unit of weight (+Inf: every group gets all it
+	// asks).
+	Nodes int
+	Level float64
+}
+
+// Balancer sizes one node's share of an upstream (see above). It is not
+// safe for concurrent use: one goroutine calls Step about every Interval.
+type Balancer struct {
+	cfg    Config
+	ledger Ledger
+	margin time.Duration
+	sum    Demand // the sum over the nodes last read
+	mine   Demand // what this node published last
+	nodes  int
+	held   int64     // what the ledger holds for this node, if known
+	known  bool      // whether held is known
+	until  time.Time // when the last granted claim lapses
+	rate   int64     // the rate in effect
+	// lowered are the rates in effect before each lowering of the last
+	// Window, and when each stops counting: the claim must cover them.
+	lowered []lowering
+}
+
+type lowering struct {
+	until time.Time
+	rate  int64
+}
+
+// DefaultMargin is the clock error between nodes a Balancer allows for.
+const DefaultMargin = 100 * time.Millisecond
+
+// NewBalancer returns a Balancer for an upstream of cfg whose nodes share
+// ledger, allowing margin of clock error between them (0: DefaultMargin).
+// Its node holds nothing until its first Step.
+func NewBalancer(cfg Config, ledger Ledger, margin time.Duration) (*Balancer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if margin <= 0 {
+		margin = DefaultMargin
+	}
+	if ttl := ledger.TTL(); ttl <= cfg.Window+margin {
+		return nil, errors.New("fairshare: the ledger's TTL must exceed the Window and the margin")
+	}
+	return &Balancer{cfg: cfg, ledger: ledger, margin: margin}, nil
+}
+
+// Step publishes the node's demand, sizes its share and claims it, at now
+// (taken before the ledger is called), and returns the rate to release at.
+// Ledger errors are returned with a share that is still safe to use: a
+// rate never above what the node holds, and a Stop before its claim may
+// lapse.
+func (b *Balancer) Step(ctx context.Context, now time.Time, mine []GroupDemand) (Share, error) {
+	others := Demand{max(b.sum.Light-b.mine.Light, 0), max(b.sum.Heavy-b.mine.Heavy, 0)}
+	level := FairLevel(float64(b.cfg.Rate), others, mine)
+	my := split(mine, level)
+	sum, nodes, perr := b.ledger.Publish(ctx, now, my)
+	if perr == nil {
+		b.sum, b.mine, b.nodes = sum, my, nodes
+	} else {
+		sum, nodes = Demand{others.Light + my.Light, others.Heavy + my.Heavy}, max(b.nodes, 1)
+	}
+	target := b.target(my, sum, nodes)
+	if !b.until.IsZero() && !now.Before(b.until) {
+		// The claim lapsed: the ledger holds nothing for this node, which
+		// has released nothing since a Window before (Stop).
+		b.known, b.rate, b.lowered, b.until = false, 0, nil, time.Time{}
+	}
+	b.setRate(now, min(b.rate, target))
+	want := max(target, b.mustHold(now))
+	ok, free, cerr := b.ledger.Claim(ctx, now, want)
+	if cerr == nil && !ok {
+		// Take what is free. Denied, the claim asked more than it holds
+		// and the free units, so target is above what it must hold.
+		want = free
+		if b.known {
+			want += b.held
+		}
+		want = max(min(want, target), b.mustHold(now))
+		ok, _, cerr = b.ledger.Claim(ctx, now, want)
+	}
+	switch {
+	case cerr != nil:
+		b.known = false // the claim may or may not have landed
+	case ok:
+		b.held, b.known, b.until = want, true, now.Add(b.ledger.TTL())
+		b.setRate(now, min(target, want))
+	}
+	sh := Share{Rate: b.rate, Expect: target, Nodes: nodes, Level: level}
+	if sum.Heavy > 0 && sum.Light < float64(b.cfg.Rate) {
+		sh.Level = (float64(b.cfg.Rate) - sum.Light) / sum.Heavy
+	}
+	if b.until.IsZero() {
+		sh.Rate, sh.Stop = 0, now
+	} else {
+		sh.Stop = b.until.Add(-b.cfg.Window - b.margin)
+	}
+	return sh, errors.Join(perr, cerr)
+}
+
+// Leave withdraws the node's demand and share, at least a Window after its
+// last release (the caller waits for that): the end of a graceful stop.
+func (b *Balancer) Leave(ctx context.Context, now time.Time) error {
+	b.setRate(now, 0)
+	b.known, b.held, b.until = false, 0, time.Time{}
+	return b.ledger.Leave(ctx, now)
+}
+
+// setRate makes rate the rate in effect at now, and remembers a higher
+// one it replaces for a Window.
+func (b *Balancer) setRate(now time.Time, rate int64) {
+	if rate < b.rate {
+		b.lowered = append(b.lowered, lowering{now.Add(b.cfg.Window), b.rate})
+	}
+	b.rate = rate
+}
+
+// mustHold returns the least the node's claim must be at now: the highest
+// rate in effect during the last Window.
+func (b *Balancer) mustHold(now time.Time) int64 {
+	b.lowered = slices.DeleteFunc(b.lowered, func(l lowering) bool { return !now.Before(l.until) })
+	h := b.rate
+	for _, l := range b.lowered {
+		h = max(h, l.rate)
+	}
+	return h
+}
+
+// target returns the node's fair share, in scaled units, given its demand
+// and the sum over the nodes.
+func (b *Balancer) target(my, sum Demand, nodes int) int64 {
+	r := float64(b.cfg.Rate)
+	var t float64
+	switch {
+	case sum.Light >= r:
+		// The light demands alone fill the upstream (a stale sum): shrink
+		// them alike.
+		t = my.Light * r / sum.Light
+	case sum.Heavy > 0:
+		t = my.Light + my.Heavy*(r-sum.Light)/sum.Heavy
+	default:
+		t = my.Light + (r-sum.Light)/float64(max(nodes, 1))
+	}
+	// Whole cost units: a node's releases in a window are whole units,
+	// so a share of 14.8 sends 14 in every window, and the nodes' shares
+	// must be whole to sum to the rate when the upstream is busy.
+	// Rounding to the nearest leaves the sum within half a unit per node
+	// of the rate: what is over, the last node to claim goes without;
+	// what is under, nobody uses. Taking it would race the nodes growing
+	// into the units others free.
+	sc := b.cfg.scale()
+	return min(max(int64(math.Round(t))*sc, 0), b.cfg.Rate*sc)
+}
+
+// FairLevel returns the fair level L of weighted max-min fairness for a
+// node: the rate per unit of weight at which others.Light +
+// others.Heavy*L + sum over its groups of min(rate_g, weight_g*L) is the
+// upstream's rate, or +Inf if every group gets all it asks.
+func FairLevel(rate float64, others Demand, mine []GroupDemand) float64 {
+	gs := slices.Clone(mine)
+	slices.SortFunc(gs, func(a, b GroupDemand) int {
+		return cmp.Compare(a.Rate/float64(a.Weight), b.Rate/float64(b.Weight))
+	})
+	light, heavy := others.Light, others.Heavy
+	for _, g := range gs {
+		heavy += float64(g.Weight)
+	}
+	for _, g := range gs {
+		if l := (rate - light) / heavy; l <= g.Rate/float64(g.Weight) {
+			return max(l, 0)
+		}
+		light += g.Rate
+		heavy -= float64(g.Weight)
+	}
+	if heavy > 1e-9 {
+		return max((rate-light)/heavy, 0)
+	}
+	return math.Inf(1)
+}
+
+// split returns the light demand and the heavy weight of groups at level.
+func split(groups []GroupDemand, level float64) Demand {
+	var d Demand
+	for _, g := range groups {
+		if g.Rate <= float64(g.Weight)*level {
+			d.Light += g.Rate
+		} else {
+			d.Heavy += float64(g.Weight)
+		}
+	}
+	return d
+}

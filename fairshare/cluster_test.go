@@ -1,0 +1,212 @@
+package fairshare_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/fairshare"
+	"github.com/sluicehq/sluice/store/memstore"
+)
+
+// cluster is nodes sharing one upstream through a LimiterLedger on one
+// store, in one process, as nodes share DynamoDB.
+type cluster struct {
+	t     *testing.T
+	cfg   fairshare.Config
+	eng   *engine.Engine
+	mu    sync.Mutex
+	sent  []time.Time            // every release, as the upstream sees it
+	byKey map[string][]time.Time // releases by customer
+}
+
+func newCluster(t *testing.T, cfg fairshare.Config) *cluster {
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	return &cluster{t: t, cfg: cfg, eng: engine.New(st, engine.Options{}), byKey: map[string][]time.Time{}}
+}
+
+var nodeIDs uint64
+
+// node starts one node; stop it with Close.
+func (c *cluster) node(ledgerTTL time.Duration) *fairshare.Upstream {
+	c.t.Helper()
+	nodeIDs++
+	l, err := fairshare.NewLimiterLedger(c.eng, "partner", c.cfg, sluice.NamedLease|nodeIDs, ledgerTTL)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	u, err := fairshare.NewUpstream(c.cfg, fairshare.Options{Ledger: l})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return u
+}
+
+// client keeps n requests of customer waiting at u until ctx ends (a heavy
+// customer), or, with every > 0, sends one request every interval (a light
+// one); each release is recorded.
+func (c *cluster) client(ctx context.Context, wg *sync.WaitGroup, u *fairshare.Upstream, customer string, n int, every time.Duration) {
+	acquire := func() {
+		if _, err := u.Acquire(ctx, fairshare.Customer(customer), customer, 1, 1, 0); err == nil {
+			now := time.Now()
+			c.mu.Lock()
+			c.sent = append(c.sent, now)
+			c.byKey[customer] = append(c.byKey[customer], now)
+			c.mu.Unlock()
+		}
+	}
+	if every > 0 {
+		wg.Go(func() {
+			for t := time.NewTicker(every); ; {
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+					wg.Go(acquire)
+				}
+			}
+		})
+		return
+	}
+	for range n {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				acquire()
+			}
+		})
+	}
+}
+
+// maxInWindow returns the most releases in any interval of length w.
+func maxInWindow(ts []time.Time, w time.Duration) int {
+	ts = slices.Clone(ts)
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i, lo := 0, 0; i < len(ts); i++ {
+		for ts[i].Sub(ts[lo]) >= w {
+			lo++
+		}
+		most = max(most, i-lo+1)
+	}
+	return most
+}
+
+// count returns customer's releases in [from, to).
+func (c *cluster) count(customer string, from, to time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.byKey[customer] {
+		if !t.Before(from) && t.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// Three nodes with different customers split the rate so that each
+// customer gets its max-min share, and the upstream never sees more than
+// its rate in any second, while the shares settle as well as after.
+func TestClusterMaxMinAcrossNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, fairshare.Config{Rate: 100, Window: time.Second, Burst: 10})
+		ttl := 4 * time.Second
+		a, b, d := c.node(ttl), c.node(ttl), c.node(ttl)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		// Node a: five heavy customers; b: one heavy; d: two light at 5/s.
+		for i := range 5 {
+			c.client(ctx, &wg, a, fmt.Sprintf("a%d", i), 20, 0)
+		}
+		c.client(ctx, &wg, b, "b0", 20, 0)
+		c.client(ctx, &wg, d, "d0", 0, 200*time.Millisecond)
+		c.client(ctx, &wg, d, "d1", 0, 200*time.Millisecond)
+		start := time.Now()
+		time.Sleep(30 * time.Second)
+		cancel()
+		for _, u := range []*fairshare.Upstream{a, b, d} {
+			u.Close()
+		}
+		wg.Wait()
+
+		if most := maxInWindow(c.sent, time.Second); most > 100 {
+			t.Errorf("the upstream saw %d releases in one second, more than its rate of 100", most)
+		}
+		// Max-min: the light get 5/s each; the six heavy share 90: 15/s.
+		from, to := start.Add(10*time.Second), start.Add(30*time.Second)
+		want := map[string]float64{"d0": 5 * 20, "d1": 5 * 20, "b0": 15 * 20}
+		for i := range 5 {
+			want[fmt.Sprintf("a%d", i)] = 15 * 20
+		}
+		total := 0
+		for k, w := range want {
+			got := c.count(k, from, to)
+			total += got
+			if math.Abs(float64(got)-w) > 0.05*w {
+				t.Errorf("customer %s got %d in 20s, want %.0f (within 5%%)", k, got, w)
+			}
+		}
+		if total < 1960 {
+			t.Errorf("the upstream served %d of 2000 in 20s: under 98%% used", total)
+		}
+	})
+}
+
+// A node that joins a busy upstream starts with what is free and gets its
+// half as the other shrinks; a node that dies without a word has its share
+// back with the other within the ledger's TTL and an interval. The
+// upstream never sees more than its rate in a second meanwhile.
+func TestClusterJoinAndDeath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, fairshare.Config{Rate: 100, Window: time.Second, Burst: 10})
+		ttl := 4 * time.Second
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var wg sync.WaitGroup
+		a := c.node(ttl)
+		defer a.Close()
+		c.client(ctx, &wg, a, "a", 20, 0)
+		time.Sleep(5 * time.Second)
+		if sh := a.Stats(0).Share; sh != 100 {
+			t.Fatalf("a alone holds %v, want the whole 100", sh)
+		}
+
+		bctx, bcancel := context.WithCancel(ctx)
+		b := c.node(ttl)
+		c.client(bctx, &wg, b, "b", 20, 0)
+		time.Sleep(5 * time.Second)
+		if sa, sb := a.Stats(0).Share, b.Stats(0).Share; sa != 50 || sb != 50 {
+			t.Errorf("5s after b joined: shares %v and %v, want 50 and 50", sa, sb)
+		}
+
+		// b dies busy: Close withdraws nothing, its claim lapses.
+		b.Close()
+		bcancel()
+		died := time.Now()
+		for a.Stats(0).Share < 100 {
+			time.Sleep(100 * time.Millisecond)
+			if time.Since(died) > ttl+2*time.Second {
+				t.Fatalf("a holds %v %v after b died, want 100 within the TTL (%v) and an interval", a.Stats(0).Share, time.Since(died), ttl)
+			}
+		}
+		if took := time.Since(died); took < ttl-2*time.Second {
+			t.Errorf("a had b's share back after %v, before b's claim could lapse", took)
+		}
+		time.Sleep(2 * time.Second)
+		cancel()
+		a.Close()
+		wg.Wait()
+		if most := maxInWindow(c.sent, time.Second); most > 100 {
+			t.Errorf("the upstream saw %d releases in one second, more than its rate of 100", most)
+		}
+	})
+}
