@@ -118,6 +118,18 @@ type lowering struct {
 	rate  int64
 }
 
+// DefaultInterval is how often an Upstream resizes its share.
+const DefaultInterval = time.Second
+
+// DefaultTTL returns the life of a claim for an upstream of window, resized
+// every DefaultInterval: a Window and three Intervals, so that a node
+// keeps releasing through two failed renewals (it stops a Window and the
+// margin before its claim may lapse), and a dead node's share returns
+// within the TTL and an Interval: 5 s for a 1 s window.
+func DefaultTTL(window time.Duration) time.Duration {
+	return window + 3*DefaultInterval
+}
+
 // DefaultMargin is the clock error between nodes a Balancer allows for.
 const DefaultMargin = 100 * time.Millisecond
 
@@ -143,7 +155,12 @@ func NewBalancer(cfg Config, ledger Ledger, margin time.Duration) (*Balancer, er
 // Ledger errors are returned with a share that is still safe to use: a
 // rate never above what the node holds, and a Stop before its claim may
 // lapse.
-func (b *Balancer) Step(ctx context.Context, now time.Time, mine []GroupDemand) (Share, error) {
+//
+// A lower rate must take effect before the ledger hears of it: lower is
+// called, before the claim, with the share to apply at once when the rate
+// falls, and returns the time it took effect, from which the node holds
+// its larger claim for a Window. Nil: it takes effect at now.
+func (b *Balancer) Step(ctx context.Context, now time.Time, mine []GroupDemand, lower func(Share) time.Time) (Share, error) {
 	others := Demand{max(b.sum.Light-b.mine.Light, 0), max(b.sum.Heavy-b.mine.Heavy, 0)}
 	level := FairLevel(float64(b.cfg.Rate), others, mine)
 	my := split(mine, level)
@@ -159,7 +176,13 @@ func (b *Balancer) Step(ctx context.Context, now time.Time, mine []GroupDemand) 
 		// has released nothing since a Window before (Stop).
 		b.known, b.rate, b.lowered, b.until = false, 0, nil, time.Time{}
 	}
-	b.setRate(now, min(b.rate, target))
+	if target < b.rate {
+		at := now
+		if lower != nil {
+			at = lower(Share{Rate: target, Expect: target, Stop: b.stop(), Nodes: nodes, Level: level})
+		}
+		b.setRate(at, target)
+	}
 	want := max(target, b.mustHold(now))
 	ok, free, cerr := b.ledger.Claim(ctx, now, want)
 	if cerr == nil && !ok {
@@ -183,12 +206,19 @@ func (b *Balancer) Step(ctx context.Context, now time.Time, mine []GroupDemand) 
 	if sum.Heavy > 0 && sum.Light < float64(b.cfg.Rate) {
 		sh.Level = (float64(b.cfg.Rate) - sum.Light) / sum.Heavy
 	}
-	if b.until.IsZero() {
+	if sh.Stop = b.stop(); sh.Stop.IsZero() {
 		sh.Rate, sh.Stop = 0, now
-	} else {
-		sh.Stop = b.until.Add(-b.cfg.Window - b.margin)
 	}
 	return sh, errors.Join(perr, cerr)
+}
+
+// stop returns when the node must stop releasing, a Window and the margin
+// before its claim may lapse; zero if it holds none.
+func (b *Balancer) stop() time.Time {
+	if b.until.IsZero() {
+		return time.Time{}
+	}
+	return b.until.Add(-b.cfg.Window - b.margin)
 }
 
 // Leave withdraws the node's demand and share, at least a Window after its

@@ -57,9 +57,10 @@ type Scheduler struct {
 // asking is one group's demand: what it asked for since the last Demands,
 // and its smoothed rate.
 type asking struct {
-	weight int64
-	units  int64
-	rate   float64 // units per window
+	weight  int64
+	units   int64
+	rate    float64 // units per window
+	backlog int64   // units waiting at the last Demands
 }
 
 type custQueue struct {
@@ -144,10 +145,6 @@ func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error
 // a request of one more is refused as if its queue were full.
 const maxAsking = 100_000
 
-// backlogWeight is how many times a Window a waiting unit counts as asked
-// again (Demands).
-const backlogWeight = 4
-
 // GroupDemand is one group's demand on an upstream at a node.
 type GroupDemand struct {
 	Weight int64
@@ -156,13 +153,15 @@ type GroupDemand struct {
 }
 
 // Demands returns each group's demand: the cost units it asked for per
-// Window since the last call, plus four times those it has waiting,
-// smoothed with the demand before (each call halves the weight of the
-// past). A backlog says a group asks more than it gets: a client that
-// keeps n requests waiting asks at the rate it is served whatever that
-// is, and counting its backlog as asked again four times a Window makes
-// it heavy within a step or two, where a light group's occasional request
-// waiting adds little. It forgets the groups that stopped asking.
+// Window since the last call, plus those it had waiting both then and at
+// the call before, four times over, smoothed with the demand before (each call halves the
+// weight of the past). A backlog that persists says a group asks more than
+// it gets: a client that keeps n requests waiting asks at the rate it is
+// served whatever that is, and counting its backlog makes it heavy within
+// a step or two; a light group's request that happens to wait at one call
+// counts for nothing, so a group asking near the fair level is not taken
+// for a heavy one (which would lower the level for all). It forgets the
+// groups that stopped asking.
 func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 	elapsed := now.Sub(s.askedSince)
 	first := s.askedSince.IsZero()
@@ -176,7 +175,8 @@ func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 	}
 	var ds []GroupDemand
 	for g, a := range s.asked {
-		r := float64(a.units)*float64(s.cfg.Window)/float64(elapsed) + backlogWeight*float64(backlog[g])
+		r := float64(a.units)*float64(s.cfg.Window)/float64(elapsed) + 4*float64(min(backlog[g], a.backlog))
+		a.backlog = backlog[g]
 		if a.rate > 0 {
 			r = (r + a.rate) / 2
 		}

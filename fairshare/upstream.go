@@ -75,7 +75,7 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 		balanced:  make(chan struct{}),
 	}
 	if u.interval <= 0 {
-		u.interval = time.Second
+		u.interval = DefaultInterval
 	}
 	if u.logger == nil {
 		u.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -131,7 +131,13 @@ func (u *Upstream) step() {
 	demand := u.s.Demands(now)
 	u.mu.Unlock()
 	ctx, cancel := context.WithTimeout(u.ctx, u.interval)
-	sh, err := u.bal.Step(ctx, now, demand)
+	sh, err := u.bal.Step(ctx, now, demand, func(sh Share) time.Time {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		at := u.now()
+		u.s.SetRate(at, sh.Rate, sh.Expect, sh.Stop)
+		return at
+	})
 	cancel()
 	if err != nil && u.ctx.Err() == nil {
 		u.logger.Warn("fairshare: the ledger failed; this node keeps the share it holds", "error", err, "rate", sh.Rate, "stop", sh.Stop)

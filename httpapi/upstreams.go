@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -138,6 +139,12 @@ type upstreamState struct {
 	Customers   int     `json:"customers"`
 	Granted     int64   `json:"granted"`
 	Utilisation float64 `json:"utilisation"`
+	// Share is this node's part of the rate, Nodes the nodes sharing it,
+	// FairLevel the rate per unit of weight of the customers asking more
+	// than it; absent when every customer gets all it asks.
+	Share     float64 `json:"share"`
+	Nodes     int     `json:"nodes"`
+	FairLevel float64 `json:"fairLevel,omitempty"`
 }
 
 type customerOut struct {
@@ -154,8 +161,12 @@ func upstreamInfo(name string, up Upstream) upstreamOut {
 	out := upstreamOut{
 		Name: name, Rate: qc.Rate, Window: qc.Window.String(), Burst: qc.Burst, MaxQueue: qc.MaxQueue, MaxWait: up.Config.MaxWait.String(),
 		Weights: weightsOut{Tiers: orEmpty(up.Config.TierWeights), Tenants: orEmpty(up.Config.TenantWeights)},
-		State:   upstreamState{Waiting: st.Waiting, Customers: st.Customers, Granted: st.Granted, Utilisation: st.Utilisation},
-		Queues:  make([]customerOut, len(st.Queues)),
+		State: upstreamState{Waiting: st.Waiting, Customers: st.Customers, Granted: st.Granted, Utilisation: st.Utilisation,
+			Share: st.Share, Nodes: st.Nodes},
+		Queues: make([]customerOut, len(st.Queues)),
+	}
+	if !math.IsInf(st.Level, 0) {
+		out.State.FairLevel = st.Level
 	}
 	for i, q := range st.Queues {
 		tenant, key := splitCustomer(q.Customer)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -273,15 +274,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg = watcher.Config()
 		current = watcher.Config
 	}
-	if c.Store == "dynamodb" && len(cfg.Upstreams) > 0 {
-		return fmt.Errorf("serve: --store dynamodb with upstreams configured (%s): every node would grant an upstream's whole rate, and the leases that share it between nodes are not built yet; serve upstreams from one node with --store pebble or memory", strings.Join(cfg.UpstreamNames(), ", "))
-	}
-	upstreams, err := newUpstreams(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeUpstreams(upstreams)
-
 	st, err := openStores(ctx, c, log)
 	if err != nil {
 		return err
@@ -304,6 +296,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		timeout = 0
 	}
 	eng := engine.New(st.counters, engine.Options{Timeout: timeout, Observer: metrics, Logger: log})
+	// Closed before the store (defers run last first): a node leaving
+	// withdraws its shares of the upstreams from the store.
+	upstreams, err := newUpstreams(cfg, eng, !st.local, log)
+	if err != nil {
+		return err
+	}
+	defer closeUpstreams(upstreams)
 
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
@@ -446,11 +445,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // newUpstreams starts a fair-share scheduler for each upstream of cfg.
-func newUpstreams(cfg *config.Config) (map[string]httpapi.Upstream, error) {
+// On a store that many nodes share (shared), each upstream's rate is split
+// among the nodes by a ledger in that store (fairshare.Balancer); this
+// node's claims in it are named by a random id of its own, new at each
+// start, so that a restarted node starts with what is free.
+func newUpstreams(cfg *config.Config, lim fairshare.Limiter, shared bool, log *slog.Logger) (map[string]httpapi.Upstream, error) {
 	ups := map[string]httpapi.Upstream{}
+	node := sluice.NamedLease | rand.Uint64()
 	for _, name := range cfg.UpstreamNames() {
 		uc := cfg.Upstreams[name]
-		q, err := fairshare.NewUpstream(uc.Scheduler(), fairshare.Options{})
+		opts := fairshare.Options{Logger: log.With("upstream", name)}
+		if shared {
+			sc := uc.Scheduler()
+			l, err := fairshare.NewLimiterLedger(lim, name, sc, node, fairshare.DefaultTTL(sc.Window))
+			if err != nil {
+				closeUpstreams(ups)
+				return nil, fmt.Errorf("serve: upstream %s: %w", name, err)
+			}
+			opts.Ledger = l
+		}
+		q, err := fairshare.NewUpstream(uc.Scheduler(), opts)
 		if err != nil {
 			closeUpstreams(ups)
 			return nil, fmt.Errorf("serve: upstream %s: %w", name, err)
