@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/fairshare/fairsim"
 )
 
-const simUsage = "usage: sluice sim fairshare [--seed N] [--customers 200] [--duration 60s] [--json]"
+const simUsage = "usage: sluice sim fairshare [--seed N] [--customers 200] [--duration 60s] [--nodes 1] [--json]"
 
 // simCmd runs `sluice sim fairshare`: the fair-sharing simulation on a
 // virtual clock.
@@ -28,7 +28,6 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var (
 		cfg    fairsim.Config
 		asJSON bool
-		nodes  int
 	)
 	fs := flag.NewFlagSet("sluice sim fairshare", flag.ContinueOnError)
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "the workload's random seed")
@@ -36,13 +35,14 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "simulated time (1s to 1h)")
 	fs.Int64Var(&cfg.Rate, "rate", 100, "the upstream's quota per second")
 	fs.DurationVar(&cfg.MaxWait, "max-wait", 2*time.Second, "a request waiting longer is dropped")
-	fs.IntVar(&nodes, "nodes", 1, "Sluice nodes sharing the quota (only 1 for now)")
+	fs.IntVar(&cfg.Nodes, "nodes", 1, fmt.Sprintf("Sluice nodes sharing the quota, each customer on one of them (1 to %d)", fairsim.MaxNodes))
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
 		return err
 	}
-	if nodes != 1 {
-		return errors.New("sim: --nodes above 1 is not built yet")
+	// Checked here, not left to fairsim: its zero means the default.
+	if cfg.Nodes < 1 || cfg.Nodes > fairsim.MaxNodes {
+		return fmt.Errorf("sim: --nodes %d must be 1 to %d", cfg.Nodes, fairsim.MaxNodes)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -58,8 +58,9 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "seed %d: %d customers (%d idle, %d bursting, %d above the fair share of %.1f), %.0fs simulated\n",
 		rep.Seed, rep.Customers, rep.Idle, rep.Bursting, rep.Heavy, rep.FairShare, rep.DurationS)
-	fmt.Fprintf(stdout, "upstream quota %d/s: %d units offered for a capacity of %d (%.1fx); waits over %.1fs are dropped, not served\n\n",
+	fmt.Fprintf(stdout, "upstream quota %d/s: %d units offered for a capacity of %d (%.1fx); waits over %.1fs are dropped, not served\n",
 		rep.Rate, rep.Offered, rep.Capacity, float64(rep.Offered)/float64(rep.Capacity), rep.MaxWaitS)
+	fmt.Fprintf(stdout, "%s\n\n", nodesLine(rep.Nodes))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tutil\twin>quota\tmax/1s\tjain\tworst x\tjain/run\tworst x/run\tserved\trefused\tdropped\tlight p50\tlight p99\theavy p50\theavy p99\t")
 	ms := func(v float64) string { return fmt.Sprintf("%.0fms", v) }
@@ -69,4 +70,12 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			ms(r.LightP50ms), ms(r.LightP99ms), ms(r.HeavyP50ms), ms(r.HeavyP99ms))
 	}
 	return tw.Flush()
+}
+
+// nodesLine says how many nodes the sluice strategy runs on.
+func nodesLine(n int) string {
+	if n == 1 {
+		return "sluice on 1 node"
+	}
+	return fmt.Sprintf("sluice on %d nodes sharing the quota through a ledger, customer c on node c %% %d", n, n)
 }

@@ -31,7 +31,37 @@ func TestSimFairshare(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Strategies) != 4 {
 		t.Fatalf("--json: %v, %d strategies:\n%s", err, len(rep.Strategies), out.String())
 	}
-	if err := run(context.Background(), []string{"sim", "fairshare", "--nodes", "2"}, &out, &errb); err == nil || !strings.Contains(err.Error(), "not built yet") {
-		t.Errorf("--nodes 2: %v", err)
+}
+
+func TestSimFairshareNodes(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"sim", "fairshare", "--duration", "10s", "--nodes", "3", "--json"}, &out, &errb); err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	var rep struct {
+		Nodes      int   `json:"nodes"`
+		Rate       int64 `json:"rate_per_s"`
+		Strategies []struct {
+			Strategy    string `json:"strategy"`
+			WindowsOver int    `json:"windows_over"`
+			MaxInWindow int64  `json:"max_in_window"`
+			Served      int64  `json:"served"`
+		} `json:"strategies"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || len(rep.Strategies) != 4 {
+		t.Fatalf("--json: %v, %d strategies:\n%s", err, len(rep.Strategies), out.String())
+	}
+	if rep.Nodes != 3 {
+		t.Errorf("nodes %d, want 3", rep.Nodes)
+	}
+	s := rep.Strategies[3]
+	if s.Strategy != "sluice" || s.Served == 0 || s.WindowsOver != 0 || s.MaxInWindow > rep.Rate {
+		t.Errorf("sluice on 3 nodes: %+v, want served, never over the rate of %d", s, rep.Rate)
+	}
+	for _, n := range []string{"0", "17"} {
+		err := run(context.Background(), []string{"sim", "fairshare", "--nodes", n}, &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), "--nodes") {
+			t.Errorf("--nodes %s: %v, want an error naming --nodes", n, err)
+		}
 	}
 }

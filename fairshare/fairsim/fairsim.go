@@ -23,6 +23,14 @@
 // Duration) water-filled over all a customer offered, which a bursting
 // customer can only reach if given more than the fair level while it
 // bursts, at the expense of the customers asking steadily.
+//
+// With Nodes above 1, Sluice runs as a cluster sharing the upstream, as
+// its nodes share one in production: a sticky load balancer sends customer
+// c to node c % Nodes, and each node's Scheduler releases at the share a
+// fairshare.Balancer sizes for it about once a second, through a
+// fairshare.LimiterLedger on Sluice's own engine and in-memory store, all
+// on the virtual clock (cluster.go). The other strategies are one queue in
+// front of the upstream whatever the number of nodes.
 package fairsim
 
 import (
@@ -44,6 +52,7 @@ type Config struct {
 	Rate      int64         // the upstream's quota per second; default 100
 	Load      float64       // offered demand over the quota; default 3
 	MaxWait   time.Duration // default 2s
+	Nodes     int           // Sluice nodes sharing the quota, 1 to 16; default 1
 }
 
 func (c Config) withDefaults() Config {
@@ -62,6 +71,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxWait == 0 {
 		c.MaxWait = 2 * time.Second
 	}
+	if c.Nodes == 0 {
+		c.Nodes = 1
+	}
 	return c
 }
 
@@ -79,6 +91,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("fairsim: Load %v must be in (0, 100]", c.Load)
 	case c.MaxWait < 0:
 		return fmt.Errorf("fairsim: MaxWait %v must not be negative", c.MaxWait)
+	case c.Nodes < 1 || c.Nodes > MaxNodes:
+		return fmt.Errorf("fairsim: Nodes %d must be 1 to %d", c.Nodes, MaxNodes)
 	}
 	return nil
 }
@@ -96,6 +110,7 @@ type Report struct {
 	FairShare  float64  `json:"fair_share"` // the water level: units per customer not satisfied
 	Heavy      int      `json:"heavy"`      // customers that offered more than the level
 	MaxWaitS   float64  `json:"max_wait_s"` // waits beyond it are dropped
+	Nodes      int      `json:"nodes"`      // Sluice nodes sharing the quota
 	Strategies []Result `json:"strategies"`
 }
 
@@ -163,6 +178,7 @@ func Run(cfg Config) (Report, error) {
 		Seed: cfg.Seed, Customers: cfg.Customers, Idle: w.idle, Bursting: w.bursting,
 		DurationS: cfg.Duration.Seconds(), Rate: cfg.Rate, Offered: int64(len(w.arrivals)),
 		Capacity: cfg.Rate * int64(cfg.Duration/time.Second), MaxWaitS: cfg.MaxWait.Seconds(),
+		Nodes: cfg.Nodes,
 	}
 	offered := make([]int64, cfg.Customers)
 	for _, a := range w.arrivals {
@@ -176,7 +192,7 @@ func Run(cfg Config) (Report, error) {
 			rep.Heavy++
 		}
 	}
-	sluice, err := newSluice(cfg)
+	sluice, done, err := newSluiceStrategy(cfg)
 	if err != nil {
 		return Report{}, err
 	}
@@ -184,7 +200,25 @@ func Run(cfg Config) (Report, error) {
 		reqs := simulate(s, w.arrivals, cfg.Duration)
 		rep.Strategies = append(rep.Strategies, measure(s.name(), cfg, reqs, offered, shares, gps))
 	}
+	if err := done(); err != nil {
+		return Report{}, err
+	}
 	return rep, nil
+}
+
+// newSluiceStrategy returns Sluice on one node, or on cfg.Nodes sharing
+// the upstream, and a function to call once it has run, which releases
+// what it holds and returns any error its ledger met.
+func newSluiceStrategy(cfg Config) (strategy, func() error, error) {
+	if cfg.Nodes == 1 {
+		s, err := newSluice(cfg)
+		return s, func() error { return nil }, err
+	}
+	c, err := newCluster(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.close, nil
 }
 
 // simulate runs the arrivals through s until end, on a virtual clock that
@@ -536,8 +570,14 @@ type sluice struct {
 
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// schedulerConfig is the configuration of every Sluice node's scheduler,
+// and of the upstream the nodes of a cluster share.
+func schedulerConfig(cfg Config) fairshare.Config {
+	return fairshare.Config{Rate: cfg.Rate, Window: time.Second, MaxQueue: 10_000}
+}
+
 func newSluice(cfg Config) (*sluice, error) {
-	s, err := fairshare.NewScheduler(fairshare.Config{Rate: cfg.Rate, Window: time.Second, MaxQueue: 10_000})
+	s, err := fairshare.NewScheduler(schedulerConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -557,14 +597,7 @@ func (s *sluice) arrive(now time.Duration, r *request) {
 }
 
 func (s *sluice) next(now time.Duration) ([]*request, time.Duration) {
-	for len(s.waiting) > 0 && now-s.waiting[0].at > s.maxWait {
-		r := s.waiting[0]
-		s.waiting = s.waiting[1:]
-		if s.s.Cancel(r.id) {
-			r.state = dropped
-			delete(s.byID, r.id)
-		}
-	}
+	s.expire(now)
 	gs, wake := s.s.Next(epoch.Add(now))
 	grants := make([]*request, 0, len(gs))
 	for _, g := range gs {
@@ -575,4 +608,17 @@ func (s *sluice) next(now time.Duration) ([]*request, time.Duration) {
 		return grants, -1
 	}
 	return grants, wake.Sub(epoch)
+}
+
+// expire withdraws the requests that waited longer than MaxWait, and marks
+// them dropped.
+func (s *sluice) expire(now time.Duration) {
+	for len(s.waiting) > 0 && now-s.waiting[0].at > s.maxWait {
+		r := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		if s.s.Cancel(r.id) {
+			r.state = dropped
+			delete(s.byID, r.id)
+		}
+	}
 }

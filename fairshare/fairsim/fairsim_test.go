@@ -3,7 +3,9 @@ package fairsim
 import (
 	"cmp"
 	"math"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,5 +79,69 @@ func TestGPSShares(t *testing.T) {
 	}
 	if sum := got[0] + got[1] + got[2]; sum > 100.01 {
 		t.Errorf("served %.2f in all, more than the capacity of 100", sum)
+	}
+}
+
+// Three Sluice nodes sharing the quota through their balancers meet the
+// targets of one node: the window bound, the upstream busy, and Jain's
+// index against moment-by-moment max-min shares.
+func TestSimClusterTargets(t *testing.T) {
+	for _, seed := range []uint64{0, 1, 42} {
+		rep, err := Run(Config{Seed: seed, Duration: 30 * time.Second, Nodes: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := rep.Strategies[len(rep.Strategies)-1]
+		if s.Strategy != "sluice" || rep.Nodes != 3 {
+			t.Fatalf("seed %d: the last strategy is %q on %d nodes, want sluice on 3", seed, s.Strategy, rep.Nodes)
+		}
+		if s.WindowsOver != 0 || s.MaxInWindow > rep.Rate {
+			t.Errorf("seed %d: sluice on 3 nodes granted %d in some 1s, %d aligned windows over", seed, s.MaxInWindow, s.WindowsOver)
+		}
+		if s.Utilisation < 0.98 {
+			t.Errorf("seed %d: sluice on 3 nodes: utilisation %.3f, want >= 0.98", seed, s.Utilisation)
+		}
+		if s.Jain < 0.99 {
+			t.Errorf("seed %d: sluice on 3 nodes: Jain %.3f moment by moment, want >= 0.99", seed, s.Jain)
+		}
+	}
+}
+
+// A cluster's run depends on the seed alone: every request ends alike,
+// and so does the report.
+func TestSimClusterDeterministic(t *testing.T) {
+	cfg := Config{Seed: 7, Duration: 10 * time.Second, Nodes: 3}.withDefaults()
+	w := newWorkload(cfg)
+	var runs [2][]request
+	for i := range runs {
+		c, err := newCluster(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = simulate(c, w.arrivals, cfg.Duration)
+		if err := c.close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range runs[0] {
+		if runs[0][i] != runs[1][i] {
+			t.Fatalf("seed 7 twice on 3 nodes: request %d ended %+v, then %+v", i, runs[0][i], runs[1][i])
+		}
+	}
+	a, _ := Run(cfg)
+	b, _ := Run(cfg)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed 7 twice on 3 nodes: %+v then %+v", a, b)
+	}
+}
+
+func TestConfigNodes(t *testing.T) {
+	if n := (Config{}).withDefaults().Nodes; n != 1 {
+		t.Errorf("Nodes defaults to %d, want 1", n)
+	}
+	for _, n := range []int{-1, MaxNodes + 1} {
+		if err := (Config{Nodes: n}).Validate(); err == nil || !strings.Contains(err.Error(), "Nodes") {
+			t.Errorf("Nodes %d: %v, want an error naming Nodes", n, err)
+		}
 	}
 }

@@ -1,0 +1,159 @@
+package fairsim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	sluicehq "github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/fairshare"
+	"github.com/sluicehq/sluice/store/memstore"
+)
+
+// MaxNodes bounds Config.Nodes.
+const MaxNodes = 16
+
+// interval is how often a node resizes its share: fairshare.Upstream's
+// default.
+const interval = time.Second
+
+// cluster is Sluice on several nodes sharing the upstream, each node a
+// fairshare.Scheduler whose rate a fairshare.Balancer sizes, wired as
+// fairshare.Upstream wires them, each Balancer with a LimiterLedger on the
+// one engine and store all the nodes reach. The engine and the store read
+// the virtual clock, which is set before every call into them, so that
+// claims and demands lapse in simulated time.
+type cluster struct {
+	clock atomic.Int64 // the virtual time since epoch; the store's sweep reads it from its own goroutine
+	store *memstore.Store
+	nodes []*node
+	err   error // the first error a ledger returned
+}
+
+// node is one Sluice node of a cluster.
+type node struct {
+	*sluice
+	index int
+	bal   *fairshare.Balancer
+	rate  int64         // the rate its last step gave: 0, it holds no share
+	due   time.Duration // its next regular step
+	last  time.Duration // its last step, regular or early
+}
+
+func newCluster(cfg Config) (*cluster, error) {
+	c := &cluster{}
+	now := func() time.Time { return epoch.Add(time.Duration(c.clock.Load())) }
+	c.store = memstore.New(memstore.Options{Now: now})
+	eng := engine.New(c.store, engine.Options{Now: now})
+	for i := range cfg.Nodes {
+		n, err := newNode(cfg, eng, i)
+		if err != nil {
+			c.store.Close()
+			return nil, err
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	return c, nil
+}
+
+// newNode returns node i of cfg.Nodes, ledger on eng. The nodes step in
+// turn, spread evenly over an interval, as nodes started at different
+// times do, so that they do not all read the sums at the same instant.
+func newNode(cfg Config, eng *engine.Engine, i int) (*node, error) {
+	s, err := newSluice(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fc := schedulerConfig(cfg)
+	// A claim outlives three missed steps and the Window a shrinking node
+	// keeps it for.
+	ttl := fc.Window + 3*interval
+	l, err := fairshare.NewLimiterLedger(eng, "upstream", fc, sluicehq.NamedLease|uint64(i+1), ttl)
+	if err != nil {
+		return nil, err
+	}
+	b, err := fairshare.NewBalancer(fc, l, 0)
+	if err != nil {
+		return nil, err
+	}
+	// Nothing goes until the node's first step claims a share.
+	s.s.SetRate(epoch, 0, 0, time.Time{})
+	return &node{
+		sluice: s, index: i, bal: b,
+		due:  time.Duration(i) * interval / time.Duration(cfg.Nodes),
+		last: -interval, // an early step may come at once
+	}, nil
+}
+
+func (c *cluster) name() string { return "sluice" }
+
+// arrive offers r to its customer's node. A request the node admits while
+// it holds no share makes it step at once, as on an Upstream, unless it
+// stepped less than a quarter of an interval ago.
+func (c *cluster) arrive(now time.Duration, r *request) {
+	n := c.nodes[r.cust%len(c.nodes)]
+	n.arrive(now, r)
+	if r.state != refused && n.rate == 0 && now-n.last >= interval/4 {
+		c.step(n, now)
+	}
+}
+
+// next steps the nodes whose step is due, then releases what each node's
+// scheduler allows, and returns the earliest time a node wakes or steps.
+func (c *cluster) next(now time.Duration) ([]*request, time.Duration) {
+	var grants []*request
+	wake := time.Duration(math.MaxInt64)
+	for _, n := range c.nodes {
+		if n.due <= now {
+			c.step(n, now)
+			n.due += interval
+		}
+		gs, w := n.next(now)
+		grants = append(grants, gs...)
+		if w >= 0 {
+			wake = min(wake, w)
+		}
+		wake = min(wake, n.due)
+	}
+	return grants, wake
+}
+
+// step runs one Balancer step of n at now on its scheduler's demand and
+// applies the share, as Upstream's step does. A ledger error leaves a share
+// that is still safe, which the node applies as an Upstream does; the run
+// reports the first.
+func (c *cluster) step(n *node, now time.Duration) {
+	// A request past its wait would have been withdrawn by now on an
+	// Upstream: it asks for nothing.
+	n.expire(now)
+	t := epoch.Add(now)
+	c.clock.Store(int64(now))
+	sh, err := n.bal.Step(context.Background(), t, demands(n.s, t))
+	if err != nil && c.err == nil {
+		c.err = fmt.Errorf("fairsim: node %d at %v: %w", n.index, now, err)
+	}
+	n.s.SetRate(t, sh.Rate, sh.Expect, sh.Stop)
+	n.rate, n.last = sh.Rate, now
+}
+
+// demands returns s's demands in a fixed order. The scheduler lists them
+// in its map's order and the Balancer sums their rates in the order given:
+// sorted, the sums round alike from run to run, and so does the run.
+func demands(s *fairshare.Scheduler, now time.Time) []fairshare.GroupDemand {
+	ds := s.Demands(now)
+	slices.SortFunc(ds, func(a, b fairshare.GroupDemand) int {
+		return cmp.Or(cmp.Compare(a.Rate, b.Rate), cmp.Compare(a.Weight, b.Weight))
+	})
+	return ds
+}
+
+// close stops the store's sweep and returns the first ledger error.
+func (c *cluster) close() error {
+	return errors.Join(c.err, c.store.Close())
+}
