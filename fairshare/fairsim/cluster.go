@@ -134,7 +134,12 @@ func (c *cluster) step(n *node, now time.Duration) {
 	n.expire(now)
 	t := epoch.Add(now)
 	c.clock.Store(int64(now))
-	sh, err := n.bal.Step(context.Background(), t, demands(n.s, t))
+	// The ledger answers at once here, so a lower rate takes effect at
+	// the step's own time.
+	sh, err := n.bal.Step(context.Background(), t, demands(n.s, t), func(sh fairshare.Share) time.Time {
+		n.s.SetRate(t, sh.Rate, sh.Expect, sh.Stop)
+		return t
+	})
 	if err != nil && c.err == nil {
 		c.err = fmt.Errorf("fairsim: node %d at %v: %w", n.index, now, err)
 	}
