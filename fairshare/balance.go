@@ -298,6 +298,9 @@ func FairLevel(rate float64, others Demand, mine []GroupDemand) float64 {
 	if heavy > 1e-9 {
 		return max((rate-light)/heavy, 0)
 	}
+	if light > rate {
+		return 0 // the light demands alone are over the rate: none gets all
+	}
 	return math.Inf(1)
 }
 
