@@ -33,7 +33,7 @@ type pacer struct {
 	stop   time.Time // nothing goes at or after stop, if not zero
 	log    []release // releases of the last window, oldest first
 	inLog  int64     // sum of the log's units
-	min    int64     // the bucket holds at least this many units
+	least  int64     // the bucket holds at least this many units
 }
 
 type release struct {
@@ -48,7 +48,7 @@ var never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 // newPacer returns a pacer of rate units per window with a bucket of depth
 // units, never less than least (the costliest release).
 func newPacer(rate int64, window time.Duration, depth, least int64) pacer {
-	p := pacer{window: window, depth: depth, full: rate, min: least}
+	p := pacer{window: window, depth: depth, full: rate, least: least}
 	p.setRate(rate, time.Time{})
 	return p
 }
@@ -62,7 +62,7 @@ func (p *pacer) setRate(rate int64, stop time.Time) {
 		return
 	}
 	p.t = float64(p.window) / float64(rate)
-	depth := max(p.depth*rate/max(p.full, 1), p.min)
+	depth := max(p.depth*rate/max(p.full, 1), p.least)
 	p.tau = float64(depth) * p.t
 }
 

@@ -25,6 +25,20 @@ type Request struct {
 	Cost int64
 }
 
+// group returns the group r's customer belongs to: its own if none.
+func (r Request) group() string { return cmp.Or(r.Group, string(r.Customer)) }
+
+// validate reports r's bad weight or cost by name.
+func (s *Scheduler) validate(r Request) error {
+	switch {
+	case r.Weight < 1 || r.Weight > MaxWeight:
+		return fmt.Errorf("fairshare: Weight %d must be 1 to %d", r.Weight, MaxWeight)
+	case r.Cost < 1 || r.Cost > s.cfg.Burst:
+		return fmt.Errorf("fairshare: Cost %d must be 1 to Burst (%d)", r.Cost, s.cfg.Burst)
+	}
+	return nil
+}
+
 // Grant is a request released to the upstream.
 type Grant struct {
 	ID       uint64
@@ -122,19 +136,19 @@ func (s *Scheduler) Rate() (float64, time.Time) {
 // and is refused with ErrShortage if maxWait is not zero and its estimated
 // wait (Estimate) exceeds it; otherwise it is enqueued (Enqueue).
 func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error {
-	if r.Weight >= 1 && r.Weight <= MaxWeight && r.Cost >= 1 && r.Cost <= s.cfg.Burst {
-		g := cmp.Or(r.Group, string(r.Customer))
-		a := s.asked[g]
-		if a == nil {
-			if len(s.asked) >= maxAsking {
-				return ErrQueueFull
-			}
-			a = &asking{}
-			s.asked[g] = a
-		}
-		a.weight = r.Weight
-		a.units += r.Cost
+	if err := s.validate(r); err != nil {
+		return err
 	}
+	a := s.asked[r.group()]
+	if a == nil {
+		if len(s.asked) >= maxAsking {
+			return ErrQueueFull
+		}
+		a = &asking{}
+		s.asked[r.group()] = a
+	}
+	a.weight = r.Weight
+	a.units += r.Cost
 	if maxWait > 0 && s.Estimate(now, r.Customer, r.Group, r.Weight, r.Cost) > maxWait {
 		return ErrShortage
 	}
@@ -201,18 +215,15 @@ func (s *Scheduler) Len() int { return len(s.waiting) }
 // an error naming the field for a bad weight, cost or duplicate id. Call
 // Next to release what the pacer allows.
 func (s *Scheduler) Enqueue(now time.Time, r Request) error {
-	switch {
-	case r.Weight < 1 || r.Weight > MaxWeight:
-		return fmt.Errorf("fairshare: Weight %d must be 1 to %d", r.Weight, MaxWeight)
-	case r.Cost < 1 || r.Cost > s.cfg.Burst:
-		return fmt.Errorf("fairshare: Cost %d must be 1 to Burst (%d)", r.Cost, s.cfg.Burst)
+	if err := s.validate(r); err != nil {
+		return err
 	}
 	if _, dup := s.waiting[r.ID]; dup {
 		return fmt.Errorf("fairshare: ID %d is already waiting", r.ID)
 	}
 	q := s.queues[r.Customer]
 	if q == nil {
-		q = &custQueue{name: r.Customer, group: cmp.Or(r.Group, string(r.Customer))}
+		q = &custQueue{name: r.Customer, group: r.group()}
 		s.queues[r.Customer] = q
 	}
 	if len(q.reqs) >= s.cfg.MaxQueue {

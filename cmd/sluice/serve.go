@@ -454,9 +454,9 @@ func newUpstreams(cfg *config.Config, lim fairshare.Limiter, shared bool, log *s
 	node := sluice.NamedLease | rand.Uint64()
 	for _, name := range cfg.UpstreamNames() {
 		uc := cfg.Upstreams[name]
+		sc := uc.Scheduler()
 		opts := fairshare.Options{Logger: log.With("upstream", name)}
 		if shared {
-			sc := uc.Scheduler()
 			l, err := fairshare.NewLimiterLedger(lim, name, sc, node, fairshare.DefaultTTL(sc.Window))
 			if err != nil {
 				closeUpstreams(ups)
@@ -464,7 +464,7 @@ func newUpstreams(cfg *config.Config, lim fairshare.Limiter, shared bool, log *s
 			}
 			opts.Ledger = l
 		}
-		q, err := fairshare.NewUpstream(uc.Scheduler(), opts)
+		q, err := fairshare.NewUpstream(sc, opts)
 		if err != nil {
 			closeUpstreams(ups)
 			return nil, fmt.Errorf("serve: upstream %s: %w", name, err)

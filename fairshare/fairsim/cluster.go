@@ -19,9 +19,8 @@ import (
 // MaxNodes bounds Config.Nodes.
 const MaxNodes = 16
 
-// interval is how often a node resizes its share: fairshare.Upstream's
-// default.
-const interval = time.Second
+// interval is how often a node resizes its share, as on an Upstream.
+const interval = fairshare.DefaultInterval
 
 // cluster is Sluice on several nodes sharing the upstream, each node a
 // fairshare.Scheduler whose rate a fairshare.Balancer sizes, wired as
@@ -71,10 +70,7 @@ func newNode(cfg Config, eng *engine.Engine, i int) (*node, error) {
 		return nil, err
 	}
 	fc := schedulerConfig(cfg)
-	// A claim outlives three missed steps and the Window a shrinking node
-	// keeps it for.
-	ttl := fc.Window + 3*interval
-	l, err := fairshare.NewLimiterLedger(eng, "upstream", fc, sluicehq.NamedLease|uint64(i+1), ttl)
+	l, err := fairshare.NewLimiterLedger(eng, "upstream", fc, sluicehq.NamedLease|uint64(i+1), fairshare.DefaultTTL(fc.Window))
 	if err != nil {
 		return nil, err
 	}
