@@ -69,8 +69,8 @@ type Ledger interface {
 	Publish(ctx context.Context, now time.Time, d Demand) (sum Demand, nodes int, err error)
 	// Claim sets this node's share to units (1/scale cost units per
 	// Window) if the shares of all nodes then sum to at most the rate, and
-	// reports whether it did; if it did not, free is the units no node
-	// holds. A claim lives for TTL unless claimed again.
+	// reports whether it did, and free, the units no node holds then. A
+	// claim lives for TTL unless claimed again.
 	Claim(ctx context.Context, now time.Time, units int64) (ok bool, free int64, err error)
 	// Leave withdraws this node's demand and share at once.
 	Leave(ctx context.Context, now time.Time) error
@@ -93,6 +93,9 @@ type Share struct {
 	// asks).
 	Nodes int
 	Level float64
+	// Retry, if not zero, is when a Reclaim would give back some of what
+	// the node holds over its Rate, as what it released leaves the window.
+	Retry time.Time
 }
 
 // Balancer sizes one node's share of an upstream (see above). It is not
@@ -108,6 +111,11 @@ type Balancer struct {
 	known  bool      // whether held is known
 	until  time.Time // when the last granted claim lapses
 	rate   int64     // the rate in effect
+	// What the last Step found: the share to claim, the fair level and the
+	// number of nodes.
+	target    int64
+	level     float64
+	stepNodes int
 	// lowered are the rates in effect before each lowering of the last
 	// Window, and when each stops counting: the claim must cover them.
 	lowered []lowering
@@ -150,6 +158,15 @@ func NewBalancer(cfg Config, ledger Ledger, margin time.Duration) (*Balancer, er
 	return &Balancer{cfg: cfg, ledger: ledger, margin: margin}, nil
 }
 
+// Released is what a node released in the Window up to At, in the units
+// of Scheduler.SetRate, and when that will have fallen to the rate it was
+// asked about, if nothing more goes: Falls, At if it has.
+type Released struct {
+	At    time.Time
+	Units int64
+	Falls time.Time
+}
+
 // Step publishes the node's demand, sizes its share and claims it, at now
 // (taken before the ledger is called), and returns the rate to release at.
 // Ledger errors are returned with a share that is still safe to use: a
@@ -157,10 +174,15 @@ func NewBalancer(cfg Config, ledger Ledger, margin time.Duration) (*Balancer, er
 // lapse.
 //
 // A lower rate must take effect before the ledger hears of it: lower is
-// called, before the claim, with the share to apply at once when the rate
-// falls, and returns the time it took effect, from which the node holds
-// its larger claim for a Window. Nil: it takes effect at now.
-func (b *Balancer) Step(ctx context.Context, now time.Time, mine []GroupDemand, lower func(Share) time.Time) (Share, error) {
+// called before the claim with the share to apply at once, whose Rate is
+// below the rate in effect when the rate falls and the rate in effect
+// otherwise. It returns what the node released in the Window up to the
+// moment that took effect (Scheduler.Released, about Share.Rate): the
+// claim must cover it, since what went out counts in the windows to come,
+// until Falls, from which a Reclaim can give back the rest (Share.Retry).
+// Nil: the node is taken to have released at the highest rate in effect
+// in the last Window.
+func (b *Balancer) Step(ctx context.Context, now time.Time, mine []GroupDemand, lower func(Share) Released) (Share, error) {
 	others := Demand{max(b.sum.Light-b.mine.Light, 0), max(b.sum.Heavy-b.mine.Heavy, 0)}
 	level := FairLevel(float64(b.cfg.Rate), others, mine)
 	my := split(mine, level)
@@ -170,46 +192,104 @@ func (b *Balancer) Step(ctx context.Context, now time.Time, mine []GroupDemand, 
 	} else {
 		sum, nodes = Demand{others.Light + my.Light, others.Heavy + my.Heavy}, max(b.nodes, 1)
 	}
-	target := b.target(my, sum, nodes)
+	b.target = b.sizeShare(my, sum, nodes)
+	b.level = level
+	if sum.Heavy > 0 && sum.Light < float64(b.cfg.Rate) {
+		b.level = (float64(b.cfg.Rate) - sum.Light) / sum.Heavy
+	}
+	b.stepNodes = nodes
+	sh, cerr := b.claim(ctx, now, lower)
+	return sh, errors.Join(perr, cerr)
+}
+
+// Reclaim claims the share the last Step sized again, at now, without
+// publishing the node's demand: one write to the ledger. A node calls it
+// at Share.Retry, when what it released no longer needs the claim it
+// holds, and may call it when its Rate is under its Expect, to take what
+// other nodes gave back since. lower is as for Step.
+func (b *Balancer) Reclaim(ctx context.Context, now time.Time, lower func(Share) Released) (Share, error) {
+	return b.claim(ctx, now, lower)
+}
+
+// claim claims the target at now (see Step).
+func (b *Balancer) claim(ctx context.Context, now time.Time, lower func(Share) Released) (Share, error) {
+	target := b.target
 	if !b.until.IsZero() && !now.Before(b.until) {
 		// The claim lapsed: the ledger holds nothing for this node, which
 		// has released nothing since a Window before (Stop).
 		b.known, b.rate, b.lowered, b.until = false, 0, nil, time.Time{}
 	}
-	if target < b.rate {
-		at := now
-		if lower != nil {
-			at = lower(Share{Rate: target, Expect: target, Stop: b.stop(), Nodes: nodes, Level: level})
-		}
-		b.setRate(at, target)
+	r := Released{At: now, Units: math.MaxInt64}
+	if lower != nil {
+		r = lower(Share{Rate: min(target, b.rate), Expect: target, Stop: b.stop(), Nodes: b.stepNodes, Level: b.level})
 	}
-	want := max(target, b.mustHold(now))
-	ok, free, cerr := b.ledger.Claim(ctx, now, want)
-	if cerr == nil && !ok {
+	if target < b.rate {
+		b.setRate(r.At, target)
+	}
+	hold := b.mustHold(now, r.Units)
+	want := max(target, hold)
+	ok, free, err := b.ledger.Claim(ctx, now, want)
+	if err == nil && !ok {
 		// Take what is free. Denied, the claim asked more than it holds
 		// and the free units, so target is above what it must hold.
 		want = free
 		if b.known {
 			want += b.held
 		}
-		want = max(min(want, target), b.mustHold(now))
-		ok, _, cerr = b.ledger.Claim(ctx, now, want)
+		want = max(min(want, target), hold)
+		ok, _, err = b.ledger.Claim(ctx, now, want)
+	}
+	if err == nil && ok && want == target {
+		var extra int64
+		if extra, err = b.spare(ctx, now, want, free); extra > 0 {
+			want += extra
+			target += extra
+		}
 	}
 	switch {
-	case cerr != nil:
+	case err != nil:
 		b.known = false // the claim may or may not have landed
 	case ok:
 		b.held, b.known, b.until = want, true, now.Add(b.ledger.TTL())
 		b.setRate(now, min(target, want))
 	}
-	sh := Share{Rate: b.rate, Expect: target, Nodes: nodes, Level: level}
-	if sum.Heavy > 0 && sum.Light < float64(b.cfg.Rate) {
-		sh.Level = (float64(b.cfg.Rate) - sum.Light) / sum.Heavy
+	sh := Share{Rate: b.rate, Expect: target, Nodes: b.stepNodes, Level: b.level}
+	if err == nil && ok && want > b.rate && r.Falls.After(r.At) {
+		sh.Retry = r.Falls
+		if want-b.rate > 2*b.cfg.scale() {
+			// Give back a large excess in two claims, the first when about
+			// half of it has left the window (releases are paced evenly):
+			// the other nodes get the units it frees sooner.
+			sh.Retry = r.At.Add(r.Falls.Sub(r.At) / 2)
+		}
 	}
 	if sh.Stop = b.stop(); sh.Stop.IsZero() {
 		sh.Rate, sh.Stop = 0, now
 	}
-	return sh, errors.Join(perr, cerr)
+	return sh, err
+}
+
+// spare claims, beyond the node's share of held units, its part of free,
+// the units no node holds, and returns what it got: a part in proportion
+// to its heavy weight, in whole units, if it has heavy groups. Units are
+// free when a node shrank, or the shares rounded down, since the others
+// sized theirs; without this they would go unused until the others' next
+// steps. The node gives them back at its next step if its share is then
+// smaller. One more write, when a whole unit is free.
+func (b *Balancer) spare(ctx context.Context, now time.Time, held, free int64) (int64, error) {
+	if b.mine.Heavy <= 0 || b.sum.Heavy <= 0 {
+		return 0, nil
+	}
+	sc := b.cfg.scale()
+	extra := int64(float64(free/sc)*min(b.mine.Heavy/b.sum.Heavy, 1)) * sc
+	if extra <= 0 {
+		return 0, nil
+	}
+	ok, _, err := b.ledger.Claim(ctx, now, held+extra)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return extra, nil
 }
 
 // stop returns when the node must stop releasing, a Window and the margin
@@ -238,20 +318,24 @@ func (b *Balancer) setRate(now time.Time, rate int64) {
 	b.rate = rate
 }
 
-// mustHold returns the least the node's claim must be at now: the highest
-// rate in effect during the last Window.
-func (b *Balancer) mustHold(now time.Time) int64 {
+// mustHold returns the least the node's claim must be at now, given what
+// it released in the last Window: the rate in effect, or what it
+// released if more, which is at most the highest rate in effect during
+// the last Window. What went out counts in every window to come that
+// holds it, and the pacer lets no window that holds a release of the
+// past hold more than it did or the rate (see pacer).
+func (b *Balancer) mustHold(now time.Time, released int64) int64 {
 	b.lowered = slices.DeleteFunc(b.lowered, func(l lowering) bool { return !now.Before(l.until) })
-	h := b.rate
+	h := int64(0)
 	for _, l := range b.lowered {
 		h = max(h, l.rate)
 	}
-	return h
+	return max(b.rate, min(h, released))
 }
 
-// target returns the node's fair share, in scaled units, given its demand
-// and the sum over the nodes.
-func (b *Balancer) target(my, sum Demand, nodes int) int64 {
+// sizeShare returns the node's fair share, in scaled units, given its
+// demand and the sum over the nodes.
+func (b *Balancer) sizeShare(my, sum Demand, nodes int) int64 {
 	r := float64(b.cfg.Rate)
 	var t float64
 	switch {
@@ -282,14 +366,14 @@ func (b *Balancer) target(my, sum Demand, nodes int) int64 {
 func FairLevel(rate float64, others Demand, mine []GroupDemand) float64 {
 	gs := slices.Clone(mine)
 	slices.SortFunc(gs, func(a, b GroupDemand) int {
-		return cmp.Compare(a.Rate/float64(a.Weight), b.Rate/float64(b.Weight))
+		return cmp.Compare(perWeight(a), perWeight(b))
 	})
 	light, heavy := others.Light, others.Heavy
 	for _, g := range gs {
 		heavy += float64(g.Weight)
 	}
 	for _, g := range gs {
-		if l := (rate - light) / heavy; l <= g.Rate/float64(g.Weight) {
+		if l := (rate - light) / heavy; l <= perWeight(g) {
 			return max(l, 0)
 		}
 		light += g.Rate
@@ -304,11 +388,20 @@ func FairLevel(rate float64, others Demand, mine []GroupDemand) float64 {
 	return math.Inf(1)
 }
 
+// perWeight returns g's demand per unit of weight: +Inf if it is
+// backlogged, which makes it heavy at any level.
+func perWeight(g GroupDemand) float64 {
+	if g.Backlogged {
+		return math.Inf(1)
+	}
+	return g.Rate / float64(g.Weight)
+}
+
 // split returns the light demand and the heavy weight of groups at level.
 func split(groups []GroupDemand, level float64) Demand {
 	var d Demand
 	for _, g := range groups {
-		if g.Rate <= float64(g.Weight)*level {
+		if !g.Backlogged && g.Rate <= float64(g.Weight)*level {
 			d.Light += g.Rate
 		} else {
 			d.Heavy += float64(g.Weight)

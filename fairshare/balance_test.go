@@ -47,6 +47,10 @@ type fakeStore struct {
 	log     []claimRecord
 	// overs are the times a write left the live claims over the limit.
 	overs []string
+	// grows are nodes scripted to take, after each claim another node is
+	// granted, what is then free, up to the units given: another node
+	// growing into what is freed as soon as it is.
+	grows map[string]int64
 }
 
 type fakeClaim struct {
@@ -78,6 +82,7 @@ func newFakeStore(cfg Config, ttl time.Duration) *fakeStore {
 		claims:  map[string]fakeClaim{},
 		demands: map[string]fakeDemand{},
 		mode:    map[string]ledgerMode{},
+		grows:   map[string]int64{},
 	}
 }
 
@@ -184,7 +189,17 @@ func (l *fakeLedger) Claim(ctx context.Context, now time.Time, units int64) (boo
 		return false, 0, r.err
 	}
 	r.ok = true
-	return true, 0, nil
+	for node, most := range s.grows {
+		if node == l.node {
+			continue
+		}
+		sum, own := s.liveSum(now, node)
+		if grown := min(own+s.limit-sum, most); grown > own {
+			s.claims[node] = fakeClaim{grown, now.Add(s.ttl)}
+		}
+	}
+	sum, _ = s.liveSum(now, l.node)
+	return true, s.limit - sum, nil
 }
 
 func (l *fakeLedger) Leave(ctx context.Context, now time.Time) error {
@@ -215,7 +230,9 @@ func TestBalancerShrinkHoldsForAWindow(t *testing.T) {
 	sc := cfg.scale()
 	st := newFakeStore(cfg, 4*time.Second)
 	// Another node, b, asks 40 in full: a's heavy group gets the other 60.
+	// b takes what a frees, up to what it asks, as soon as a frees it.
 	st.demands["b"] = fakeDemand{Demand{Light: 40}, at(time.Hour)}
+	st.grows["b"] = 40 * sc
 	a := newBalancer(t, cfg, st.ledger("a"))
 
 	step := func(d time.Duration) (Share, claimRecord) {
@@ -237,6 +254,7 @@ func TestBalancerShrinkHoldsForAWindow(t *testing.T) {
 
 	// b asks 60 from 1s on: a's target is 40.
 	st.demands["b"] = fakeDemand{Demand{Light: 60}, at(time.Hour)}
+	st.grows["b"] = 60 * sc
 	for _, d := range []time.Duration{time.Second, 1500 * time.Millisecond, 2*time.Second - time.Nanosecond} {
 		sh, c := step(d)
 		if sh.Rate != 40*sc || sh.Expect != 40*sc {
@@ -261,12 +279,15 @@ func TestBalancerShrinkHoldsForAWindow(t *testing.T) {
 	// Two lowerings within a Window: the claim covers the higher rate
 	// until a Window after the first.
 	st.demands["b"] = fakeDemand{Demand{Light: 10}, at(time.Hour)}
+	st.claims["b"] = fakeClaim{10 * sc, at(time.Hour)}
 	if sh, _ := step(3 * time.Second); sh.Rate != 90*sc {
 		t.Fatalf("at 3s: rate %d, want %d", sh.Rate, 90*sc)
 	}
 	st.demands["b"] = fakeDemand{Demand{Light: 30}, at(time.Hour)}
+	st.grows["b"] = 30 * sc
 	step(4 * time.Second) // 90 -> 70
 	st.demands["b"] = fakeDemand{Demand{Light: 50}, at(time.Hour)}
+	st.grows["b"] = 50 * sc
 	for _, tc := range []struct {
 		d     time.Duration
 		claim int64
@@ -298,17 +319,22 @@ func TestBalancerGrowsOnlyAfterAGrant(t *testing.T) {
 		d      time.Duration
 		bHolds int64 // b's claim from d on, 0: lapsed
 		rate   int64
+		expect int64
 	}{
-		{"new: takes what is free", 0, 70, 30},
-		{"refused: stays at what it holds", time.Second, 70, 30},
-		{"takes what it holds and what b freed", 2 * time.Second, 60, 40},
-		{"takes all b freed, up to its target", 3 * time.Second, 40, 50},
-		{"b's claim lapsed: its target", 4 * time.Second, 0, 50},
+		{"new: takes what is free", 0, 70, 30, 50},
+		{"refused: stays at what it holds", time.Second, 70, 30, 50},
+		{"takes what it holds and what b freed", 2 * time.Second, 60, 40, 50},
+		{"takes all b freed, up to its target", 3 * time.Second, 40, 50, 50},
+		// b still asks, but holds nothing: a takes its half of the 50
+		// free too, until its next step.
+		{"b's claim lapsed: its target and its part of what is free", 4 * time.Second, 0, 75, 75},
 	} {
 		if tc.bHolds == 0 {
 			delete(st.claims, "b")
+			delete(st.grows, "b")
 		} else {
 			st.claims["b"] = fakeClaim{tc.bHolds * sc, at(time.Hour)}
+			st.grows["b"] = 50 * sc // b grows into what a frees, to its half
 		}
 		now := at(tc.d)
 		before := len(st.log)
@@ -322,8 +348,8 @@ func TestBalancerGrowsOnlyAfterAGrant(t *testing.T) {
 				granted = c.units
 			}
 		}
-		if sh.Rate != tc.rate*sc || sh.Expect != 50*sc {
-			t.Errorf("%s: rate %d, expect %d; want %d, %d", tc.name, sh.Rate, sh.Expect, tc.rate*sc, 50*sc)
+		if sh.Rate != tc.rate*sc || sh.Expect != tc.expect*sc {
+			t.Errorf("%s: rate %d, expect %d; want %d, %d", tc.name, sh.Rate, sh.Expect, tc.rate*sc, tc.expect*sc)
 		}
 		if granted < 0 || sh.Rate > granted {
 			t.Errorf("%s: rate %d, over what the ledger granted (%d; -1: nothing)", tc.name, sh.Rate, granted)
@@ -664,19 +690,19 @@ func TestFairLevel(t *testing.T) {
 		bug    string // if not empty, the case is skipped: a known bug
 	}{
 		{"no demand", 100, Demand{}, nil, inf, ""},
-		{"all light", 100, Demand{Light: 10}, []GroupDemand{{1, 20}, {2, 30}}, inf, ""},
-		{"one heavy takes what is left", 100, Demand{}, []GroupDemand{{1, 10}, {1, 500}}, 90, ""},
-		{"one heavy, others light", 100, Demand{Light: 30}, []GroupDemand{{1, 10}, {1, 500}}, 60, ""},
-		{"two heavy, equal weights", 100, Demand{}, []GroupDemand{{1, 100}, {1, 300}}, 50, ""},
-		{"weights 1:3", 100, Demand{}, []GroupDemand{{1, 100}, {3, 300}}, 25, ""},
-		{"weights, one light", 100, Demand{}, []GroupDemand{{2, 10}, {1, 100}, {1, 100}}, 45, ""},
-		{"a larger ask is light by its weight", 100, Demand{}, []GroupDemand{{4, 60}, {1, 50}}, 40, ""},
-		{"others heavy", 100, Demand{Light: 20, Heavy: 2}, []GroupDemand{{1, 500}}, 80.0 / 3, ""},
-		{"others heavy, mine light", 100, Demand{Heavy: 1}, []GroupDemand{{1, 10}}, 90, ""},
+		{"all light", 100, Demand{Light: 10}, []GroupDemand{{Weight: 1, Rate: 20}, {Weight: 2, Rate: 30}}, inf, ""},
+		{"one heavy takes what is left", 100, Demand{}, []GroupDemand{{Weight: 1, Rate: 10}, {Weight: 1, Rate: 500}}, 90, ""},
+		{"one heavy, others light", 100, Demand{Light: 30}, []GroupDemand{{Weight: 1, Rate: 10}, {Weight: 1, Rate: 500}}, 60, ""},
+		{"two heavy, equal weights", 100, Demand{}, []GroupDemand{{Weight: 1, Rate: 100}, {Weight: 1, Rate: 300}}, 50, ""},
+		{"weights 1:3", 100, Demand{}, []GroupDemand{{Weight: 1, Rate: 100}, {Weight: 3, Rate: 300}}, 25, ""},
+		{"weights, one light", 100, Demand{}, []GroupDemand{{Weight: 2, Rate: 10}, {Weight: 1, Rate: 100}, {Weight: 1, Rate: 100}}, 45, ""},
+		{"a larger ask is light by its weight", 100, Demand{}, []GroupDemand{{Weight: 4, Rate: 60}, {Weight: 1, Rate: 50}}, 40, ""},
+		{"others heavy", 100, Demand{Light: 20, Heavy: 2}, []GroupDemand{{Weight: 1, Rate: 500}}, 80.0 / 3, ""},
+		{"others heavy, mine light", 100, Demand{Heavy: 1}, []GroupDemand{{Weight: 1, Rate: 10}}, 90, ""},
 		{"only others", 100, Demand{Light: 40, Heavy: 3}, nil, 20, ""},
-		{"others' light over the rate", 100, Demand{Light: 150}, []GroupDemand{{1, 10}}, 0, ""},
+		{"others' light over the rate", 100, Demand{Light: 150}, []GroupDemand{{Weight: 1, Rate: 10}}, 0, ""},
 		{"others' light over the rate, others heavy", 100, Demand{Light: 150, Heavy: 1}, nil, 0, ""},
-		{"others' light is the rate", 100, Demand{Light: 100}, []GroupDemand{{5, 1}}, 0, ""},
+		{"others' light is the rate", 100, Demand{Light: 100}, []GroupDemand{{Weight: 5, Rate: 1}}, 0, ""},
 		{"others' light over the rate, none of mine", 100, Demand{Light: 150}, nil, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

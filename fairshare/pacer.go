@@ -101,6 +101,17 @@ func (p *pacer) readyAt(now time.Time, n int64) time.Time {
 	return at
 }
 
+// fallsTo returns when the log's sum falls to at most n, if nothing more is
+// released: now if it has; p.expire(now) must have run.
+func (p *pacer) fallsTo(now time.Time, n int64) time.Time {
+	at, left := now, p.inLog
+	for i := 0; left > n && i < len(p.log); i++ {
+		left -= p.log[i].n
+		at = p.log[i].at.Add(p.window)
+	}
+	return at
+}
+
 // take releases n units at now; readyAt(now, n) must be now.
 func (p *pacer) take(now time.Time, n int64) {
 	tat := p.tat

@@ -68,14 +68,32 @@ type Scheduler struct {
 	askedSince time.Time
 }
 
-// asking is one group's demand: what it asked for since the last Demands,
-// and its smoothed rate.
+// asking is one group's demand: what it asked for in each of the last
+// demandSpans spans between calls of Demands, and whether its requests
+// waited throughout the last span.
 type asking struct {
-	weight  int64
-	units   int64
-	rate    float64 // units per window
-	backlog int64   // units waiting at the last Demands
+	weight int64
+	units  int64 // asked since the last Demands
+	spans  [demandSpans]span
+	next   int   // the slot of spans the next Demands fills
+	queued int64 // units waiting now
+	// waited: units were waiting at the last Demands, and have been ever
+	// since (drained is false).
+	waited, drained bool
 }
+
+// span is what a group asked for in one span between calls of Demands.
+type span struct {
+	units int64
+	d     time.Duration
+}
+
+// demandSpans is how many spans between calls of Demands (about a second
+// each, on an Upstream) a group's rate is measured over: long enough that
+// a steady client's rate reads the same from one call to the next, which
+// keeps the nodes' shares still, short enough to follow a change within a
+// few seconds.
+const demandSpans = 8
 
 type custQueue struct {
 	name    Customer
@@ -126,6 +144,13 @@ func (s *Scheduler) SetRate(now time.Time, rate, expect int64, stop time.Time) {
 	s.expect = max(expect, 0)
 }
 
+// Released returns what the scheduler released in the Window up to now,
+// in the units of SetRate, and when that falls to rate.
+func (s *Scheduler) Released(now time.Time, rate int64) Released {
+	s.pacer.expire(now)
+	return Released{At: now, Units: s.pacer.inLog, Falls: s.pacer.fallsTo(now, rate)}
+}
+
 // Rate returns the rate the scheduler releases at, in cost units per
 // Window, and the time after which it releases nothing (zero: none).
 func (s *Scheduler) Rate() (float64, time.Time) {
@@ -162,46 +187,66 @@ const maxAsking = 100_000
 // GroupDemand is one group's demand on an upstream at a node.
 type GroupDemand struct {
 	Weight int64
-	// Rate is the cost units the group asked for per Window, smoothed.
+	// Rate is the cost units the group asked for per Window, measured over
+	// the last few calls of Demands.
 	Rate float64
+	// Backlogged: the group had requests waiting throughout the span since
+	// the last call, so it asks for more than it gets, whatever Rate says.
+	Backlogged bool
 }
 
-// Demands returns each group's demand: the cost units it asked for per
-// Window since the last call, plus those it had waiting both then and at
-// the call before, four times over, smoothed with the demand before (each call halves the
-// weight of the past). A backlog that persists says a group asks more than
-// it gets: a client that keeps n requests waiting asks at the rate it is
-// served whatever that is, and counting its backlog makes it heavy within
-// a step or two; a light group's request that happens to wait at one call
-// counts for nothing, so a group asking near the fair level is not taken
-// for a heavy one (which would lower the level for all). It forgets the
-// groups that stopped asking.
+// Demands returns each group's demand at now: the cost units it asked for
+// per Window over the last demandSpans calls (refused requests count: they
+// were asked for), and whether it was backlogged, its requests waiting
+// throughout the span since the last call. A client that keeps n requests
+// waiting asks at the rate it is served, whatever that is: its backlog,
+// not its rate, says it wants more. A light group's request that waits a
+// moment for the pacer does not make it backlogged, since its queue
+// drains between requests; so a group asking near the fair level is not
+// taken for a heavy one, which would lower the level for all. It forgets
+// the groups that stopped asking.
 func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 	elapsed := now.Sub(s.askedSince)
-	first := s.askedSince.IsZero()
-	s.askedSince = now
-	if first || elapsed <= 0 {
+	if s.askedSince.IsZero() || elapsed <= 0 {
 		elapsed = s.cfg.Window
 	}
-	backlog := make(map[string]int64)
-	for _, q := range s.queues {
-		backlog[q.group] += q.backlog
-	}
+	s.askedSince = now
 	var ds []GroupDemand
 	for g, a := range s.asked {
-		r := float64(a.units)*float64(s.cfg.Window)/float64(elapsed) + 4*float64(min(backlog[g], a.backlog))
-		a.backlog = backlog[g]
-		if a.rate > 0 {
-			r = (r + a.rate) / 2
+		a.spans[a.next] = span{a.units, elapsed}
+		a.next = (a.next + 1) % demandSpans
+		a.units = 0
+		var units int64
+		var d time.Duration
+		for _, sp := range a.spans {
+			units += sp.units
+			d += sp.d
 		}
-		a.rate, a.units = r, 0
-		if r < 1e-3 {
+		backlogged := a.waited && !a.drained && a.queued > 0
+		a.waited, a.drained = a.queued > 0, false
+		if units == 0 && a.queued == 0 {
 			delete(s.asked, g)
 			continue
 		}
-		ds = append(ds, GroupDemand{Weight: a.weight, Rate: r})
+		ds = append(ds, GroupDemand{
+			Weight:     a.weight,
+			Rate:       float64(units) * float64(s.cfg.Window) / float64(d),
+			Backlogged: backlogged,
+		})
 	}
 	return ds
+}
+
+// queued counts n units of group g as waiting (n < 0: no longer waiting),
+// for Demands.
+func (s *Scheduler) queued(g string, n int64) {
+	a := s.asked[g]
+	if a == nil {
+		return // enqueued without Admit: not counted as demand
+	}
+	if a.queued = max(a.queued+n, 0); a.queued == 0 {
+		a.drained = true
+	}
 }
 
 // Config returns the scheduler's configuration, defaults filled in.
@@ -250,6 +295,7 @@ func (s *Scheduler) Enqueue(now time.Time, r Request) error {
 	q.reqs = append(q.reqs, waiter{r.ID, r.Cost, now})
 	q.backlog += r.Cost
 	s.waiting[r.ID] = q
+	s.queued(q.group, r.Cost)
 	return nil
 }
 
@@ -265,6 +311,7 @@ func (s *Scheduler) Cancel(id uint64) bool {
 		if w.id == id {
 			q.backlog -= w.cost
 			q.reqs = append(q.reqs[:i], q.reqs[i+1:]...)
+			s.queued(q.group, -w.cost)
 			break
 		}
 	}
@@ -343,6 +390,7 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 		c.reqs = c.reqs[1:]
 		c.backlog -= head.cost
 		delete(s.waiting, head.id)
+		s.queued(c.group, -head.cost)
 		grants = append(grants, Grant{ID: head.id, Customer: c.name, Cost: head.cost, At: now, Waited: now.Sub(head.at)})
 		if len(c.reqs) == 0 {
 			// Its turn ends, but it keeps its place until the next: a

@@ -96,49 +96,79 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 }
 
 // balance resizes the node's share every interval, and sooner when a
-// request comes while it has none; it returns when Close is called.
+// request comes while it has none; between steps it claims its share
+// again (Balancer.Reclaim) when what it released no longer needs all it
+// holds (Share.Retry), and once, a quarter interval after a step, when
+// its share is under what it expects, to take what other nodes gave back.
+// It returns when Close is called.
 func (u *Upstream) balance() {
 	defer close(u.balanced)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var last time.Time
+	var (
+		last, due, retry time.Time // the last resize, the next step, the next reclaim
+		grew             bool      // a reclaim to grow ran since the last step
+	)
 	for {
+		wake := due
+		if !retry.IsZero() && retry.Before(due) {
+			wake = retry
+		}
+		timer.Reset(time.Until(wake))
+		early := false
 		select {
 		case <-u.done:
 			return
 		case <-timer.C:
 		case <-u.rebalance:
-			if time.Since(last) < u.interval/4 {
-				continue
-			}
+			early = true
 		}
-		last = time.Now()
-		u.step()
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+		timer.Stop()
+		now := time.Now()
+		if early && now.Sub(last) < u.interval/4 {
+			continue
 		}
-		timer.Reset(u.interval)
+		step := early || !now.Before(due)
+		sh := u.resize(step)
+		last, retry = now, time.Time{}
+		if step {
+			due, grew = now.Add(u.interval), false
+		}
+		switch {
+		case !sh.Retry.IsZero():
+			// sh.Retry is on u's clock, which need not be the timer's.
+			retry = now.Add(max(sh.Retry.Sub(u.now()), u.interval/20))
+		case sh.Rate < sh.Expect && !grew:
+			retry, grew = now.Add(u.interval/4), true
+		}
 	}
 }
 
-// step runs one Balancer step and applies its share.
-func (u *Upstream) step() {
-	u.mu.Lock()
-	now := u.now()
-	demand := u.s.Demands(now)
-	u.mu.Unlock()
-	ctx, cancel := context.WithTimeout(u.ctx, u.interval)
-	sh, err := u.bal.Step(ctx, now, demand, func(sh Share) time.Time {
+// resize runs one Balancer step, or only a claim (Balancer.Reclaim) if not
+// step, and applies the share.
+func (u *Upstream) resize(step bool) Share {
+	lower := func(sh Share) Released {
 		u.mu.Lock()
 		defer u.mu.Unlock()
 		at := u.now()
 		u.s.SetRate(at, sh.Rate, sh.Expect, sh.Stop)
-		return at
-	})
-	cancel()
+		return u.s.Released(at, sh.Rate)
+	}
+	ctx, cancel := context.WithTimeout(u.ctx, u.interval)
+	defer cancel()
+	var (
+		sh  Share
+		err error
+	)
+	if step {
+		u.mu.Lock()
+		now := u.now()
+		demand := u.s.Demands(now)
+		u.mu.Unlock()
+		sh, err = u.bal.Step(ctx, now, demand, lower)
+	} else {
+		sh, err = u.bal.Reclaim(ctx, u.now(), lower)
+	}
 	if err != nil && u.ctx.Err() == nil {
 		u.logger.Warn("fairshare: the ledger failed; this node keeps the share it holds", "error", err, "rate", sh.Rate, "stop", sh.Stop)
 	}
@@ -150,6 +180,7 @@ func (u *Upstream) step() {
 	case u.kick <- struct{}{}:
 	default:
 	}
+	return sh
 }
 
 // Acquire waits until a request of customer c of group (its tenant; empty:

@@ -41,8 +41,10 @@ type node struct {
 	index int
 	bal   *fairshare.Balancer
 	rate  int64         // the rate its last step gave: 0, it holds no share
-	due   time.Duration // its next regular step
-	last  time.Duration // its last step, regular or early
+	due   time.Duration // its next step
+	retry time.Duration // its next reclaim; -1: none
+	grew  bool          // a reclaim to grow ran since its last step
+	last  time.Duration // its last step or reclaim
 }
 
 func newCluster(cfg Config) (*cluster, error) {
@@ -82,8 +84,9 @@ func newNode(cfg Config, eng *engine.Engine, i int) (*node, error) {
 	s.s.SetRate(epoch, 0, 0, time.Time{})
 	return &node{
 		sluice: s, index: i, bal: b,
-		due:  time.Duration(i) * interval / time.Duration(cfg.Nodes),
-		last: -interval, // an early step may come at once
+		due:   time.Duration(i) * interval / time.Duration(cfg.Nodes),
+		retry: -1,
+		last:  -interval, // an early step may come at once
 	}, nil
 }
 
@@ -91,24 +94,27 @@ func (c *cluster) name() string { return "sluice" }
 
 // arrive offers r to its customer's node. A request the node admits while
 // it holds no share makes it step at once, as on an Upstream, unless it
-// stepped less than a quarter of an interval ago.
+// resized less than a quarter of an interval ago.
 func (c *cluster) arrive(now time.Duration, r *request) {
 	n := c.nodes[r.cust%len(c.nodes)]
 	n.arrive(now, r)
 	if r.state != refused && n.rate == 0 && now-n.last >= interval/4 {
-		c.step(n, now)
+		c.resize(n, now, true)
 	}
 }
 
-// next steps the nodes whose step is due, then releases what each node's
-// scheduler allows, and returns the earliest time a node wakes or steps.
+// next steps the nodes whose step is due and reclaims for those whose
+// reclaim is, then releases what each node's scheduler allows, and returns
+// the earliest time a node wakes, steps or reclaims.
 func (c *cluster) next(now time.Duration) ([]*request, time.Duration) {
 	var grants []*request
 	wake := time.Duration(math.MaxInt64)
 	for _, n := range c.nodes {
-		if n.due <= now {
-			c.step(n, now)
-			n.due += interval
+		switch {
+		case n.due <= now:
+			c.resize(n, now, true)
+		case n.retry >= 0 && n.retry <= now:
+			c.resize(n, now, false)
 		}
 		gs, w := n.next(now)
 		grants = append(grants, gs...)
@@ -116,15 +122,19 @@ func (c *cluster) next(now time.Duration) ([]*request, time.Duration) {
 			wake = min(wake, w)
 		}
 		wake = min(wake, n.due)
+		if n.retry >= 0 {
+			wake = min(wake, n.retry)
+		}
 	}
 	return grants, wake
 }
 
-// step runs one Balancer step of n at now on its scheduler's demand and
-// applies the share, as Upstream's step does. A ledger error leaves a share
-// that is still safe, which the node applies as an Upstream does; the run
-// reports the first.
-func (c *cluster) step(n *node, now time.Duration) {
+// resize runs one Balancer step of n at now on its scheduler's demand, or
+// only a claim if not step, applies the share and schedules the next, as
+// Upstream's balance loop does. A ledger error leaves a share that is
+// still safe, which the node applies as an Upstream does; the run reports
+// the first.
+func (c *cluster) resize(n *node, now time.Duration, step bool) {
 	// A request past its wait would have been withdrawn by now on an
 	// Upstream: it asks for nothing.
 	n.expire(now)
@@ -132,15 +142,31 @@ func (c *cluster) step(n *node, now time.Duration) {
 	c.clock.Store(int64(now))
 	// The ledger answers at once here, so a lower rate takes effect at
 	// the step's own time.
-	sh, err := n.bal.Step(context.Background(), t, demands(n.s, t), func(sh fairshare.Share) time.Time {
+	lower := func(sh fairshare.Share) fairshare.Released {
 		n.s.SetRate(t, sh.Rate, sh.Expect, sh.Stop)
-		return t
-	})
+		return n.s.Released(t, sh.Rate)
+	}
+	var (
+		sh  fairshare.Share
+		err error
+	)
+	if step {
+		sh, err = n.bal.Step(context.Background(), t, demands(n.s, t), lower)
+		n.due, n.grew = now+interval, false
+	} else {
+		sh, err = n.bal.Reclaim(context.Background(), t, lower)
+	}
 	if err != nil && c.err == nil {
 		c.err = fmt.Errorf("fairsim: node %d at %v: %w", n.index, now, err)
 	}
 	n.s.SetRate(t, sh.Rate, sh.Expect, sh.Stop)
-	n.rate, n.last = sh.Rate, now
+	n.rate, n.last, n.retry = sh.Rate, now, -1
+	switch {
+	case !sh.Retry.IsZero():
+		n.retry = now + max(sh.Retry.Sub(t), interval/20)
+	case sh.Rate < sh.Expect && !n.grew:
+		n.retry, n.grew = now+interval/4, true
+	}
 }
 
 // demands returns s's demands in a fixed order. The scheduler lists them
