@@ -155,11 +155,10 @@ func TestClusterMaxMinAcrossNodes(t *testing.T) {
 				t.Errorf("customer %s got %d in 20s, want %.0f (within 5%%)", k, got, w)
 			}
 		}
-		// The target is 98%; a share that shrinks holds its units a Window
-		// before another node may take them, and the shares move by a unit
-		// or two a step here: 96.8 to 99% measured over 30 runs.
-		if total < 1900 {
-			t.Errorf("the upstream served %d of 2000 in 20s: under 95%% used", total)
+		// The target, 98%: 99.2 to 100% measured over 20 runs.
+		t.Logf("the upstream served %d of 2000 in 20s", total)
+		if total < 1960 {
+			t.Errorf("the upstream served %d of 2000 in 20s: under 98%% used", total)
 		}
 	})
 }

@@ -82,15 +82,14 @@ func TestGPSShares(t *testing.T) {
 	}
 }
 
-// Three Sluice nodes sharing the quota through their balancers keep the
-// window bound exactly. The targets for the upstream's use (98%)
-// and Jain's index (0.99) are missed on 3 nodes: 0.946 to 0.952 and 0.979
-// to 0.987 on 30 s of these seeds, lost while the shares settle from a cold
-// start and each time a shrinking node holds its units for a Window
-// (docs/benchmarks.md). The floors here are below what is measured.
+// Three Sluice nodes sharing the quota through their balancers meet the
+// issue's targets over the default minute: the window bound exactly, the
+// upstream at least 98% used while demand exceeds it, and Jain's index at
+// least 0.99 against moment-by-moment max-min (measured 98.5 to 98.7% and
+// 0.996 to 0.997 on these seeds; docs/benchmarks.md).
 func TestSimClusterTargets(t *testing.T) {
 	for _, seed := range []uint64{0, 1, 42} {
-		rep, err := Run(Config{Seed: seed, Duration: 30 * time.Second, Nodes: 3})
+		rep, err := Run(Config{Seed: seed, Nodes: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,11 +100,11 @@ func TestSimClusterTargets(t *testing.T) {
 		if s.WindowsOver != 0 || s.MaxInWindow > rep.Rate {
 			t.Errorf("seed %d: sluice on 3 nodes granted %d in some 1s, %d aligned windows over", seed, s.MaxInWindow, s.WindowsOver)
 		}
-		if s.Utilisation < 0.93 {
-			t.Errorf("seed %d: sluice on 3 nodes: utilisation %.3f, want >= 0.93", seed, s.Utilisation)
+		if s.Utilisation < 0.98 {
+			t.Errorf("seed %d: sluice on 3 nodes: utilisation %.3f, want >= 0.98", seed, s.Utilisation)
 		}
-		if s.Jain < 0.97 {
-			t.Errorf("seed %d: sluice on 3 nodes: Jain %.3f moment by moment, want >= 0.97", seed, s.Jain)
+		if s.Jain < 0.99 {
+			t.Errorf("seed %d: sluice on 3 nodes: Jain %.3f moment by moment, want >= 0.99", seed, s.Jain)
 		}
 	}
 }
