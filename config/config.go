@@ -45,11 +45,13 @@ type Upstream struct {
 	Name string
 	// Rate units per Window, Burst at once after a quiet spell (0: the
 	// scheduler's default, Rate/10), MaxQueue waiting requests per customer
-	// (0: the scheduler's default, 1000).
+	// (0: the scheduler's default, 1000), and Cap the most units one
+	// customer may have per Window (0: none).
 	Rate     int64
 	Window   time.Duration
 	Burst    int64
 	MaxQueue int
+	Cap      int64
 	// MaxWait is a request's maximum wait when it names none, and the most
 	// it may name.
 	MaxWait time.Duration
@@ -68,7 +70,7 @@ const (
 
 // Scheduler returns the fair-share configuration of u.
 func (u Upstream) Scheduler() fairshare.Config {
-	return fairshare.Config{Rate: u.Rate, Window: u.Window, Burst: u.Burst, MaxQueue: u.MaxQueue}
+	return fairshare.Config{Rate: u.Rate, Window: u.Window, Burst: u.Burst, MaxQueue: u.MaxQueue, Cap: u.Cap}
 }
 
 // Weight returns the weight of tenant's customers on u: the tenant's own

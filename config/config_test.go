@@ -104,6 +104,9 @@ func TestErrorsNameFileLineField(t *testing.T) {
 		{"upstreams:\n  api:\n    rate: 10\n    window: soon\n", "c.yaml:4: upstreams.api.window: is not a duration"},
 		{"upstreams:\n  api:\n    rate: 10\n    burst: 11\n", "c.yaml:4: upstreams.api.burst: must be at most rate (10)"},
 		{"upstreams:\n  api:\n    rate: 10\n    maxQueue: 0\n", "c.yaml:4: upstreams.api.maxQueue: must be between 1 and"},
+		{"upstreams:\n  api:\n    rate: 10\n    cap: 11\n", "c.yaml:4: upstreams.api.cap: must be at most rate (10)"},
+		{"upstreams:\n  api:\n    rate: 10\n    cap: 0\n", "c.yaml:4: upstreams.api.cap: must be between 1 and"},
+		{"upstreams:\n  api:\n    rate: 10\n    cap: 3\n", ""},
 		{"upstreams:\n  api:\n    rate: 10\n    maxWait: 2m\n", "c.yaml:4: upstreams.api.maxWait: must be between 1ms and 1m0s"},
 		{"upstreams:\n  api:\n    rate: 10\n    window: 5ns\n", "c.yaml:4: upstreams.api.window: must be at least rate (10) nanoseconds"},
 		{"upstreams:\n  api:\n    rate: 10\n    weights: {tiers: {gold: 2}}\n", ""},
@@ -149,13 +152,16 @@ func TestUpstreams(t *testing.T) {
 	if got := u.Weight("nobody", c.Tier(nil, "nobody")); got != 1 {
 		t.Errorf("a free tenant: weight %d", got)
 	}
-	c, err = Parse("c.yaml", []byte("upstreams:\n  api:\n    rate: 5\n    weights: {tenants: {acme: 7}, tiers: {free: 3}}\n"))
+	c, err = Parse("c.yaml", []byte("upstreams:\n  api:\n    rate: 5\n    cap: 2\n    weights: {tenants: {acme: 7}, tiers: {free: 3}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	u = c.Upstreams["api"]
 	if u.Window != DefaultUpstreamWindow || u.MaxWait != DefaultUpstreamMaxWait || u.Burst != 0 || u.Weight("acme", "free") != 7 || u.Weight("beta", "free") != 3 {
 		t.Errorf("api: %+v", u)
+	}
+	if u.Cap != 2 || u.Scheduler().Cap != 2 {
+		t.Errorf("api: cap %d, scheduler's %d; want 2", u.Cap, u.Scheduler().Cap)
 	}
 }
 

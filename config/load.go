@@ -509,7 +509,7 @@ func (p *parser) strings(n *yaml.Node, field string) ([]string, error) {
 	return out, nil
 }
 
-var upstreamFields = []string{"rate", "window", "burst", "maxQueue", "maxWait", "weights"}
+var upstreamFields = []string{"rate", "window", "burst", "maxQueue", "cap", "maxWait", "weights"}
 
 // upstreams reads the upstream quotas; after tiers and tenants, which
 // their weights name.
@@ -539,6 +539,8 @@ func (p *parser) upstreams(n *yaml.Node) error {
 				var q int64
 				q, err = p.int(v, field, 1, 1_000_000)
 				u.MaxQueue = int(q)
+			case "cap":
+				u.Cap, err = p.int(v, field, 1, 1e9) // 0 would silently mean none: omit it
 			case "maxWait":
 				u.MaxWait, err = p.duration(v, field)
 				if err == nil && (u.MaxWait < time.Millisecond || u.MaxWait > MaxUpstreamWait) {
@@ -559,6 +561,8 @@ func (p *parser) upstreams(n *yaml.Node) error {
 			return p.errf(orNode(lines["window"], v), join(path, "window"), "must be at least rate (%d) nanoseconds, got %v", u.Rate, u.Window)
 		case u.Burst > u.Rate:
 			return p.errf(lines["burst"], join(path, "burst"), "must be at most rate (%d), got %d", u.Rate, u.Burst)
+		case u.Cap > u.Rate:
+			return p.errf(lines["cap"], join(path, "cap"), "must be at most rate (%d), got %d", u.Rate, u.Cap)
 		}
 		if err := u.Scheduler().Validate(); err != nil { // a guard: the checks above should have caught it
 			return p.errf(v, path, "%v", err)

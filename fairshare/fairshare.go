@@ -24,6 +24,11 @@
 // whatever the number of customers it names. A customer with no group is a
 // group of its own.
 //
+// A Cap, if configured, bounds what one customer is released in any
+// Window: at its turn, a customer whose next request would pass it passes
+// the turn on, and gets it back when its earlier releases leave the
+// window.
+//
 // Every release passes a pacer, so the upstream never sees more than Rate
 // cost units in any interval of length Window: a sliding log of the
 // releases of the last Window enforces that bound exactly, and a token
@@ -80,6 +85,11 @@ type Config struct {
 	// Quantum is the cost units a customer of weight 1 may send per turn of
 	// the round robin. Default 1: the finest interleaving.
 	Quantum int64
+	// Cap, if not 0, is the most cost units one customer may be released
+	// in any interval of length Window, however idle the upstream: a
+	// ceiling on top of its fair share, 1 to Rate. A request then costs at
+	// most Cap as well.
+	Cap int64
 }
 
 // withDefaults returns a copy of c with the zero fields defaulted.
@@ -124,6 +134,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("fairshare: MaxQueue %d must be at least 1", c.MaxQueue)
 	case c.Quantum < 1 || c.Quantum > c.Rate:
 		return fmt.Errorf("fairshare: Quantum %d must be 1 to Rate (%d)", c.Quantum, c.Rate)
+	case c.Cap < 0 || c.Cap > c.Rate:
+		return fmt.Errorf("fairshare: Cap %d must be 0 (none) or 1 to Rate (%d)", c.Cap, c.Rate)
 	}
 	return nil
 }

@@ -35,6 +35,8 @@ func (s *Scheduler) validate(r Request) error {
 		return fmt.Errorf("fairshare: Weight %d must be 1 to %d", r.Weight, MaxWeight)
 	case r.Cost < 1 || r.Cost > s.cfg.Burst:
 		return fmt.Errorf("fairshare: Cost %d must be 1 to Burst (%d)", r.Cost, s.cfg.Burst)
+	case s.cfg.Cap > 0 && r.Cost > s.cfg.Cap:
+		return fmt.Errorf("fairshare: Cost %d must be 1 to Cap (%d)", r.Cost, s.cfg.Cap)
 	}
 	return nil
 }
@@ -66,6 +68,21 @@ type Scheduler struct {
 	// asked is what each group asked for since askedSince (Demands).
 	asked      map[string]*asking
 	askedSince time.Time
+	// With a Cap: what each customer was released in the last Window, and
+	// every release of the last Window in order, to forget them.
+	sent     map[Customer]*sentLog
+	sentLogs []sentRelease
+}
+
+// sentLog is what one customer was released in the last Window.
+type sentLog struct {
+	log []release
+	sum int64
+}
+
+type sentRelease struct {
+	at time.Time
+	c  Customer
 }
 
 // asking is one group's demand: what it asked for in each of the last
@@ -127,6 +144,7 @@ func NewScheduler(cfg Config) (*Scheduler, error) {
 		waiting: make(map[uint64]*custQueue),
 		groups:  make(map[string]int),
 		asked:   make(map[string]*asking),
+		sent:    make(map[Customer]*sentLog),
 	}, nil
 }
 
@@ -354,7 +372,15 @@ func (s *Scheduler) leave() {
 // SetRate.
 func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 	s.pacer.expire(now)
+	s.expireSent(now)
 	sc := s.cfg.scale()
+	// capped counts the turns passed on in a row by customers at the Cap,
+	// and capWake is when the first of them may go again: once every
+	// customer in the rotation has passed, none can go before then.
+	var (
+		capped  int
+		capWake time.Time
+	)
 	for len(s.fresh) > 0 || len(s.active) > 0 {
 		fresh := len(s.fresh) > 0
 		q := s.fresh
@@ -370,6 +396,18 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 			}
 			continue
 		}
+		if at := s.capReady(now, c.name, c.reqs[0].cost); !at.IsZero() {
+			// At the Cap: the turn passes on, the deficit unchanged.
+			if capWake.IsZero() || at.Before(capWake) {
+				capWake = at
+			}
+			s.endTurn(c, fresh)
+			if capped++; capped >= len(s.fresh)+len(s.active) {
+				return grants, capWake
+			}
+			continue
+		}
+		capped = 0
 		if !c.topped {
 			c.deficit += float64(s.cfg.Quantum*c.weight) / float64(max(s.groups[c.group], 1))
 			c.topped = true
@@ -386,6 +424,7 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 			return grants, at
 		}
 		s.pacer.take(now, head.cost*sc)
+		s.recordSent(now, c.name, head.cost)
 		c.deficit -= float64(head.cost)
 		c.reqs = c.reqs[1:]
 		c.backlog -= head.cost
@@ -403,6 +442,80 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 	return grants, time.Time{}
 }
 
+// recordSent counts cost units released to c at now against the Cap.
+func (s *Scheduler) recordSent(now time.Time, c Customer, cost int64) {
+	if s.cfg.Cap <= 0 {
+		return
+	}
+	l := s.sent[c]
+	if l == nil {
+		l = &sentLog{}
+		s.sent[c] = l
+	}
+	l.log = append(l.log, release{now, cost})
+	l.sum += cost
+	s.sentLogs = append(s.sentLogs, sentRelease{now, c})
+}
+
+// expireSent forgets the releases that no longer count against the Cap
+// at now, and the customers left with none.
+func (s *Scheduler) expireSent(now time.Time) {
+	i := 0
+	for ; i < len(s.sentLogs) && now.Sub(s.sentLogs[i].at) >= s.cfg.Window; i++ {
+		l := s.sent[s.sentLogs[i].c]
+		l.sum -= l.log[0].n
+		if l.log = l.log[1:]; len(l.log) == 0 {
+			delete(s.sent, s.sentLogs[i].c)
+		}
+	}
+	if i > 0 {
+		s.sentLogs = append(s.sentLogs[:0], s.sentLogs[i:]...)
+	}
+}
+
+// capReady returns zero if c may be released cost more units at now under
+// the Cap, else when it may: when enough of its releases have left the
+// window. expireSent(now) must have run.
+func (s *Scheduler) capReady(now time.Time, c Customer, cost int64) time.Time {
+	l := s.sent[c]
+	if s.cfg.Cap <= 0 || l == nil || l.sum+cost <= s.cfg.Cap {
+		return time.Time{}
+	}
+	left := l.sum
+	for _, x := range l.log {
+		left -= x.n
+		if left+cost <= s.cfg.Cap {
+			return x.at.Add(s.cfg.Window)
+		}
+	}
+	return now // cannot happen: cost is at most Cap
+}
+
+// capWait returns how long c must wait under the Cap for its backlog and
+// cost more units to go: until its releases leave the window to make room
+// for the first Cap of them, then a Window for each Cap more.
+func (s *Scheduler) capWait(now time.Time, c Customer, units int64) time.Duration {
+	if s.cfg.Cap <= 0 {
+		return 0
+	}
+	var sent int64
+	l := s.sent[c]
+	if l != nil {
+		sent = l.sum
+	}
+	if sent+units <= s.cfg.Cap {
+		return 0
+	}
+	var first time.Duration
+	if l != nil {
+		if at := s.capReady(now, c, min(units, s.cfg.Cap)); !at.IsZero() {
+			first = at.Sub(now)
+		}
+	}
+	more := max(units-s.cfg.Cap, 0)
+	return first + time.Duration(float64(s.cfg.Window)*float64(more)/float64(s.cfg.Cap))
+}
+
 // Estimate returns how long a new request of customer c of group (empty:
 // its own) with this weight and cost would wait if enqueued at now, were
 // no other request to arrive: the finish time of fluid weighted fair
@@ -411,8 +524,23 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 // pacer can send at once. A caller with a maximum wait refuses a request
 // whose estimate exceeds it (ErrShortage) instead of queueing it. DRR
 // tracks GPS to within a turn per customer, so the estimate may be short
-// by up to a round of the rotation.
+// by up to a round of the rotation. With a Cap, it is at least the wait
+// the Cap imposes on c's backlog and this request.
 func (s *Scheduler) Estimate(now time.Time, c Customer, group string, weight, cost int64) time.Duration {
+	d := s.fairWait(now, c, group, weight, cost)
+	if s.cfg.Cap > 0 {
+		s.expireSent(now)
+		units := cost
+		if q := s.queues[c]; q != nil {
+			units += q.backlog
+		}
+		d = max(d, s.capWait(now, c, units))
+	}
+	return d
+}
+
+// fairWait is Estimate without the Cap.
+func (s *Scheduler) fairWait(now time.Time, c Customer, group string, weight, cost int64) time.Duration {
 	s.pacer.expire(now)
 	group = cmp.Or(group, string(c))
 	mine := float64(cost)

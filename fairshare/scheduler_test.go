@@ -355,3 +355,90 @@ func TestFairGroupsShareTheirWeight(t *testing.T) {
 		t.Fatalf("a group naming new customers against a backlogged one: %v, want at most about half", got)
 	}
 }
+
+// grantsOf returns the grants of customer c.
+func grantsOf(gs []Grant, c Customer) []Grant {
+	var out []Grant
+	for _, g := range gs {
+		if g.Customer == c {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// A Cap bounds what each customer is released in any Window, however idle
+// the upstream; under it, customers share the rate fairly as before.
+func TestCapBoundsEachCustomer(t *testing.T) {
+	s := newSched(t, Config{Rate: 100, Window: time.Second, Burst: 10, Cap: 60})
+	id := uint64(0)
+	for range 400 {
+		id++
+		enqueue(t, s, t0, id, "alone", 1, 1)
+	}
+	gs := drain(s, t0, t0.Add(3*time.Second-time.Nanosecond))
+	checkWindow(t, gs, 60, time.Second)
+	if len(gs) < 170 {
+		t.Errorf("alone, the customer got %d in 3s, want about 180: its Cap of 60 a second", len(gs))
+	}
+
+	// Two customers: their fair shares, 50 each, are under the Cap.
+	s = newSched(t, Config{Rate: 100, Window: time.Second, Burst: 10, Cap: 60})
+	for range 400 {
+		id++
+		enqueue(t, s, t0, id, "a", 1, 1)
+		id++
+		enqueue(t, s, t0, id, "b", 1, 1)
+	}
+	gs = drain(s, t0, t0.Add(3*time.Second-time.Nanosecond))
+	checkWindow(t, gs, 100, time.Second)
+	for _, c := range []Customer{"a", "b"} {
+		mine := grantsOf(gs, c)
+		checkWindow(t, mine, 60, time.Second)
+		if len(mine) < 140 || len(mine) > 160 {
+			t.Errorf("customer %s got %d in 3s, want about 150: half the rate, under the Cap", c, len(mine))
+		}
+	}
+}
+
+// A customer cannot pass its Cap by letting its queue drain and coming
+// back: its releases count for a Window whether it waits or not.
+func TestCapOutlivesTheQueue(t *testing.T) {
+	s := newSched(t, Config{Rate: 100, Window: time.Second, Burst: 10, Cap: 2})
+	enqueue(t, s, t0, 1, "a", 1, 1)
+	enqueue(t, s, t0, 2, "a", 1, 1)
+	if gs := drain(s, t0, t0); len(gs) != 2 {
+		t.Fatalf("released %d at 0, want both", len(gs))
+	}
+	now := t0.Add(100 * time.Millisecond)
+	enqueue(t, s, now, 3, "a", 1, 1)
+	g, wake := s.Next(now)
+	if len(g) != 0 || !wake.Equal(t0.Add(time.Second)) {
+		t.Fatalf("at 100ms: released %d, wake at %v; want none until 1s, when the first release leaves the window", len(g), wake.Sub(t0))
+	}
+	if d := s.Estimate(now, "a", "", 1, 1); d < 900*time.Millisecond {
+		t.Errorf("a's next request at 100ms: estimate %v, want at least the 900ms the Cap holds it", d)
+	}
+	if d := s.Estimate(now, "b", "", 1, 1); d != 0 {
+		t.Errorf("another customer's request: estimate %v, want 0", d)
+	}
+	if g, _ := s.Next(t0.Add(time.Second)); len(g) != 1 || g[0].ID != 3 {
+		t.Errorf("at 1s: released %v, want request 3", g)
+	}
+}
+
+// A Cap over the rate, or a request costing more than the Cap, is refused
+// with an error naming the Cap.
+func TestCapValidation(t *testing.T) {
+	if _, err := NewScheduler(Config{Rate: 10, Cap: 11}); err == nil || !strings.Contains(err.Error(), "Cap 11") {
+		t.Errorf("Cap over Rate: %v, want an error naming Cap", err)
+	}
+	s := newSched(t, Config{Rate: 100, Burst: 10, Cap: 4})
+	err := s.Admit(t0, Request{ID: 1, Customer: "a", Weight: 1, Cost: 5}, 0)
+	if err == nil || !strings.Contains(err.Error(), "Cap (4)") {
+		t.Errorf("a request costing 5 under a Cap of 4: %v, want an error naming the Cap", err)
+	}
+	if s.Len() != 0 {
+		t.Errorf("%d waiting after a refused request, want 0", s.Len())
+	}
+}

@@ -65,6 +65,8 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 		err = sluice.Invalid("key", "must be 1 to %d bytes: the customer within the tenant", sluice.MaxKeyLen)
 	case cost < 1 || cost > qc.Burst:
 		err = sluice.Invalid("cost", "must be between 1 and the upstream's burst %d, got %d", qc.Burst, cost)
+	case qc.Cap > 0 && cost > qc.Cap:
+		err = sluice.Invalid("cost", "must be at most the upstream's cap %d per customer, got %d", qc.Cap, cost)
 	case in.MaxWait.Err() != nil:
 		err = sluice.Invalid("maxWait", "%v", in.MaxWait.Err())
 	case maxWait < time.Millisecond || maxWait > up.Config.MaxWait:
@@ -123,6 +125,7 @@ type upstreamOut struct {
 	Window   string        `json:"window"`
 	Burst    int64         `json:"burst"`
 	MaxQueue int           `json:"maxQueue"`
+	Cap      int64         `json:"cap,omitempty"`
 	MaxWait  string        `json:"maxWait"`
 	Weights  weightsOut    `json:"weights"`
 	State    upstreamState `json:"state"`
@@ -159,7 +162,7 @@ func upstreamInfo(name string, up Upstream) upstreamOut {
 	qc := up.Quota.Config()
 	st := up.Quota.Stats(maxShownQueues)
 	out := upstreamOut{
-		Name: name, Rate: qc.Rate, Window: qc.Window.String(), Burst: qc.Burst, MaxQueue: qc.MaxQueue, MaxWait: up.Config.MaxWait.String(),
+		Name: name, Rate: qc.Rate, Window: qc.Window.String(), Burst: qc.Burst, MaxQueue: qc.MaxQueue, Cap: qc.Cap, MaxWait: up.Config.MaxWait.String(),
 		Weights: weightsOut{Tiers: orEmpty(up.Config.TierWeights), Tenants: orEmpty(up.Config.TenantWeights)},
 		State: upstreamState{Waiting: st.Waiting, Customers: st.Customers, Granted: st.Granted, Utilisation: st.Utilisation,
 			Share: st.Share, Nodes: st.Nodes},

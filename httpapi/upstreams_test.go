@@ -16,11 +16,13 @@ import (
 )
 
 // upstreamsYAML: "fast" paces one unit every 100ms; "held" one every 10s,
-// so that a request behind its first grant waits far longer than any test.
+// so that a request behind its first grant waits far longer than any test;
+// "metered" allows each customer 2 units a minute of its 100.
 const upstreamsYAML = `
 tiers: {free: {}, premium: {}}
 upstreams:
   fast: {rate: 10, window: 1s, burst: 1, maxWait: 5s}
+  metered: {rate: 100, window: 1m, burst: 10, cap: 2, maxWait: 5s}
   held:
     rate: 1
     window: 10s
@@ -178,6 +180,33 @@ func TestUpstreamShortage(t *testing.T) {
 	}
 }
 
+// TestUpstreamCap: a customer that has had its cap of "metered" is
+// refused (429, shortage) while the upstream has room, and another
+// customer is not; a request costing more than the cap is 400 naming the
+// cost. The admin sees the cap.
+func TestUpstreamCap(t *testing.T) {
+	s := newUpstreamService(t)
+	for range 2 {
+		if code, out := s.do(t, s.acme, "POST", "/v1/upstreams/metered/acquire", `{"key":"u1"}`); code != 200 {
+			t.Fatalf("within the cap: %d %v", code, out)
+		}
+	}
+	resp := s.request(t, s.acme, "POST", "/v1/upstreams/metered/acquire", `{"key":"u1","maxWait":"1s"}`)
+	if out := decodeBody(t, resp); resp.StatusCode != 429 || out["reason"] != "shortage" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("over the cap: %d %v", resp.StatusCode, out)
+	}
+	if code, out := s.do(t, s.acme, "POST", "/v1/upstreams/metered/acquire", `{"key":"u2"}`); code != 200 {
+		t.Fatalf("another key of the tenant: %d %v", code, out)
+	}
+	if code, out := s.do(t, s.acme, "POST", "/v1/upstreams/metered/acquire", `{"key":"u3","cost":3}`); code != 400 || out["field"] != "cost" {
+		t.Fatalf("a cost over the cap: %d %v", code, out)
+	}
+	st := s.state(t, "metered")
+	if code, out := s.do(t, adminKey, "GET", "/v1/upstreams/metered", ""); code != 200 || out["cap"] != 2.0 || granted(st) != 3 || waiting(st) != 0 {
+		t.Fatalf("admin: %d %v, state %v", code, out, st)
+	}
+}
+
 // TestUpstreamQueueFullAndCancel: a customer's request waits in "held"
 // (maxQueue 1); its next is refused, queue full; its client disconnects,
 // which withdraws its place, and the customer may queue again.
@@ -238,7 +267,7 @@ func TestUpstreamWalls(t *testing.T) {
 		}
 	}
 	code, out := s.do(t, adminKey, "GET", "/v1/upstreams", "")
-	if ups, _ := out["upstreams"].([]any); code != 200 || len(ups) != 2 || ups[0].(map[string]any)["name"] != "fast" || ups[0].(map[string]any)["rate"] != 10.0 {
+	if ups, _ := out["upstreams"].([]any); code != 200 || len(ups) != 3 || ups[0].(map[string]any)["name"] != "fast" || ups[0].(map[string]any)["rate"] != 10.0 {
 		t.Fatalf("admin lists: %d %v", code, out)
 	}
 }
