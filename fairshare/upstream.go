@@ -193,20 +193,27 @@ func (u *Upstream) resize(step bool) Share {
 // place is withdrawn. A request released in the same instant as ctx ends
 // or maxWait passes succeeds: its units are spent.
 func (u *Upstream) Acquire(ctx context.Context, c Customer, group string, weight, cost int64, maxWait time.Duration) (time.Duration, error) {
+	g, err := u.AcquireGrant(ctx, c, group, weight, cost, maxWait)
+	return g.Waited, err
+}
+
+// AcquireGrant is Acquire, returning the grant: when the request was
+// released (on the Upstream's clock) as well as how long it waited.
+func (u *Upstream) AcquireGrant(ctx context.Context, c Customer, group string, weight, cost int64, maxWait time.Duration) (Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return Grant{}, err
 	}
 	u.mu.Lock()
 	if u.closed {
 		u.mu.Unlock()
-		return 0, ErrClosed
+		return Grant{}, ErrClosed
 	}
 	now := u.now()
 	u.nextID++
 	id := u.nextID
 	if err := u.s.Admit(now, Request{ID: id, Customer: c, Group: group, Weight: weight, Cost: cost}, maxWait); err != nil {
 		u.mu.Unlock()
-		return 0, err
+		return Grant{}, err
 	}
 	ch := make(chan Grant, 1)
 	u.waiters[id] = ch
@@ -232,7 +239,7 @@ func (u *Upstream) Acquire(ctx context.Context, c Customer, group string, weight
 	var err error
 	select {
 	case g := <-ch:
-		return g.Waited, nil
+		return g, nil
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-expired:
@@ -247,10 +254,9 @@ func (u *Upstream) Acquire(ctx context.Context, c Customer, group string, weight
 	if !withdrawn {
 		// Released in the same instant: the loop sends under the lock, so
 		// the grant is in ch, and its units are spent; take it.
-		g := <-ch
-		return g.Waited, nil
+		return <-ch, nil
 	}
-	return 0, err
+	return Grant{}, err
 }
 
 // Close stops the Upstream: waiting and later Acquire calls return

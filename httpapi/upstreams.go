@@ -87,7 +87,7 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 	// held for up to maxWait first. Not every writer can say (httptest's
 	// recorder): then the server's timeout stands.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxWait + 10*time.Second))
-	waited, err := up.Quota.Acquire(r.Context(), c, tenant, weight, cost, maxWait)
+	g, err := up.Quota.AcquireGrant(r.Context(), c, tenant, weight, cost, maxWait)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the client went: its place is withdrawn, and no one reads an answer
@@ -95,7 +95,7 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 		wire.WriteAcquireError(w, name, err, up.Quota.Estimate(c, tenant, weight, cost))
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.FromWait(waited))
+	writeJSON(w, http.StatusOK, wire.FromGrant(g.At, g.Waited))
 }
 
 func errNoUpstream(name string) error {

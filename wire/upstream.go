@@ -23,16 +23,18 @@ type AcquireRequest struct {
 }
 
 // AcquireResponse is the body of a granted acquire (200): how long the
-// request waited for its turn.
+// request waited for its turn, and when it was granted on the server's
+// clock (the upstream's rate bounds these times).
 type AcquireResponse struct {
-	Granted  bool     `json:"granted"`
-	Waited   Duration `json:"waited"`
-	WaitedMs int64    `json:"waitedMs"`
+	Granted   bool      `json:"granted"`
+	Waited    Duration  `json:"waited"`
+	WaitedMs  int64     `json:"waitedMs"`
+	GrantedAt time.Time `json:"grantedAt"`
 }
 
-// FromWait returns the answer of a request granted after waited.
-func FromWait(waited time.Duration) AcquireResponse {
-	return AcquireResponse{Granted: true, Waited: Duration{D: waited}, WaitedMs: waited.Milliseconds()}
+// FromGrant returns the answer of a request granted at after waited.
+func FromGrant(at time.Time, waited time.Duration) AcquireResponse {
+	return AcquireResponse{Granted: true, Waited: Duration{D: waited}, WaitedMs: waited.Milliseconds(), GrantedAt: at.UTC()}
 }
 
 // The reasons of a refused acquire (429).

@@ -166,12 +166,13 @@ func TestStatusTable(t *testing.T) {
 // TestAcquireWire: a grant and both refusals survive the wire, and a
 // refusal carries Retry-After in whole seconds, at least 1.
 func TestAcquireWire(t *testing.T) {
-	b, err := json.Marshal(FromWait(1500 * time.Millisecond))
+	at := time.Date(2026, 11, 23, 7, 0, 0, 123456789, time.FixedZone("x", 3600))
+	b, err := json.Marshal(FromGrant(at, 1500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var grant AcquireResponse
-	if err := json.Unmarshal(b, &grant); err != nil || !grant.Granted || grant.Waited.D != 1500*time.Millisecond || grant.WaitedMs != 1500 {
+	if err := json.Unmarshal(b, &grant); err != nil || !grant.Granted || grant.Waited.D != 1500*time.Millisecond || grant.WaitedMs != 1500 || !grant.GrantedAt.Equal(at) || grant.GrantedAt.Location() != time.UTC {
 		t.Fatalf("%s: %+v %v", b, grant, err)
 	}
 	for _, tc := range []struct {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/store/dynamostore"
 	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // upstreamConfig writes a configuration with one upstream that grants one
@@ -60,16 +60,20 @@ func TestUpstreamServe(t *testing.T) {
 }
 
 // TestUpstreamAcrossNodes: three nodes on one DynamoDB table (dynoxide)
-// share an upstream of 150 per second in front of a stand-in that allows
-// 165 (the headroom absorbs the jitter between a grant and the call on a
-// loaded machine, as docs/fairshare.md advises). Fifty customers, each a
-// tenant of its own on one node, ask at skewed rates, 1.6 times the quota
-// in all; each calls the stand-in when granted. The stand-in never sees
-// more than 165 in any second, and once the nodes' shares have settled
-// each customer gets its max-min share within 5%: of the requests it
-// sent in the 24 s measured, those granted, whenever they were.
+// share an upstream of 150 per second. Fifty customers, each a tenant of
+// its own on one node, ask at skewed rates, 2.4 times the quota in all;
+// each calls an upstream stand-in when granted, passing the grant's time
+// on the server's clock (grantedAt). The stand-in never sees calls granted
+// more than 150 to any second, and once the nodes' shares have settled
+// each customer gets its max-min share within 5%.
+//
+// The stand-in's own arrival times are logged, not asserted: they add the
+// test's client, which on a loaded machine (the race detector, another
+// make test beside this one) can hold a granted response for seconds and
+// then call in a burst, a delay no limiter can bound. docs/fairshare.md
+// advises headroom for it.
 func TestUpstreamAcrossNodes(t *testing.T) {
-	const rate, allowed = 150, 165
+	const rate = 150
 	table := dynamotest.TableName(t)
 	if err := dynamostore.CreateTable(dynamotest.Context(t), dynamotest.NewClient(dynamotest.Get(t).Endpoint), table); err != nil {
 		t.Fatal(err)
@@ -84,23 +88,25 @@ func TestUpstreamAcrossNodes(t *testing.T) {
 		ps[i] = start(t, "--store", "dynamodb", "--dynamodb-endpoint", dynamotest.Get(t).Endpoint, "--dynamodb-table", table, "--config", file)
 	}
 
-	// The stand-in: keeps every call's time, and the time each customer's
-	// call was asked for (the request to Sluice sent).
+	// The stand-in: keeps every call's arrival and grant, and each
+	// customer's grants.
 	var (
-		mu    sync.Mutex
-		calls []time.Time
-		by    = map[string][]time.Time{}
+		mu      sync.Mutex
+		arrived []time.Time
+		grants  []time.Time
+		by      = map[string][]time.Time{}
 	)
 	standIn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
-		asked, err := time.Parse(time.RFC3339Nano, r.URL.Query().Get("asked"))
+		at, err := time.Parse(time.RFC3339Nano, r.URL.Query().Get("granted"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		mu.Lock()
-		calls = append(calls, now)
-		by[r.URL.Query().Get("customer")] = append(by[r.URL.Query().Get("customer")], asked)
+		arrived = append(arrived, now)
+		grants = append(grants, at)
+		by[r.URL.Query().Get("customer")] = append(by[r.URL.Query().Get("customer")], at)
 		mu.Unlock()
 	}))
 	defer standIn.Close()
@@ -144,36 +150,40 @@ func TestUpstreamAcrossNodes(t *testing.T) {
 				}
 				wg.Go(func() {
 					defer func() { <-slots }()
-					asked := time.Now()
 					resp, err := hc.Post(url, "application/json", strings.NewReader(body))
 					if err != nil {
 						return
 					}
-					io.Copy(io.Discard, resp.Body)
+					var out wire.AcquireResponse
+					err = json.NewDecoder(resp.Body).Decode(&out)
 					resp.Body.Close()
 					if resp.StatusCode != http.StatusOK {
 						return
 					}
-					if r, err := hc.Get(standIn.URL + "/?customer=" + customer + "&asked=" + asked.Format(time.RFC3339Nano)); err == nil {
+					if err != nil || !out.Granted || out.GrantedAt.IsZero() {
+						t.Errorf("a grant for %s: %+v, %v; want granted with its time", customer, out, err)
+						return
+					}
+					if r, err := hc.Get(standIn.URL + "/?customer=" + customer + "&granted=" + out.GrantedAt.Format(time.RFC3339Nano)); err == nil {
 						r.Body.Close()
 					}
 				})
 			}
 		})
 	}
-	// The load goes on for the longest wait (3 s) after the requests
-	// measured, so that they are granted or refused under it too.
+	// The load goes on a second after the grants measured, so that calls
+	// granted in time but late to the stand-in are counted.
 	settle, measure := 8*time.Second, 24*time.Second
 	began := time.Now()
-	time.Sleep(settle + measure + 3*time.Second)
+	time.Sleep(settle + measure + time.Second)
 	cancel()
 	wg.Wait()
 
 	mu.Lock()
 	defer mu.Unlock()
-	most := mostInWindow(calls, time.Second)
-	if most > allowed {
-		t.Errorf("the stand-in saw %d calls in one second, more than the %d it allows", most, allowed)
+	most := mostInWindow(grants, time.Second)
+	if most > rate {
+		t.Errorf("the stand-in got calls granted %d to one second, more than the rate of %d", most, rate)
 	}
 	from, to := began.Add(settle), began.Add(settle+measure)
 	var (
@@ -195,11 +205,11 @@ func TestUpstreamAcrossNodes(t *testing.T) {
 			worst, worstIs = d, fmt.Sprintf("%s, asking %.1f/s, got %d for %.0f", customer, demand[i], got, want)
 		}
 		if math.Abs(float64(got)-want) > 0.05*want {
-			t.Errorf("customer %s (asks %.1f/s) got %d of the calls it asked for in %v, want %.0f, its max-min share, within 5%%", customer, demand[i], got, measure, want)
+			t.Errorf("customer %s (asks %.1f/s) got %d calls granted in %v, want %.0f, its max-min share, within 5%%", customer, demand[i], got, measure, want)
 		}
 	}
-	t.Logf("the customers got %d calls of those asked for in %v, %.1f%% of the quota; the furthest from its max-min share by %.1f%% (%s); the stand-in saw at most %d in a second",
-		total, measure, 100*float64(total)/(rate*measure.Seconds()), 100*worst, worstIs, most)
+	t.Logf("the customers got %d calls granted in %v, %.1f%% of the quota; the furthest from its max-min share by %.1f%% (%s); at most %d granted to a second, %d arrived in one",
+		total, measure, 100*float64(total)/(rate*measure.Seconds()), 100*worst, worstIs, most, mostInWindow(arrived, time.Second))
 	if t.Failed() {
 		for _, p := range ps {
 			st, _ := httpGet("http://" + p.addr + "/v1/upstreams/partner")
