@@ -58,6 +58,11 @@ import (
 type Demand struct {
 	Light float64
 	Heavy float64
+	// Short is the cost units per Window a node's share lacks of what it
+	// sized at its last step and of its light demand: what its light
+	// groups wait for other nodes to give back, which no node takes as
+	// spare.
+	Short float64
 }
 
 // Ledger is where the nodes sharing an upstream publish their demand and
@@ -96,6 +101,11 @@ type Share struct {
 	// Retry, if not zero, is when a Reclaim would give back some of what
 	// the node holds over its Rate, as what it released leaves the window.
 	Retry time.Time
+	// Short is the cost units per Window the Rate lacks of the node's
+	// light demand and of Expect (Demand.Short): while it is not 0, the
+	// node's light groups wait for units other nodes give back, and a
+	// Reclaim may get them.
+	Short float64
 }
 
 // Balancer sizes one node's share of an upstream (see above). It is not
@@ -183,14 +193,15 @@ type Released struct {
 // Nil: the node is taken to have released at the highest rate in effect
 // in the last Window.
 func (b *Balancer) Step(ctx context.Context, now time.Time, mine []GroupDemand, lower func(Share) Released) (Share, error) {
-	others := Demand{max(b.sum.Light-b.mine.Light, 0), max(b.sum.Heavy-b.mine.Heavy, 0)}
+	others := Demand{Light: max(b.sum.Light-b.mine.Light, 0), Heavy: max(b.sum.Heavy-b.mine.Heavy, 0)}
 	level := FairLevel(float64(b.cfg.Rate), others, mine)
 	my := split(mine, level)
+	my.Short = b.short()
 	sum, nodes, perr := b.ledger.Publish(ctx, now, my)
 	if perr == nil {
 		b.sum, b.mine, b.nodes = sum, my, nodes
 	} else {
-		sum, nodes = Demand{others.Light + my.Light, others.Heavy + my.Heavy}, max(b.nodes, 1)
+		sum, nodes = Demand{Light: others.Light + my.Light, Heavy: others.Heavy + my.Heavy}, max(b.nodes, 1)
 	}
 	b.target = b.sizeShare(my, sum, nodes)
 	b.level = level
@@ -214,6 +225,10 @@ func (b *Balancer) Reclaim(ctx context.Context, now time.Time, lower func(Share)
 // claim claims the target at now (see Step).
 func (b *Balancer) claim(ctx context.Context, now time.Time, lower func(Share) Released) (Share, error) {
 	target := b.target
+	before := b.held
+	if !b.known {
+		before = 0
+	}
 	if !b.until.IsZero() && !now.Before(b.until) {
 		// The claim lapsed: the ledger holds nothing for this node, which
 		// has released nothing since a Window before (Stop).
@@ -239,7 +254,9 @@ func (b *Balancer) claim(ctx context.Context, now time.Time, lower func(Share) R
 		want = max(min(want, target), hold)
 		ok, _, err = b.ledger.Claim(ctx, now, want)
 	}
-	if err == nil && ok && want == target {
+	if err == nil && ok && want == target && want >= before {
+		// Not after a claim that gave units back: those are for the
+		// nodes waiting for them.
 		var extra int64
 		if extra, err = b.spare(ctx, now, want, free); extra > 0 {
 			want += extra
@@ -253,14 +270,15 @@ func (b *Balancer) claim(ctx context.Context, now time.Time, lower func(Share) R
 		b.held, b.known, b.until = want, true, now.Add(b.ledger.TTL())
 		b.setRate(now, min(target, want))
 	}
-	sh := Share{Rate: b.rate, Expect: target, Nodes: b.stepNodes, Level: b.level}
+	sh := Share{Rate: b.rate, Expect: target, Nodes: b.stepNodes, Level: b.level, Short: b.short()}
 	if err == nil && ok && want > b.rate && r.Falls.After(r.At) {
 		sh.Retry = r.Falls
-		if want-b.rate > 2*b.cfg.scale() {
+		if half := r.Falls.Sub(r.At) / 2; want-b.rate > 2*b.cfg.scale() && half >= b.cfg.Window/20 {
 			// Give back a large excess in two claims, the first when about
-			// half of it has left the window (releases are paced evenly):
-			// the other nodes get the units it frees sooner.
-			sh.Retry = r.At.Add(r.Falls.Sub(r.At) / 2)
+			// half of it has left the window (if releases were paced
+			// evenly; if not, that claim gives back less): the other
+			// nodes get the units it frees sooner.
+			sh.Retry = r.At.Add(half)
 		}
 	}
 	if sh.Stop = b.stop(); sh.Stop.IsZero() {
@@ -270,8 +288,9 @@ func (b *Balancer) claim(ctx context.Context, now time.Time, lower func(Share) R
 }
 
 // spare claims, beyond the node's share of held units, its part of free,
-// the units no node holds, and returns what it got: a part in proportion
-// to its heavy weight, in whole units, if it has heavy groups. Units are
+// the units no node holds, less what the other nodes lack of their shares
+// (Demand.Short), and returns what it got: a part in proportion to its
+// heavy weight, in whole units, if it has heavy groups. Units are
 // free when a node shrank, or the shares rounded down, since the others
 // sized theirs; without this they would go unused until the others' next
 // steps. The node gives them back at its next step if its share is then
@@ -281,7 +300,9 @@ func (b *Balancer) spare(ctx context.Context, now time.Time, held, free int64) (
 		return 0, nil
 	}
 	sc := b.cfg.scale()
-	extra := int64(float64(free/sc)*min(b.mine.Heavy/b.sum.Heavy, 1)) * sc
+	// What the other nodes lack of their shares is theirs to take back.
+	spare := float64(free/sc) - max(b.sum.Short-b.mine.Short, 0)
+	extra := int64(max(spare, 0)*min(b.mine.Heavy/b.sum.Heavy, 1)) * sc
 	if extra <= 0 {
 		return 0, nil
 	}
@@ -290,6 +311,15 @@ func (b *Balancer) spare(ctx context.Context, now time.Time, held, free int64) (
 		return 0, err
 	}
 	return extra, nil
+}
+
+// short returns the cost units per Window the node's rate lacks of the
+// share it sized and of its light demand: what its light groups, served
+// first, wait for other nodes to give back. A node short for its heavy
+// groups alone takes its part of what is spare like any other.
+func (b *Balancer) short() float64 {
+	sc := float64(b.cfg.scale())
+	return max(min(float64(b.target-b.rate)/sc, b.mine.Light-float64(b.rate)/sc), 0)
 }
 
 // stop returns when the node must stop releasing, a Window and the margin

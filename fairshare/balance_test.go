@@ -152,6 +152,7 @@ func (l *fakeLedger) Publish(ctx context.Context, now time.Time, d Demand) (Dema
 		if now.Before(fd.expiry) {
 			sum.Light += fd.d.Light
 			sum.Heavy += fd.d.Heavy
+			sum.Short += fd.d.Short
 			nodes++
 		}
 	}
@@ -1014,6 +1015,59 @@ func (sim *balanceSim) checkClaimsCover() {
 				t.Errorf("%s claimed %d at %v, under the rate of %d it released at from %v to %v: within a Window",
 					c.node, c.units, c.at.Sub(t0), sp.rate, sp.at.Sub(t0), end.Sub(t0))
 			}
+		}
+	}
+}
+
+// Units a node's light groups lack (Demand.Short) are theirs: a node with
+// heavy groups takes as spare only what is free beyond them, so that a
+// light node waiting to grow is not starved by it.
+func TestBalancerSpareLeavesWhatOthersLack(t *testing.T) {
+	cfg := Config{Rate: 100, Window: time.Second}
+	sc := cfg.scale()
+	st := newFakeStore(cfg, 4*time.Second)
+	// b asks 60, all light, and holds 40: it lacks 20. a is heavy; the
+	// level leaves a 40. 20 units are free.
+	st.claims["b"] = fakeClaim{40 * sc, at(time.Hour)}
+	st.demands["b"] = fakeDemand{Demand{Light: 60, Short: 20}, at(time.Hour)}
+	a := newBalancer(t, cfg, st.ledger("a"))
+	sh, err := a.Step(context.Background(), t0, heavy, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh.Rate != 40*sc || sh.Expect != 40*sc {
+		t.Errorf("b lacks the 20 free: a's rate %d, expect %d; want both %d, no spare", sh.Rate, sh.Expect, 40*sc)
+	}
+	// b lacks only 5 of the 20 free: a, the only heavy node, takes the 15.
+	st.demands["b"] = fakeDemand{Demand{Light: 60, Short: 5}, at(time.Hour)}
+	if sh, err = a.Step(context.Background(), at(time.Second), heavy, nil); err != nil {
+		t.Fatal(err)
+	}
+	if sh.Rate != 55*sc {
+		t.Errorf("b lacks 5 of the 20 free: a's rate %d, want %d", sh.Rate, 55*sc)
+	}
+	if len(st.overs) > 0 {
+		t.Errorf("claims over the limit: %v", st.overs)
+	}
+}
+
+// A node whose light groups lack units publishes what they lack, and no
+// more: not what its heavy groups lack.
+func TestBalancerPublishesShort(t *testing.T) {
+	cfg := Config{Rate: 100, Window: time.Second}
+	sc := cfg.scale()
+	st := newFakeStore(cfg, 4*time.Second)
+	st.claims["b"] = fakeClaim{90 * sc, at(time.Hour)}
+	st.demands["b"] = fakeDemand{Demand{Heavy: 1}, at(time.Hour)}
+	a := newBalancer(t, cfg, st.ledger("a"))
+	light := []GroupDemand{{Weight: 1, Rate: 30}, {Weight: 1, Rate: 1e6}}
+	// a: 30 light and one heavy group; target 30 + 70/2 = 65, granted 10.
+	for i, want := range []float64{0, 20} {
+		if _, err := a.Step(context.Background(), at(time.Duration(i)*time.Second), light, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := st.demands["a"].d.Short; got != want {
+			t.Errorf("step %d: a published Short %v, want %v", i, got, want)
 		}
 	}
 }

@@ -16,13 +16,14 @@ type Limiter interface {
 }
 
 // LimiterLedger is a Ledger kept in Sluice's own store through its
-// limiter: four concurrency counters per upstream, in a space no request
+// limiter: five concurrency counters per upstream, in a space no request
 // reaches, each node holding one named lease in each. A node's share is
 // its lease in a counter whose limit is the upstream's rate (in 1/scale
 // units), so the store's conditional writes keep the shares' sum within
-// it. Its demand is its leases in three counters of no real limit, whose
-// sums the store returns with every write: the light demand (in parts per
-// million of the rate), the heavy weight (in hundredths) and the nodes.
+// it. Its demand is its leases in four counters of no real limit, whose
+// sums the store returns with every write: the light demand and the
+// shortfall (in parts per million of the rate), the heavy weight (in
+// hundredths) and the nodes.
 // Each lease is its value plus one, as a lease of no units is none.
 type LimiterLedger struct {
 	lim   Limiter
@@ -33,6 +34,7 @@ type LimiterLedger struct {
 	light sluice.Check
 	heavy sluice.Check
 	nodes sluice.Check
+	short sluice.Check
 }
 
 // ledgerTenant owns the ledgers' counters: not a valid tenant id, so no
@@ -69,6 +71,7 @@ func NewLimiterLedger(lim Limiter, upstream string, cfg Config, node uint64, ttl
 		light: counter("fs:light", sluice.MaxLimit),
 		heavy: counter("fs:heavy", sluice.MaxLimit),
 		nodes: counter("fs:nodes", sluice.MaxLimit),
+		short: counter("fs:short", sluice.MaxLimit),
 	}
 	for _, c := range []sluice.Check{l.share, l.light} {
 		if err := c.Policy.Validate(); err != nil {
@@ -86,11 +89,12 @@ var errFailed = errors.New("fairshare: the store could not decide")
 
 // Publish implements Ledger.
 func (l *LimiterLedger) Publish(ctx context.Context, now time.Time, d Demand) (Demand, int, error) {
-	light, heavy, nodes := l.light, l.heavy, l.nodes
+	light, heavy, nodes, short := l.light, l.heavy, l.nodes, l.short
 	light.Hits = 1 + min(max(int64(d.Light/l.rate*lightUnits), 0), maxDemand-1)
 	heavy.Hits = 1 + min(max(int64(d.Heavy*heavyUnits), 0), maxDemand-1)
 	nodes.Hits = 1
-	res, err := l.lim.Check(ctx, sluice.Request{Tenant: ledgerTenant, Hits: 1, Checks: []sluice.Check{light, heavy, nodes}})
+	short.Hits = 1 + min(max(int64(d.Short/l.rate*lightUnits), 0), maxDemand-1)
+	res, err := l.lim.Check(ctx, sluice.Request{Tenant: ledgerTenant, Hits: 1, Checks: []sluice.Check{light, heavy, nodes, short}})
 	if err != nil {
 		return Demand{}, 0, err
 	}
@@ -102,6 +106,7 @@ func (l *LimiterLedger) Publish(ctx context.Context, now time.Time, d Demand) (D
 	sum := Demand{
 		Light: float64(held(res.Decisions[0])-n) / lightUnits * l.rate,
 		Heavy: float64(held(res.Decisions[1])-n) / heavyUnits,
+		Short: float64(held(res.Decisions[3])-n) / lightUnits * l.rate,
 	}
 	return sum, int(n), nil
 }
@@ -131,7 +136,7 @@ func (l *LimiterLedger) Claim(ctx context.Context, now time.Time, units int64) (
 // Leave implements Ledger.
 func (l *LimiterLedger) Leave(ctx context.Context, now time.Time) error {
 	var errs []error
-	for _, c := range []sluice.Check{l.share, l.light, l.heavy, l.nodes} {
+	for _, c := range []sluice.Check{l.share, l.light, l.heavy, l.nodes, l.short} {
 		if _, err := l.lim.Release(ctx, ledgerTenant, c, l.node); err != nil && !errors.Is(err, sluice.ErrLeaseNotFound) {
 			errs = append(errs, err)
 		}

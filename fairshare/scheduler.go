@@ -66,8 +66,9 @@ type Scheduler struct {
 	// hold soon, for estimates while its pacer's rate is lower.
 	expect int64
 	// asked is what each group asked for since askedSince (Demands).
-	asked      map[string]*asking
-	askedSince time.Time
+	asked       map[string]*asking
+	askedSince  time.Time
+	trackDemand bool
 	// With a Cap: what each customer was released in the last Window, and
 	// every release of the last Window in order, to forget them.
 	sent     map[Customer]*sentLog
@@ -182,16 +183,18 @@ func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error
 	if err := s.validate(r); err != nil {
 		return err
 	}
-	a := s.asked[r.group()]
-	if a == nil {
-		if len(s.asked) >= maxAsking {
-			return ErrQueueFull
+	if s.trackDemand {
+		a := s.asked[r.group()]
+		if a == nil {
+			if len(s.asked) >= maxAsking {
+				return ErrQueueFull
+			}
+			a = &asking{}
+			s.asked[r.group()] = a
 		}
-		a = &asking{}
-		s.asked[r.group()] = a
+		a.weight = r.Weight
+		a.units += r.Cost
 	}
-	a.weight = r.Weight
-	a.units += r.Cost
 	if maxWait > 0 && s.Estimate(now, r.Customer, r.Group, r.Weight, r.Cost) > maxWait {
 		return ErrShortage
 	}
@@ -201,6 +204,14 @@ func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error
 // maxAsking bounds the groups whose demand a scheduler tracks at once;
 // a request of one more is refused as if its queue were full.
 const maxAsking = 100_000
+
+// TrackDemand makes the scheduler measure each group's demand for
+// Demands from now on: a node that shares its upstream with others (a
+// Balancer) calls it before its first request. A scheduler that does not
+// keeps no demand, and Demands returns none.
+func (s *Scheduler) TrackDemand(now time.Time) {
+	s.trackDemand, s.askedSince = true, now
+}
 
 // GroupDemand is one group's demand on an upstream at a node.
 type GroupDemand struct {
@@ -224,10 +235,10 @@ type GroupDemand struct {
 // taken for a heavy one, which would lower the level for all. It forgets
 // the groups that stopped asking.
 func (s *Scheduler) Demands(now time.Time) []GroupDemand {
-	elapsed := now.Sub(s.askedSince)
-	if s.askedSince.IsZero() || elapsed <= 0 {
-		elapsed = s.cfg.Window
+	if !s.trackDemand {
+		return nil
 	}
+	elapsed := max(now.Sub(s.askedSince), 1)
 	s.askedSince = now
 	var ds []GroupDemand
 	for g, a := range s.asked {

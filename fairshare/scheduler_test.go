@@ -2,6 +2,7 @@ package fairshare
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -440,5 +441,22 @@ func TestCapValidation(t *testing.T) {
 	}
 	if s.Len() != 0 {
 		t.Errorf("%d waiting after a refused request, want 0", s.Len())
+	}
+}
+
+// A scheduler that does not measure demand (one node: TrackDemand is never
+// called) keeps none, so any number of groups may come and go: it never
+// refuses a new one for having seen too many.
+func TestNoDemandKeptUntracked(t *testing.T) {
+	s := newSched(t, Config{Rate: 1000, Window: time.Second, Burst: 1})
+	for i := range maxAsking + 10 {
+		c := Customer(fmt.Sprint("c", i))
+		if err := s.Admit(t0, Request{ID: uint64(i + 1), Customer: c, Weight: 1, Cost: 1}, 0); err != nil {
+			t.Fatalf("group %d: %v", i, err)
+		}
+		s.Cancel(uint64(i + 1))
+	}
+	if len(s.asked) != 0 || s.Demands(t0.Add(time.Second)) != nil {
+		t.Errorf("%d groups' demand kept without TrackDemand, want none", len(s.asked))
 	}
 }

@@ -88,6 +88,7 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 		}
 		// Nothing goes until the first step claims a share.
 		s.SetRate(u.now(), 0, 0, time.Time{})
+		s.TrackDemand(u.now())
 		u.ctx, u.cancel = context.WithCancel(context.Background())
 		go u.balance()
 	}

@@ -82,6 +82,7 @@ func newNode(cfg Config, eng *engine.Engine, i int) (*node, error) {
 	}
 	// Nothing goes until the node's first step claims a share.
 	s.s.SetRate(epoch, 0, 0, time.Time{})
+	s.s.TrackDemand(epoch)
 	return &node{
 		sluice: s, index: i, bal: b,
 		due:   time.Duration(i) * interval / time.Duration(cfg.Nodes),
