@@ -19,27 +19,34 @@ import (
 //     fairness: the rate per unit of weight at which the groups asking less
 //     than their weight times L (light) get all they ask, the others
 //     (heavy) get their weight times L, and the whole is the upstream's
-//     rate. It publishes its light demand and heavy weight, and reads the
-//     sum over the live nodes back.
+//     rate. It publishes its light demand, its heavy weight and what its
+//     rate lacks of its light demand (Demand.Short), and reads the sums
+//     over the live nodes back.
 //  2. Its share is then its light demand plus its heavy weight times the
 //     level the sums give. If no node has a heavy group, what is left over
 //     is split evenly among the nodes, as room for new demand.
 //  3. It claims that share in the ledger, which grants it only if the
 //     shares of all nodes then sum to at most the rate (a conditional
-//     write); if not, it claims what is free. A claim lives for the
-//     ledger's TTL and each Step renews it.
+//     write); if not, it claims what is free. A node with heavy groups
+//     then takes its part of what is still free beyond what the others'
+//     light groups lack (spare), until its next Step. A claim lives for
+//     the ledger's TTL and each Step renews it.
+//
+// Between Steps a node may claim again (Reclaim, one write): to give back
+// what it held for releases that have left the window (Share.Retry), or
+// to take what others gave back.
 //
 // Never over the rate, while rebalancing too: a node that shrinks lowers
-// its own rate at once but keeps the larger claim for one Window more, so
-// that what it released at the larger rate has left every window before
-// another node may take the units; a node grows its rate only once its
-// claim is granted. Each node's releases in any window are at most the
-// largest claim it held during that window, and the claims in the ledger
-// never sum to more than the rate, so no window sees more than the rate.
-// A node that cannot renew its claim stops releasing one Window (and a
-// margin for clock error) before the claim may lapse, so a node that
-// takes the units when it does cannot overlap it either. The bound holds
-// while the nodes' clocks agree to within the margin.
+// its own rate at once, and its claim still covers what it released in
+// the last Window, which counts in every window to come that holds it; its
+// pacer lets no such window hold more than that or the new rate. A node
+// grows its rate only once its claim is granted. So each node's releases
+// in any window are at most a claim it held during that window, and the
+// claims in the ledger never sum to more than the rate: no window sees
+// more than the rate. A node that cannot renew its claim stops releasing
+// one Window (and a margin for clock error) before the claim may lapse,
+// so a node that takes the units when it does cannot overlap it either.
+// The bound holds while the nodes' clocks agree to within the margin.
 //
 // A dead node's share returns when its claim lapses, at most TTL after its
 // last renewal, and the others take it at their next Step: within TTL plus
