@@ -192,6 +192,11 @@ type Policy struct {
 	FailMode FailMode
 	// Penalty, if set, blocks a key that keeps being denied.
 	Penalty Penalty
+	// Scope, on a store in several regions (DynamoDB global tables), is
+	// whether Limit holds across all regions (ScopeGlobal, the default)
+	// or in each region alone (ScopeRegional). One region's stores ignore
+	// it.
+	Scope Scope
 	// Leased, for a fixed window on a store shared by many nodes
 	// (DynamoDB), lets each node take a batch of the window's hits sized
 	// to its recent rate and admit from it locally: far fewer writes, never
@@ -199,6 +204,39 @@ type Policy struct {
 	// unused by the nodes at a window's end not admitted. Single-node
 	// stores ignore it.
 	Leased bool
+}
+
+// Scope is where a policy's limit holds when its store spans regions.
+type Scope uint8
+
+const (
+	// ScopeGlobal: one limit for all regions together.
+	ScopeGlobal Scope = iota
+	// ScopeRegional: the limit holds in each region apart.
+	ScopeRegional
+)
+
+func (s Scope) String() string {
+	if s == ScopeRegional {
+		return "regional"
+	}
+	return "global"
+}
+
+// MarshalText encodes the scope as "global" or "regional".
+func (s Scope) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText decodes "global" or "regional".
+func (s *Scope) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "global", "":
+		*s = ScopeGlobal
+	case "regional":
+		*s = ScopeRegional
+	default:
+		return Invalid("scope", "must be global or regional, got %q", b)
+	}
+	return nil
 }
 
 // FailMode is what a policy decides when its store fails.
@@ -332,6 +370,9 @@ func (p *Policy) Validate() error {
 	}
 	if p.FailMode > FailClosed {
 		return Invalid("failMode", "is unknown")
+	}
+	if p.Scope > ScopeRegional {
+		return Invalid("scope", "is unknown")
 	}
 	if p.Penalty.Enabled() {
 		if p.Penalty.Base < MinWindow || p.Penalty.Base > MaxWindow {

@@ -157,6 +157,10 @@ type Key struct {
 	Algorithm Algorithm
 	Policy    string
 	Value     string
+	// Region, set by a store in multi-region mode, names the region whose
+	// counter this is: each region writes only its own (DynamoDB global
+	// tables). Empty elsewhere.
+	Region string
 }
 
 // Space is a key space within a tenant's counters.

@@ -226,7 +226,7 @@ func (p *parser) settings(n *yaml.Node, path string, s *sluice.TenantSettings) e
 	})
 }
 
-var policyFields = []string{"algorithm", "limit", "window", "burst", "leaseTTL", "buckets", "calendar", "key", "shadow", "failMode", "penalty", "leased"}
+var policyFields = []string{"algorithm", "limit", "window", "burst", "leaseTTL", "buckets", "calendar", "key", "shadow", "failMode", "penalty", "leased", "scope"}
 
 func (p *parser) policies(n *yaml.Node) error {
 	return p.fields(n, "policies", nil, func(name string, v *yaml.Node) error {
@@ -267,6 +267,10 @@ func (p *parser) policies(n *yaml.Node) error {
 				np.Shadow, err = p.bool(v, field)
 			case "leased":
 				np.Leased, err = p.bool(v, field)
+			case "scope":
+				if err := np.Scope.UnmarshalText([]byte(v.Value)); err != nil {
+					return p.errf(v, field, "must be global or regional, got %q", v.Value)
+				}
 			case "failMode":
 				if err := np.FailMode.UnmarshalText([]byte(v.Value)); err != nil {
 					return p.errf(v, field, "%v", err)

@@ -53,6 +53,7 @@ type Policy struct {
 	FailMode  string    `json:"failMode,omitempty"`
 	Penalty   *Penalty  `json:"penalty,omitempty"`
 	Leased    bool      `json:"leased,omitempty"`
+	Scope     string    `json:"scope,omitempty"`
 }
 
 // Penalty is a policy's penalty box: a key denied After times in a row is
@@ -145,6 +146,9 @@ func FromPolicy(p sluice.Policy) *Policy {
 	if p.FailMode != sluice.FailOpen {
 		w.FailMode = p.FailMode.String()
 	}
+	if p.Scope != sluice.ScopeGlobal {
+		w.Scope = p.Scope.String()
+	}
 	if p.Penalty != (sluice.Penalty{}) {
 		w.Penalty = &Penalty{After: p.Penalty.After, Base: Dur(p.Penalty.Base), Max: Dur(p.Penalty.Max)}
 	}
@@ -168,6 +172,9 @@ func (w *Policy) Decode(prefix string) (sluice.Policy, error) {
 	}
 	if err := p.FailMode.UnmarshalText([]byte(w.FailMode)); err != nil {
 		return p, sluice.Invalid(field("failMode"), "%v", err)
+	}
+	if err := p.Scope.UnmarshalText([]byte(w.Scope)); err != nil {
+		return p, sluice.Invalid(field("scope"), "must be global or regional, got %q", w.Scope)
 	}
 	for _, d := range []struct {
 		name string

@@ -72,6 +72,15 @@ type Options struct {
 	TenantTTL time.Duration
 	// Now is the clock of the tenant cache. Default time.Now.
 	Now func() time.Time
+	// Region, if not empty, puts the store in multi-region mode (see
+	// region.go and docs/dynamodb.md): the table is a global table, this
+	// node is in Region, one of Regions (every region of the table, the
+	// same list on every node), and every counter is its region's own.
+	Region  string
+	Regions []string
+	// Rebalance is how often, at most, a node reads a key's allotments
+	// and rebalances them, in multi-region mode. Default 1s.
+	Rebalance time.Duration
 }
 
 // Store is a sluice.Store on DynamoDB. It is safe for concurrent use.
@@ -95,6 +104,12 @@ type Store struct {
 	stripes [1024]chan struct{}
 
 	leases leases // leased mode's batches
+
+	// Multi-region mode (region.go).
+	region    string
+	regions   []string
+	rebalance time.Duration
+	allots    allotments
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -116,11 +131,28 @@ func New(db API, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Rebalance <= 0 {
+		opts.Rebalance = time.Second
+	}
+	if opts.Region != "" {
+		if !validRegion(opts.Region) || !slices.Contains(opts.Regions, opts.Region) {
+			return nil, fmt.Errorf("dynamostore: region %q must be one of the regions %v", opts.Region, opts.Regions)
+		}
+		for _, r := range opts.Regions {
+			if !validRegion(r) {
+				return nil, fmt.Errorf("dynamostore: region %q must be 1 to 64 letters, digits, '-' or '_'", r)
+			}
+		}
+		if len(slices.Compact(slices.Sorted(slices.Values(opts.Regions)))) != len(opts.Regions) {
+			return nil, fmt.Errorf("dynamostore: regions %v name one region twice", opts.Regions)
+		}
+	}
 	s := &Store{
 		db: db, table: opts.Table, max: opts.MaxAttempts,
 		cache:   newCache(opts.CacheKeys),
 		tenants: newTenantCache(opts.TenantTTL, opts.CacheKeys, opts.Now),
 		closed:  make(chan struct{}), seed: maphash.MakeSeed(),
+		region:  opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance,
 	}
 	for i := range s.stripes {
 		s.stripes[i] = make(chan struct{}, 1)
@@ -172,7 +204,22 @@ const (
 	attrWrite   = "w"   // id of the write that put this version
 	attrTAT     = "tat" // a token bucket's theoretical arrival time, epoch ns, instead of st and v
 	skCounter   = "c"
+	skAllotment = "a#" // and the region: a region's allotment item of a key (region.go)
 )
+
+// validRegion reports whether r can name a region: it ends a counter's
+// partition key, so it holds no '#'.
+func validRegion(r string) bool {
+	if r == "" || len(r) > 64 {
+		return false
+	}
+	for _, c := range r {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // counterPK is a counter's partition key: the tenant's id first (see
 // docs/dynamodb.md), then the key space's number after "c" (configured
@@ -186,7 +233,13 @@ func counterPK(k *sluice.Key) string {
 	if !utf8.ValidString(k.Value) {
 		v = "b:" + base64.RawURLEncoding.EncodeToString([]byte(k.Value))
 	}
-	return k.Tenant + "#c" + strconv.Itoa(int(k.Space)) + "#" + strconv.Itoa(int(k.Algorithm)) + "#" + k.Policy + "#" + v
+	pk := k.Tenant + "#c" + strconv.Itoa(int(k.Space)) + "#" + strconv.Itoa(int(k.Algorithm)) + "#" + k.Policy + "#" + v
+	if k.Region != "" {
+		// Keys are base64 or UTF-8 text after "u:"; "#r:" ends one only in
+		// a region's counter, whose region id has no '#'.
+		pk += "#r:" + k.Region
+	}
+	return pk
 }
 
 func key(pk, sk string) map[string]types.AttributeValue {
@@ -368,6 +421,21 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 		return sluice.ErrStoreClosed
 	}
 	t := now.UnixNano()
+	if s.region != "" {
+		global := ops
+		ops = make([]sluice.Op, len(global))
+		for i, op := range global {
+			var err error
+			if ops[i], err = s.regional(ctx, t, op); err != nil {
+				return err
+			}
+		}
+		defer func() {
+			for i := range dst {
+				dst[i].Limit = global[i].Policy.Limit // the limit, not this region's part
+			}
+		}()
+	}
 	if len(ops) == 1 && ops[0].Policy.Algorithm == sluice.TokenBucket && ops[0].Hits > 0 {
 		pk := counterPK(&ops[0].Key)
 		unlock, err := s.lock(ctx, pk)
@@ -628,6 +696,15 @@ func (s *Store) Renew(ctx context.Context, now time.Time, k sluice.Key, p *sluic
 
 func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p *sluice.Policy, lease uint64,
 	update func(*sluice.Policy, algo.State, int64, uint64) (algo.State, sluice.Decision, bool)) (sluice.Decision, error) {
+	if s.region != "" {
+		// The lease is in this region's counter, of its part of the limit
+		// (concurrency keeps the even split).
+		op, err := s.regional(ctx, now.UnixNano(), sluice.Op{Key: k, Policy: p})
+		if err != nil {
+			return sluice.Decision{}, err
+		}
+		k, p = op.Key, op.Policy
+	}
 	if s.isClosed() {
 		return sluice.Decision{}, sluice.ErrStoreClosed
 	}

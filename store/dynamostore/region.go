@@ -1,0 +1,469 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Multi-region mode (Options.Region): the table is a DynamoDB global
+// table, replicated between regions with a lag, each item's last writer
+// winning, and conditions checked against the local replica only. So no
+// item is written by two regions:
+//
+//   - Every counter is one item per (key, region), written only by its
+//     region's nodes (sluice.Key.Region), with the exact machinery of one
+//     region: the conditions hold among the region's nodes.
+//   - A policy of ScopeRegional counts in each region apart, with its
+//     limit in each.
+//   - A policy of ScopeGlobal splits its limit into allotments, one per
+//     region, and each region decides against its own (escrow): no
+//     decision waits on another region. Each region starts with an even
+//     split (base). For fixed and sliding windows the regions rebalance
+//     by demand (below); token buckets, quotas and concurrency keep the
+//     even split.
+//
+// Rebalancing: each region has one allotment item per key (pk: the key's
+// counter pk without a region, sk: "a#" and the region), written only by
+// that region's nodes, conditioned on its version. It holds the region's
+// demand (hits asked per window) and the units it gave each other region:
+// an effective total and a pending part that takes effect at a window's
+// start (from). A region's allotment in a window is its base, less what
+// it gave, plus what the others gave it, counting pending gifts from
+// their window on. A node reads all regions' items of a key (one Query of
+// the local replica) at most once per Rebalance while it decides on the
+// key, publishes its region's demand, and gives away what its region holds
+// over its fair part of the limit (its demand's share, at least a tenth of
+// its base) to the regions under theirs, in proportion to what they lack.
+//
+// Why it never admits more than the limit across regions: a gift is
+// pending until a window that starts at least two Rebalance periods after
+// it was written, by which time every node of the giving region has read
+// it (a node reads its region's item before deciding on a key whenever
+// its copy is older than Rebalance), so from that window on the giver
+// counts its allotment without the gift. The receiver counts the gift only
+// once it sees it, from the same window on, or later if replication lags:
+// in every window, the allotments as each region counts them sum to at
+// most the limit, and each region admits at most its own. A region cut
+// off keeps deciding against its allotment and gives nothing the others
+// can see; what it gave before the cut is gone from it and reaches the
+// others when it heals.
+
+// regionGifts is how far ahead of its writing a gift takes effect, in
+// Rebalance periods.
+const regionGifts = 2
+
+// allotments are a node's copies of the allotment items of the keys it
+// decides on, by the key's base pk.
+type allotments struct {
+	mu sync.Mutex
+	m  map[string]*allotment
+}
+
+type allotment struct {
+	mu        sync.Mutex // held while it is read and refreshed
+	refreshed int64      // when the items were last read; 0: never
+	items     map[string]*regionItem
+	asked     int64 // hits asked here since the last refresh
+	rate      float64
+}
+
+// regionItem is one region's allotment item.
+type regionItem struct {
+	v     int64            // version; 0: no item
+	rate  float64          // hits asked per window
+	total map[string]int64 // effective gifts, by region given to
+	pend  map[string]int64 // pending gifts
+	from  map[string]int64 // when each pending gift takes effect, epoch ns
+	wrote int64            // when it was last written, epoch ns
+}
+
+// gave returns what the region's item gives to, in the window starting
+// at w.
+func (it *regionItem) gave(to string, w int64) int64 {
+	if it == nil {
+		return 0
+	}
+	g := it.total[to]
+	if it.from[to] <= w {
+		g += it.pend[to]
+	}
+	return g
+}
+
+// baseShare returns region i's even part of limit among n regions: limit/n,
+// the remainder going to the first regions.
+func baseShare(limit int64, i, n int) int64 {
+	b := limit / int64(n)
+	if int64(i) < limit%int64(n) {
+		b++
+	}
+	return b
+}
+
+// allotted returns region r's allotment in the window starting at w, as
+// the items say, for a limit.
+func (s *Store) allotted(items map[string]*regionItem, r string, limit, w int64) int64 {
+	i := slices.Index(s.regions, r)
+	a := baseShare(limit, i, len(s.regions))
+	for _, x := range s.regions {
+		if x == r {
+			for _, to := range s.regions {
+				if to != r {
+					a -= items[r].gave(to, w)
+				}
+			}
+			continue
+		}
+		a += items[x].gave(r, w)
+	}
+	return max(a, 0)
+}
+
+// rebalanced reports whether policies of algorithm a rebalance their
+// allotments; the others keep the even split.
+func rebalanced(a sluice.Algorithm) bool {
+	return a == sluice.FixedWindow || a == sluice.SlidingWindow
+}
+
+// regional returns op as this region decides it: its counter this
+// region's, its limit the region's allotment if the policy's scope is
+// global. The policy is a copy when changed.
+func (s *Store) regional(ctx context.Context, now int64, op sluice.Op) (sluice.Op, error) {
+	op.Key.Region = s.region
+	p := op.Policy
+	if p.Scope == sluice.ScopeRegional || op.Key.Algorithm == sluice.PenaltyBox {
+		return op, nil // penalty boxes are each region's own
+	}
+	q := *p
+	op.Policy = &q
+	i := slices.Index(s.regions, s.region)
+	if !rebalanced(p.Algorithm) {
+		q.Limit = max(baseShare(p.Limit, i, len(s.regions)), 1)
+		if q.Burst != 0 {
+			q.Burst = max(q.Burst*q.Limit/p.Limit, 1)
+		}
+		return op, nil
+	}
+	base := op.Key
+	base.Region = ""
+	a, err := s.allotment(ctx, now, counterPK(&base), p, op.Hits)
+	if err != nil {
+		return op, err
+	}
+	q.Limit = a
+	return op, nil
+}
+
+// allotment returns this region's allotment of the key at now, reading
+// the key's allotment items and rebalancing if its copy is older than
+// Rebalance, and counts hits as asked here.
+func (s *Store) allotment(ctx context.Context, now int64, pk string, p *sluice.Policy, hits int64) (int64, error) {
+	s.allots.mu.Lock()
+	if s.allots.m == nil {
+		s.allots.m = map[string]*allotment{}
+	}
+	e := s.allots.m[pk]
+	if e == nil {
+		if len(s.allots.m) >= s.max*1000 {
+			s.dropAllotments(now)
+		}
+		e = &allotment{}
+		s.allots.m[pk] = e
+	}
+	s.allots.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.asked += hits
+	if e.refreshed == 0 || now-e.refreshed >= int64(s.rebalance) {
+		if err := s.refresh(ctx, now, pk, p, e); err != nil {
+			return 0, err
+		}
+	}
+	w := int64(p.Window)
+	start := now - ((now%w)+w)%w
+	return s.allotted(e.items, s.region, p.Limit, start), nil
+}
+
+// dropAllotments forgets the copies not refreshed for a minute. The
+// caller holds s.allots.mu.
+func (s *Store) dropAllotments(now int64) {
+	for k, e := range s.allots.m {
+		if e.mu.TryLock() {
+			if now-e.refreshed > int64(time.Minute) {
+				delete(s.allots.m, k)
+			}
+			e.mu.Unlock()
+		}
+	}
+}
+
+// refresh reads the key's allotment items, publishes this region's demand
+// and gives away what it holds over its fair part. e.mu is held.
+func (s *Store) refresh(ctx context.Context, now int64, pk string, p *sluice.Policy, e *allotment) error {
+	items, err := s.readAllotments(ctx, pk)
+	if err != nil {
+		return err
+	}
+	if e.refreshed != 0 {
+		elapsed := float64(now - e.refreshed)
+		r := float64(e.asked) * float64(p.Window) / max(elapsed, 1)
+		e.rate = (e.rate + r) / 2
+	} else if mine := items[s.region]; mine != nil {
+		e.rate = mine.rate
+	}
+	e.asked, e.refreshed, e.items = 0, now, items
+
+	mine := items[s.region]
+	if mine == nil {
+		mine = &regionItem{}
+	}
+	next := *mine
+	next.total, next.pend, next.from = copyMap(mine.total), copyMap(mine.pend), copyMap(mine.from)
+	next.rate = e.rate
+	changed := mine.v == 0 || now-mine.wrote > int64(10*s.rebalance) ||
+		abs(next.rate-mine.rate) > max(mine.rate/10, float64(p.Limit)/100)
+
+	// The window from which a gift written now may take effect.
+	w := int64(p.Window)
+	at := now + regionGifts*int64(s.rebalance)
+	from := at - ((at%w)+w)%w
+	if from < at {
+		from += w
+	}
+	if gifts := s.gifts(items, next.rate, p.Limit, from); len(gifts) > 0 {
+		for to, x := range gifts {
+			if next.from[to] <= now {
+				// The pending gift took effect: fold it in.
+				next.total[to] += next.pend[to]
+				next.pend[to] = 0
+			}
+			next.pend[to] += x
+			next.from[to] = max(next.from[to], from)
+		}
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	next.wrote = now
+	if err := s.writeAllotment(ctx, pk, mine.v, &next); err != nil {
+		if errors.Is(err, errAllotmentRaced) {
+			// Another node of this region wrote first: read it next time.
+			e.refreshed = 0
+			return nil
+		}
+		return err
+	}
+	next.v = mine.v + 1
+	items[s.region] = &next
+	return nil
+}
+
+// gifts returns what this region gives each other region, whose demand is
+// in items, from the window starting at from, its own demand being rate:
+// what it holds over its fair part, to the regions under theirs, in
+// proportion to what they lack. A fair part is a floor of a tenth of the
+// region's base, and the rest of the limit in proportion to demand.
+func (s *Store) gifts(items map[string]*regionItem, rate float64, limit, from int64) map[string]int64 {
+	n := len(s.regions)
+	demand := make([]float64, n)
+	floor := make([]float64, n)
+	var sumD, sumF float64
+	for i, r := range s.regions {
+		if r == s.region {
+			demand[i] = rate
+		} else if it := items[r]; it != nil {
+			demand[i] = it.rate
+		}
+		floor[i] = float64(baseShare(limit, i, n)) / 10
+		sumD += demand[i]
+		sumF += floor[i]
+	}
+	if sumD <= 0 {
+		return nil
+	}
+	fair := func(i int) float64 { return floor[i] + (float64(limit)-sumF)*demand[i]/sumD }
+	me := slices.Index(s.regions, s.region)
+	excess := float64(s.allotted(items, s.region, limit, from)) - fair(me)
+	if excess < max(1, float64(limit)/100) {
+		return nil
+	}
+	lack := make(map[string]float64)
+	var sumLack float64
+	for i, r := range s.regions {
+		if i == me {
+			continue
+		}
+		if l := fair(i) - float64(s.allotted(items, r, limit, from)); l >= 1 {
+			lack[r] = l
+			sumLack += l
+		}
+	}
+	if sumLack == 0 {
+		return nil
+	}
+	give := min(excess, sumLack)
+	out := map[string]int64{}
+	for r, l := range lack {
+		if x := int64(give * l / sumLack); x > 0 {
+			out[r] = x
+		}
+	}
+	return out
+}
+
+// readAllotments reads every region's allotment item of the key: one
+// Query of the local replica.
+func (s *Store) readAllotments(ctx context.Context, pk string) (map[string]*regionItem, error) {
+	s.stats.reads.Add(1)
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:              &s.table,
+		KeyConditionExpression: aws.String("#pk = :pk AND begins_with(#sk, :a)"),
+		ExpressionAttributeNames: map[string]string{
+			"#pk": attrPK, "#sk": attrSK,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: pk},
+			":a":  &types.AttributeValueMemberS{Value: skAllotment},
+		},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, unavailable("read allotments", err)
+	}
+	items := map[string]*regionItem{}
+	for _, it := range out.Items {
+		sk, _ := it[attrSK].(*types.AttributeValueMemberS)
+		if sk == nil {
+			continue
+		}
+		r := strings.TrimPrefix(sk.Value, skAllotment)
+		ri, err := decodeAllotment(it)
+		if err != nil {
+			return nil, fmt.Errorf("dynamostore: allotment item %s %s: %w", pk, sk.Value, err)
+		}
+		items[r] = ri
+	}
+	return items, nil
+}
+
+var errAllotmentRaced = errors.New("dynamostore: allotment item written by another node")
+
+// writeAllotment puts this region's allotment item, conditioned on the
+// version v it was computed from.
+func (s *Store) writeAllotment(ctx context.Context, pk string, v int64, it *regionItem) error {
+	item := map[string]types.AttributeValue{
+		attrPK:  &types.AttributeValueMemberS{Value: pk},
+		attrSK:  &types.AttributeValueMemberS{Value: skAllotment + s.region},
+		"v":     num(v + 1),
+		"rate":  &types.AttributeValueMemberN{Value: strconv.FormatFloat(it.rate, 'f', 3, 64)},
+		"wrote": num(it.wrote),
+		"total": numMap(it.total),
+		"pend":  numMap(it.pend),
+		"from":  numMap(it.from),
+		attrTTL: num(it.wrote/int64(time.Second) + 7*86400),
+	}
+	in := &dynamodb.PutItemInput{TableName: &s.table, Item: item}
+	if v == 0 {
+		in.ConditionExpression = aws.String("attribute_not_exists(#pk)")
+		in.ExpressionAttributeNames = map[string]string{"#pk": attrPK}
+	} else {
+		in.ConditionExpression = aws.String("#v = :v")
+		in.ExpressionAttributeNames = map[string]string{"#v": "v"}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(v)}
+	}
+	s.stats.writes.Add(1)
+	_, err := s.db.PutItem(ctx, in)
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &failed):
+		return errAllotmentRaced
+	case err != nil:
+		return unavailable("write allotment", err)
+	}
+	return nil
+}
+
+func decodeAllotment(it map[string]types.AttributeValue) (*regionItem, error) {
+	ri := &regionItem{}
+	var err error
+	get := func(name string) int64 {
+		n, ok := it[name].(*types.AttributeValueMemberN)
+		if !ok {
+			return 0
+		}
+		x, e := strconv.ParseInt(n.Value, 10, 64)
+		if e != nil && err == nil {
+			err = fmt.Errorf("%s: %w", name, e)
+		}
+		return x
+	}
+	ri.v, ri.wrote = get("v"), get("wrote")
+	if n, ok := it["rate"].(*types.AttributeValueMemberN); ok {
+		if ri.rate, err = strconv.ParseFloat(n.Value, 64); err != nil {
+			return nil, fmt.Errorf("rate: %w", err)
+		}
+	}
+	for _, m := range []struct {
+		name string
+		dst  *map[string]int64
+	}{{"total", &ri.total}, {"pend", &ri.pend}, {"from", &ri.from}} {
+		*m.dst = map[string]int64{}
+		mm, _ := it[m.name].(*types.AttributeValueMemberM)
+		if mm == nil {
+			continue
+		}
+		for k, v := range mm.Value {
+			n, ok := v.(*types.AttributeValueMemberN)
+			if !ok {
+				return nil, fmt.Errorf("%s.%s is not a number", m.name, k)
+			}
+			x, e := strconv.ParseInt(n.Value, 10, 64)
+			if e != nil {
+				return nil, fmt.Errorf("%s.%s: %w", m.name, k, e)
+			}
+			(*m.dst)[k] = x
+		}
+	}
+	return ri, err
+}
+
+func num(x int64) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(x, 10)}
+}
+
+func numMap(m map[string]int64) *types.AttributeValueMemberM {
+	out := &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}
+	for k, v := range m {
+		out.Value[k] = num(v)
+	}
+	return out
+}
+
+func copyMap(m map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
