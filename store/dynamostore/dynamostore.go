@@ -152,7 +152,7 @@ func New(db API, opts Options) (*Store, error) {
 		cache:   newCache(opts.CacheKeys),
 		tenants: newTenantCache(opts.TenantTTL, opts.CacheKeys, opts.Now),
 		closed:  make(chan struct{}), seed: maphash.MakeSeed(),
-		region:  opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance,
+		region: opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance,
 	}
 	for i := range s.stripes {
 		s.stripes[i] = make(chan struct{}, 1)

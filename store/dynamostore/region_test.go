@@ -138,4 +138,3 @@ func TestRegionsGlobalLimit(t *testing.T) {
 		}
 	}
 }
-
