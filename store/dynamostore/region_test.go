@@ -138,3 +138,50 @@ func TestRegionsGlobalLimit(t *testing.T) {
 		}
 	}
 }
+
+// A region cut off from the others keeps deciding within its allotment,
+// and the others within theirs: no window admits more than the limit,
+// though demand moves to another region meanwhile; once the cut heals,
+// the allotments follow the demand again.
+func TestRegionsPartition(t *testing.T) {
+	w := newWorld(t, 200*time.Millisecond)
+	p := &sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Second}
+	check := func(phase string, admitted []map[int64]int64) {
+		t.Helper()
+		for _, start := range windows(admitted) {
+			if sum := admitted[0][start] + admitted[1][start] + admitted[2][start]; sum > p.Limit {
+				t.Errorf("%s, window %v: %d admitted across the regions (%d, %d, %d), over the limit of %d", phase,
+					time.Unix(0, start).Format("15:04:05"), sum, admitted[0][start], admitted[1][start], admitted[2][start], p.Limit)
+			}
+		}
+	}
+	// The allotments move to us, where the demand is.
+	before := w.load(t, p, []int{160, 30, 10}, 5*time.Second)
+	check("before the cut", before)
+	ws := windows(before)
+	usHad := before[0][ws[len(ws)-2]]
+	if usHad < 55 {
+		t.Fatalf("us admitted %d in the last whole window before the cut, want most of the limit", usHad)
+	}
+
+	// us is cut off for 3s, and the demand moves to eu.
+	w.repl.Cut(0, 3*time.Second)
+	during := w.load(t, p, []int{10, 160, 30}, 3*time.Second)
+	check("during the cut", during)
+	for _, start := range windows(during) {
+		if eu := during[1][start]; eu > p.Limit-usHad+5 {
+			t.Errorf("during the cut, window %v: eu admitted %d, more than the %d us did not hold",
+				time.Unix(0, start).Format("15:04:05"), eu, p.Limit-usHad)
+		}
+	}
+
+	// Healed: us's units reach eu.
+	after := w.load(t, p, []int{10, 160, 30}, 5*time.Second)
+	check("after the cut", after)
+	ws = windows(after)
+	last := ws[len(ws)-2]
+	t.Logf("before %v, after the cut's end: %d, %d, %d", usHad, after[0][last], after[1][last], after[2][last])
+	if eu := after[1][last]; eu < 60 {
+		t.Errorf("5s after the cut healed, eu admitted %d in a window, want most of the limit: the allotments did not follow the demand", eu)
+	}
+}
