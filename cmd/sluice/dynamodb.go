@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -63,8 +64,9 @@ func (f *dynamoFlags) clientVia(ctx context.Context, counter *countingClient) (*
 }
 
 const dynamoUsage = `Usage:
-  sluice dynamodb create-table [--dynamodb-table T] [--dynamodb-region R] [--dynamodb-endpoint URL]
-      create the table (idempotent): on-demand billing, TTL on, the gsi1 index
+  sluice dynamodb create-table [--dynamodb-table T] [--dynamodb-region R] [--dynamodb-endpoint URL] [--replica-regions R1,R2]
+      create the table (idempotent): on-demand billing, TTL on, the gsi1 index;
+      with --replica-regions, a global table replicated to those regions
   sluice dynamodb iam-policy --tenant T --table-arn ARN
       print an IAM policy that reaches only tenant T's items (dynamodb:LeadingKeys)
 `
@@ -82,9 +84,17 @@ func dynamodbCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	switch args[0] {
 	case "create-table":
 		var f dynamoFlags
+		var replicas string
 		f.register(fs)
+		fs.StringVar(&replicas, "replica-regions", "", "comma-separated AWS `regions` to replicate the table to: a global table (version 2019.11.21) for multi-region limits")
 		if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
 			return err
+		}
+		var regions []string
+		for _, r := range strings.Split(replicas, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				regions = append(regions, r)
+			}
 		}
 		db, err := f.client(ctx)
 		if err != nil {
@@ -96,6 +106,14 @@ func dynamodbCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		fmt.Fprintf(stdout, "table %s is active, with TTL on attribute ttl\n", f.Table)
+		if len(regions) > 0 {
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+			defer cancel()
+			if err := dynamostore.AddReplicas(ctx, db, f.Table, regions); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "table %s is a global table with replicas in %s\n", f.Table, strings.Join(regions, ", "))
+		}
 		return nil
 	case "iam-policy":
 		var tenant, arn string

@@ -21,3 +21,24 @@ func TestAllowedOriginsFlag(t *testing.T) {
 		}
 	}
 }
+
+// The region flags: a node's region and the table's regions, on DynamoDB
+// only; a bad combination is an error naming the flag.
+func TestRegionFlags(t *testing.T) {
+	c, err := parseServe([]string{"--store", "dynamodb", "--region-id", "eu", "--regions", "us, eu,ap"}, io.Discard, io.Discard)
+	if err != nil || c.RegionID != "eu" || strings.Join(c.Regions, ",") != "us,eu,ap" {
+		t.Fatalf("%+v %v", c.Regions, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--store", "memory", "--region-id", "eu", "--regions", "eu"}, "--region-id"},
+		{[]string{"--store", "dynamodb", "--region-id", "eu", "--regions", "us,ap"}, "--region-id"},
+		{[]string{"--store", "dynamodb", "--regions", "us,ap"}, "--regions"},
+	} {
+		if _, err := parseServe(tc.args, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.flag)
+		}
+	}
+}

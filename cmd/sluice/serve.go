@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,6 +52,8 @@ type serveConfig struct {
 	LogFormat       string
 	DebugAddr       string
 	Dynamo          dynamoFlags
+	RegionID        string   // this node's region, in multi-region mode
+	Regions         []string // every region of the global table
 	WSRenew         time.Duration
 	AdvertiseURL    string
 	WSMaxMessage    int64
@@ -67,6 +70,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`address` to listen on")
 	fs.StringVar(&c.Store, "store", "pebble", "state store: pebble (embedded, durable), memory, or dynamodb (shared by many nodes)")
 	c.Dynamo.register(fs)
+	var regions string
+	fs.StringVar(&c.RegionID, "region-id", "", "with --store dynamodb on a global table: this node's `region`, one of --regions (multi-region limits; see docs/dynamodb.md)")
+	fs.StringVar(&regions, "regions", "", "with --region-id: comma-separated ids of every `region` of the global table, the same list on every node")
 	fs.StringVar(&c.DataDir, "data-dir", "./sluice-data", "`directory` of the pebble store")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML `file` of named policies, endpoints, tiers and tenants (reloaded on SIGHUP and on change)")
 	fs.DurationVar(&c.ConfigPoll, "config-poll", time.Second, "how often to look for changes to --config")
@@ -89,6 +95,11 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	for _, r := range strings.Split(regions, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			c.Regions = append(c.Regions, r)
+		}
 	}
 	var err error
 	if c.TrustedProxies, err = httplimit.ParsePrefixes(proxies); err != nil {
@@ -116,6 +127,12 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	switch {
 	case c.Store != "memory" && c.Store != "pebble" && c.Store != "dynamodb":
 		return c, fmt.Errorf("serve: --store %q is not supported (want pebble, memory or dynamodb)", c.Store)
+	case c.RegionID != "" && c.Store != "dynamodb":
+		return c, fmt.Errorf("serve: --region-id needs --store dynamodb (a global table), got --store %s", c.Store)
+	case c.RegionID != "" && !slices.Contains(c.Regions, c.RegionID):
+		return c, fmt.Errorf("serve: --region-id %q must be one of --regions %q", c.RegionID, regions)
+	case c.RegionID == "" && len(c.Regions) > 0:
+		return c, errors.New("serve: --regions needs --region-id, this node's region")
 	case c.Store == "pebble" && c.DataDir == "":
 		return c, errors.New("serve: --data-dir is empty")
 	case c.MaxKeys <= 0:
@@ -211,7 +228,7 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 		if err != nil {
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
-		s, err := dynamostore.New(db, dynamostore.Options{Table: c.Dynamo.Table, CacheKeys: c.MaxKeys})
+		s, err := dynamostore.New(db, dynamostore.Options{Table: c.Dynamo.Table, CacheKeys: c.MaxKeys, Region: c.RegionID, Regions: c.Regions})
 		if err != nil {
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}

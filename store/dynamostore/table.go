@@ -81,3 +81,78 @@ func ttlAlreadyOn(err error) bool {
 	var api interface{ ErrorMessage() string }
 	return errors.As(err, &api) && strings.Contains(api.ErrorMessage(), "already enabled")
 }
+
+// GlobalTableAPI is what AddReplicas needs.
+type GlobalTableAPI interface {
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error)
+}
+
+// AddReplicas makes the table a global table (version 2019.11.21) with a
+// replica in each of regions it lacks: it turns the table's stream on
+// (new and old images, which replication needs), then adds the replicas
+// one at a time, as DynamoDB allows, waiting each time until the table is
+// active again. It is idempotent: regions that hold a replica already are
+// skipped.
+func AddReplicas(ctx context.Context, db GlobalTableAPI, table string, regions []string) error {
+	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+	if err != nil {
+		return fmt.Errorf("dynamostore: describe table %s: %w", table, err)
+	}
+	if s := out.Table.StreamSpecification; s == nil || s.StreamEnabled == nil || !*s.StreamEnabled {
+		_, err := db.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+			TableName:           &table,
+			StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+		})
+		if err != nil {
+			return fmt.Errorf("dynamostore: stream on %s: %w", table, err)
+		}
+		if out, err = waitActive(ctx, db, table); err != nil {
+			return err
+		}
+	}
+	have := map[string]bool{}
+	for _, r := range out.Table.Replicas {
+		if r.RegionName != nil {
+			have[*r.RegionName] = true
+		}
+	}
+	for _, region := range regions {
+		if have[region] {
+			continue
+		}
+		_, err := db.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+			TableName:      &table,
+			ReplicaUpdates: []types.ReplicationGroupUpdate{{Create: &types.CreateReplicationGroupMemberAction{RegionName: aws.String(region)}}},
+		})
+		if err != nil {
+			return fmt.Errorf("dynamostore: replica of %s in %s: %w", table, region, err)
+		}
+		if _, err := waitActive(ctx, db, table); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitActive waits until the table and all its replicas are active.
+func waitActive(ctx context.Context, db GlobalTableAPI, table string) (*dynamodb.DescribeTableOutput, error) {
+	for {
+		out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+		if err != nil {
+			return nil, fmt.Errorf("dynamostore: describe table %s: %w", table, err)
+		}
+		active := out.Table.TableStatus == types.TableStatusActive
+		for _, r := range out.Table.Replicas {
+			active = active && r.ReplicaStatus == types.ReplicaStatusActive
+		}
+		if active {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
