@@ -7,13 +7,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/fairshare/fairsim"
+	"github.com/sluicehq/sluice/store/dynamostore/regionsim"
 )
 
-const simUsage = "usage: sluice sim fairshare [--seed N] [--customers 200] [--duration 60s] [--nodes 1] [--json]"
+const simUsage = `usage: sluice sim fairshare [--seed N] [--customers 200] [--duration 60s] [--nodes 1] [--json]
+       sluice sim regions [--regions 3] [--lag 1s] [--skew 80/15/5] [--duration 60s] [--limit 100] [--rate 200]
+                          [--partition R:30s[@15s]] [--design sluice|naive] [--json]`
 
 // simCmd runs `sluice sim fairshare`: the fair-sharing simulation on a
 // virtual clock.
@@ -21,6 +26,9 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(args) > 0 && isHelp(args[0]) {
 		fmt.Fprintln(stdout, simUsage)
 		return nil
+	}
+	if len(args) > 0 && args[0] == "regions" {
+		return simRegions(ctx, args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "fairshare" {
 		return errors.New(simUsage)
@@ -78,4 +86,84 @@ func nodesLine(n int) string {
 		return "sluice on 1 node"
 	}
 	return fmt.Sprintf("sluice on %d nodes sharing the quota through a ledger, customer c on node c %% %d", n, n)
+}
+
+// simRegions runs `sluice sim regions`: multi-region limits on three (or
+// more) dynoxide servers replicated with a lag, in real time.
+func simRegions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		cfg             regionsim.Config
+		skew, partition string
+		asJSON          bool
+	)
+	fs := flag.NewFlagSet("sluice sim regions", flag.ContinueOnError)
+	fs.IntVar(&cfg.Regions, "regions", 3, "regions of the global table (2 to 5), each a dynoxide server")
+	fs.DurationVar(&cfg.Lag, "lag", time.Second, "replication lag between regions")
+	fs.StringVar(&skew, "skew", "", "each region's percent of the traffic, as 80/15/5; default 80/15/5 on 3 regions, even otherwise")
+	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "how long to run (real time, 2s to 10m)")
+	fs.Int64Var(&cfg.Limit, "limit", 100, "the global limit per second")
+	fs.IntVar(&cfg.Rate, "rate", 0, "requests per second offered over all regions; default twice --limit")
+	fs.StringVar(&partition, "partition", "", "cut region `R` off for a duration, from a quarter into the run or from @START: R:30s or R:30s@10s")
+	fs.StringVar(&cfg.Design, "design", "sluice", "sluice (allotments per region) or naive (one item per key, ADD from every region)")
+	fs.DurationVar(&cfg.Rebalance, "rebalance", time.Second, "how often Sluice rebalances allotments")
+	fs.StringVar(&cfg.Dynoxide, "dynoxide", "", "`path` of the dynoxide binary; default $SLUICE_DYNOXIDE or tools/node_modules (make deps)")
+	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	if skew != "" {
+		for _, p := range strings.Split(skew, "/") {
+			n, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil {
+				return fmt.Errorf("sim regions: --skew %q: parts must be whole percents, as 80/15/5", skew)
+			}
+			cfg.Skew = append(cfg.Skew, n)
+		}
+	}
+	if partition != "" {
+		r, rest, ok := strings.Cut(partition, ":")
+		n, err := strconv.Atoi(r)
+		if !ok || err != nil {
+			return fmt.Errorf("sim regions: --partition %q: want REGION:DURATION[@START], as 1:30s", partition)
+		}
+		d, at, _ := strings.Cut(rest, "@")
+		if cfg.Partition.For, err = time.ParseDuration(d); err != nil {
+			return fmt.Errorf("sim regions: --partition %q: %v", partition, err)
+		}
+		if at != "" {
+			if cfg.Partition.At, err = time.ParseDuration(at); err != nil {
+				return fmt.Errorf("sim regions: --partition %q: %v", partition, err)
+			}
+		}
+		cfg.Partition.Region = n
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("sim regions: %w", err)
+	}
+	rep, err := regionsim.Run(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("sim regions: %w", err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "design %s: %d regions, lag %.1fs, skew %v, limit %d/s, %d requests/s offered\n",
+		rep.Design, len(rep.Regions), rep.LagS, rep.Skew, rep.Limit, rep.Rate)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "second\tadmitted\tby region\tover %\tlost\tp99 ms\tcut\t")
+	for _, w := range rep.Windows {
+		cut := ""
+		if w.Cut {
+			cut = "cut"
+		}
+		fmt.Fprintf(tw, "%.0f\t%d\t%v\t%.1f\t%d\t%.1f\t%s\t\n", w.At, w.Admitted, w.ByRegion, w.Overshoot, w.Lost, w.P99Ms, cut)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nwindows over the limit: %d of %d; largest overshoot %.1f%%; lost increments %d; p99 decision %.1fms; %.1f%% of the limit admitted; %d errors\n",
+		rep.Over, len(rep.Windows), rep.MaxOvershoot, rep.Lost, rep.P99Ms, 100*rep.Utilisation, rep.Errors)
+	return nil
 }

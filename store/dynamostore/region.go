@@ -220,7 +220,10 @@ func (s *Store) refresh(ctx context.Context, now int64, pk string, p *sluice.Pol
 	if e.refreshed != 0 {
 		elapsed := float64(now - e.refreshed)
 		r := float64(e.asked) * float64(p.Window) / max(elapsed, 1)
-		e.rate = (e.rate + r) / 2
+		if e.rate > 0 {
+			r = (e.rate + r) / 2
+		}
+		e.rate = r
 	} else if mine := items[s.region]; mine != nil {
 		e.rate = mine.rate
 	}

@@ -63,8 +63,10 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// find locates dynoxide: $SLUICE_DYNOXIDE, or binaryPath under the module
+// Find locates dynoxide: $SLUICE_DYNOXIDE, or binaryPath under the module
 // root, found by walking up from the working directory.
+func Find() (string, error) { return find() }
+
 func find() (string, error) {
 	if p := os.Getenv("SLUICE_DYNOXIDE"); p != "" {
 		return p, nil
