@@ -37,6 +37,16 @@ type Config struct {
 	// reads them at start only: a reload that changes them is logged and
 	// waits for a restart.
 	Upstreams map[string]Upstream
+	// Regions puts a node on a DynamoDB global table in multi-region mode
+	// (the flags --region-id and --regions win over it). Read at start.
+	Regions Regions
+}
+
+// Regions are the regions of a global table: ID is this node's, All every
+// one, the same list on every node.
+type Regions struct {
+	ID  string
+	All []string
 }
 
 // Upstream is a named upstream quota: at most Rate cost units per Window,

@@ -171,3 +171,21 @@ func TestEmptyFileIsDefault(t *testing.T) {
 		t.Fatalf("%+v %v", c, err)
 	}
 }
+
+// The regions of a global table: this node's and all; a missing or
+// foreign id is an error naming the field.
+func TestRegionsConfig(t *testing.T) {
+	c, err := Parse("c.yaml", []byte("regions:\n  id: eu\n  all: [us, eu, ap]\n"))
+	if err != nil || c.Regions.ID != "eu" || len(c.Regions.All) != 3 {
+		t.Fatalf("%+v %v", c.Regions, err)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"regions:\n  all: [us, eu]\n", "regions.id: is required"},
+		{"regions:\n  id: mars\n  all: [us, eu]\n", "c.yaml:2: regions.id: \"mars\" must be one of"},
+		{"regions:\n  id: eu\n  colour: red\n", "regions.colour"},
+	} {
+		if _, err := Parse("c.yaml", []byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}

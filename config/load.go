@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -131,7 +132,7 @@ func join(path, field string) string {
 
 func (p *parser) root(n *yaml.Node) error {
 	var policies, endpoints, tiers, tenants, upstreams *yaml.Node
-	err := p.fields(n, "", []string{"version", "defaults", "tenantDefaults", "policies", "endpoints", "tiers", "tenants", "upstreams"}, func(k string, v *yaml.Node) error {
+	err := p.fields(n, "", []string{"version", "defaults", "tenantDefaults", "policies", "endpoints", "tiers", "tenants", "upstreams", "regions"}, func(k string, v *yaml.Node) error {
 		switch k {
 		case "version":
 			if v.Value != "1" {
@@ -151,6 +152,8 @@ func (p *parser) root(n *yaml.Node) error {
 			tenants = v
 		case "upstreams":
 			upstreams = v
+		case "regions":
+			return p.regions(v)
 		}
 		return nil
 	})
@@ -612,4 +615,29 @@ func orNode(n, otherwise *yaml.Node) *yaml.Node {
 		return n
 	}
 	return otherwise
+}
+
+// regions reads this node's region and the global table's.
+func (p *parser) regions(n *yaml.Node) error {
+	var id *yaml.Node
+	err := p.fields(n, "regions", []string{"id", "all"}, func(k string, v *yaml.Node) error {
+		var err error
+		switch k {
+		case "id":
+			id, p.c.Regions.ID = v, v.Value
+		case "all":
+			p.c.Regions.All, err = p.strings(v, "regions.all")
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case p.c.Regions.ID == "":
+		return p.errf(n, "regions.id", "is required: this node's region, one of regions.all")
+	case !slices.Contains(p.c.Regions.All, p.c.Regions.ID):
+		return p.errf(id, "regions.id", "%q must be one of regions.all %v", p.c.Regions.ID, p.c.Regions.All)
+	}
+	return nil
 }

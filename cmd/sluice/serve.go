@@ -291,6 +291,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg = watcher.Config()
 		current = watcher.Config
 	}
+	if c.RegionID == "" && cfg.Regions.ID != "" {
+		// The file's regions, unless the flags name them.
+		if c.Store != "dynamodb" {
+			return fmt.Errorf("serve: %s: regions need --store dynamodb (a global table), got --store %s", c.ConfigFile, c.Store)
+		}
+		c.RegionID, c.Regions = cfg.Regions.ID, cfg.Regions.All
+	}
 	st, err := openStores(ctx, c, log)
 	if err != nil {
 		return err
