@@ -110,6 +110,7 @@ type Store struct {
 	regions   []string
 	rebalance time.Duration
 	allots    allotments
+	maxAllots int // the most keys whose allotments a node keeps: CacheKeys
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -152,7 +153,7 @@ func New(db API, opts Options) (*Store, error) {
 		cache:   newCache(opts.CacheKeys),
 		tenants: newTenantCache(opts.TenantTTL, opts.CacheKeys, opts.Now),
 		closed:  make(chan struct{}), seed: maphash.MakeSeed(),
-		region: opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance,
+		region: opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance, maxAllots: opts.CacheKeys,
 	}
 	for i := range s.stripes {
 		s.stripes[i] = make(chan struct{}, 1)

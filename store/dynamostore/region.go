@@ -176,7 +176,7 @@ func (s *Store) allotment(ctx context.Context, now int64, pk string, p *sluice.P
 	}
 	e := s.allots.m[pk]
 	if e == nil {
-		if len(s.allots.m) >= s.max*1000 {
+		if len(s.allots.m) >= s.maxAllots {
 			s.dropAllotments(now)
 		}
 		e = &allotment{}
