@@ -154,7 +154,7 @@ func (r *Replicator) run() {
 // scan finds the writes made in each region since the last scan.
 func (r *Replicator) scan(ctx context.Context) error {
 	for i, db := range r.regions {
-		items, err := scanAll(ctx, db, r.table)
+		items, err := ScanAll(ctx, db, r.table)
 		if err != nil {
 			return fmt.Errorf("dynamotest: replicator: scan region %d: %w", i, err)
 		}
@@ -260,7 +260,8 @@ func holds(it map[string]types.AttributeValue) (*string, map[string]string, map[
 	return &cond, names, values
 }
 
-func scanAll(ctx context.Context, db ReplicaAPI, table string) ([]map[string]types.AttributeValue, error) {
+// ScanAll returns every item of the table, read consistently.
+func ScanAll(ctx context.Context, db ReplicaAPI, table string) ([]map[string]types.AttributeValue, error) {
 	var items []map[string]types.AttributeValue
 	var start map[string]types.AttributeValue
 	for {

@@ -406,7 +406,7 @@ func overwritten(ctx context.Context, apis []dynamotest.ReplicaAPI, table string
 	home := map[string]map[string]types.AttributeValue{}
 	var all [][]map[string]types.AttributeValue
 	for i, db := range apis {
-		items, err := scan(ctx, db, table)
+		items, err := dynamotest.ScanAll(ctx, db, table)
 		if err != nil {
 			return nil, err
 		}
@@ -431,20 +431,4 @@ func overwritten(ctx context.Context, apis []dynamotest.ReplicaAPI, table string
 		}
 	}
 	return lost, nil
-}
-
-func scan(ctx context.Context, db dynamotest.ReplicaAPI, table string) ([]map[string]types.AttributeValue, error) {
-	var items []map[string]types.AttributeValue
-	var start map[string]types.AttributeValue
-	for {
-		out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: &table, ExclusiveStartKey: start, ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			return nil, err
-		}
-		items = append(items, out.Items...)
-		if len(out.LastEvaluatedKey) == 0 {
-			return items, nil
-		}
-		start = out.LastEvaluatedKey
-	}
 }
