@@ -43,6 +43,7 @@ func (c *cache) put(k string, v versioned) {
 type Stats struct {
 	reads, writes, transactions, conflicts, localDenials, writeUnits, leasedLocal atomic.Int64
 	writeAttempts, mostAttempts, retries, gaveUp, emptyFailures, lockTimeouts     atomic.Int64
+	allotmentWrites                                                               atomic.Int64 // failed or raced
 }
 
 // StatsSnapshot is a copy of a store's counts. They only grow, so a
@@ -57,6 +58,10 @@ type StatsSnapshot struct {
 	Reads, Writes, Transactions, Conflicts, LocalDenials, WriteUnits int64
 	// LeasedLocal counts decisions admitted from a leased batch, locally.
 	LeasedLocal int64
+	// AllotmentWritesLost counts writes of a region's allotment item that
+	// failed or lost to another node of the region (multi-region mode):
+	// the node decided from the items as read, and tries again later.
+	AllotmentWritesLost int64
 	// WriteAttempts counts the write requests of decisions, releases and
 	// renewals, every try included: at most Options.MaxAttempts each.
 	// MostAttempts is the most any one of them made.
@@ -81,7 +86,7 @@ func (s *Store) Stats() StatsSnapshot {
 		Conflicts: st.conflicts.Load(), LocalDenials: st.localDenials.Load(), WriteUnits: st.writeUnits.Load(),
 		LeasedLocal: st.leasedLocal.Load(), WriteAttempts: st.writeAttempts.Load(), MostAttempts: st.mostAttempts.Load(),
 		Retries: st.retries.Load(), GaveUp: st.gaveUp.Load(), EmptyFailures: st.emptyFailures.Load(),
-		LockTimeouts: st.lockTimeouts.Load(),
+		LockTimeouts: st.lockTimeouts.Load(), AllotmentWritesLost: st.allotmentWrites.Load(),
 	}
 }
 

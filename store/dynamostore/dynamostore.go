@@ -110,7 +110,8 @@ type Store struct {
 	regions   []string
 	rebalance time.Duration
 	allots    allotments
-	maxAllots int // the most keys whose allotments a node keeps: CacheKeys
+	maxAllots int    // the most keys whose allotments a node keeps: CacheKeys
+	node      string // this node's id in its region's allotment items: random, new at each start
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -154,9 +155,13 @@ func New(db API, opts Options) (*Store, error) {
 		tenants: newTenantCache(opts.TenantTTL, opts.CacheKeys, opts.Now),
 		closed:  make(chan struct{}), seed: maphash.MakeSeed(),
 		region: opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance, maxAllots: opts.CacheKeys,
+		node: writeID(),
 	}
 	for i := range s.stripes {
 		s.stripes[i] = make(chan struct{}, 1)
+	}
+	if s.region != "" {
+		go s.idleRefresh() // stopped by Close
 	}
 	return s, nil
 }

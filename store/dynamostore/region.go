@@ -64,36 +64,64 @@ import (
 // Rebalance periods.
 const regionGifts = 2
 
+// allotmentTTL is how long an allotment item lives unwritten: it is
+// rewritten at least every few Rebalance periods while its key is decided
+// on anywhere.
+const allotmentTTL = 7 * 24 * time.Hour
+
 // allotments are a node's copies of the allotment items of the keys it
-// decides on, by the key's base pk.
+// decides on, by the key's base pk, at most Options.CacheKeys of them.
 type allotments struct {
 	mu sync.Mutex
 	m  map[string]*allotment
 }
 
 type allotment struct {
-	mu        sync.Mutex // held while it is read and refreshed
-	refreshed int64      // when the items were last read; 0: never
+	// lock is held while the copy is read or refreshed: a one-slot
+	// channel, taken with the decision's context, so that a wait behind a
+	// slow refresh ends at the decision's deadline.
+	lock      chan struct{}
+	refreshed time.Time // when the last read of the items began (wall clock); zero: never
 	items     map[string]*regionItem
-	asked     int64 // hits asked here since the last refresh
-	rate      float64
+	asked     int64 // hits asked here since since
+	since     time.Time
+	rate      float64        // this node's demand, hits per window
+	policy    *sluice.Policy // the policy of the last decision, for the idle refresh
+	decided   time.Time      // the last decision
 }
 
 // regionItem is one region's allotment item.
 type regionItem struct {
-	v     int64            // version; 0: no item
-	rate  float64          // hits asked per window
-	total map[string]int64 // effective gifts, by region given to
-	pend  map[string]int64 // pending gifts
-	from  map[string]int64 // when each pending gift takes effect, epoch ns
-	wrote int64            // when it was last written, epoch ns
+	v     int64              // version; 0: no item
+	lim   int64              // the limit the gifts were made under
+	rates map[string]float64 // each node's demand, hits per window, by node id
+	seen  map[string]int64   // when each node last wrote its rate, epoch ns
+	total map[string]int64   // effective gifts, by region given to
+	pend  map[string]int64   // pending gifts
+	from  map[string]int64   // when each pending gift takes effect, epoch ns
+	wrote int64              // when it was last written, epoch ns
+}
+
+// rate returns the region's demand: the sum of its nodes' rates written
+// within the last five Rebalance periods (a node gone stops counting).
+func (it *regionItem) rate(now int64, rebalance time.Duration) float64 {
+	if it == nil {
+		return 0
+	}
+	var r float64
+	for n, x := range it.rates {
+		if now-it.seen[n] < int64(5*rebalance) {
+			r += x
+		}
+	}
+	return r
 }
 
 // gave returns what the region's item gives to, in the window starting
 // at w.
-func (it *regionItem) gave(to string, w int64) int64 {
-	if it == nil {
-		return 0
+func (it *regionItem) gave(to string, w, limit int64) int64 {
+	if it == nil || it.lim != limit {
+		return 0 // gifts made under another limit count for nothing
 	}
 	g := it.total[to]
 	if it.from[to] <= w {
@@ -121,12 +149,17 @@ func (s *Store) allotted(items map[string]*regionItem, r string, limit, w int64)
 		if x == r {
 			for _, to := range s.regions {
 				if to != r {
-					a -= items[r].gave(to, w)
+					a -= items[r].gave(to, w, limit)
 				}
 			}
 			continue
 		}
-		a += items[x].gave(r, w)
+		if it := items[x]; it != nil && w-it.wrote < int64(allotmentTTL-24*time.Hour) {
+			// Not from an item near its TTL: its deletion, reaching this
+			// region late, must not leave it counting what its giver
+			// counts back.
+			a += it.gave(r, w, limit)
+		}
 	}
 	return max(a, 0)
 }
@@ -168,7 +201,8 @@ func (s *Store) regional(ctx context.Context, now int64, op sluice.Op) (sluice.O
 
 // allotment returns this region's allotment of the key at now, reading
 // the key's allotment items and rebalancing if its copy is older than
-// Rebalance, and counts hits as asked here.
+// Rebalance (by the wall clock: other nodes' gifts take effect by it), and
+// counts hits as asked here.
 func (s *Store) allotment(ctx context.Context, now int64, pk string, p *sluice.Policy, hits int64) (int64, error) {
 	s.allots.mu.Lock()
 	if s.allots.m == nil {
@@ -177,18 +211,24 @@ func (s *Store) allotment(ctx context.Context, now int64, pk string, p *sluice.P
 	e := s.allots.m[pk]
 	if e == nil {
 		if len(s.allots.m) >= s.maxAllots {
-			s.dropAllotments(now)
+			s.dropAllotment()
 		}
-		e = &allotment{}
+		e = &allotment{lock: make(chan struct{}, 1)}
 		s.allots.m[pk] = e
 	}
 	s.allots.mu.Unlock()
 
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	select {
+	case e.lock <- struct{}{}:
+	case <-ctx.Done():
+		return 0, unavailable("allotment", ctx.Err())
+	}
+	defer func() { <-e.lock }()
+	wall := time.Now()
 	e.asked += hits
-	if e.refreshed == 0 || now-e.refreshed >= int64(s.rebalance) {
-		if err := s.refresh(ctx, now, pk, p, e); err != nil {
+	e.policy, e.decided = p, wall
+	if e.refreshed.IsZero() || wall.Sub(e.refreshed) >= s.rebalance {
+		if err := s.refresh(ctx, now, wall, pk, p, e); err != nil {
 			return 0, err
 		}
 	}
@@ -197,82 +237,161 @@ func (s *Store) allotment(ctx context.Context, now int64, pk string, p *sluice.P
 	return s.allotted(e.items, s.region, p.Limit, start), nil
 }
 
-// dropAllotments forgets the copies not refreshed for a minute. The
-// caller holds s.allots.mu.
-func (s *Store) dropAllotments(now int64) {
-	for k, e := range s.allots.m {
-		if e.mu.TryLock() {
-			if now-e.refreshed > int64(time.Minute) {
-				delete(s.allots.m, k)
+// idleRefresh refreshes, every Rebalance, the copies of keys this node
+// decided on in the last ten minutes but not in the last Rebalance (at
+// most 256 a period): a region whose traffic stopped still publishes its
+// falling demand and gives its units to the regions that now have it.
+// It returns when the store is closed.
+func (s *Store) idleRefresh() {
+	t := time.NewTicker(s.rebalance)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closed:
+			return
+		case <-t.C:
+		}
+		wall := time.Now()
+		type job struct {
+			pk string
+			e  *allotment
+		}
+		var jobs []job
+		s.allots.mu.Lock()
+		for pk, e := range s.allots.m {
+			if len(jobs) == 256 {
+				break
 			}
-			e.mu.Unlock()
+			select {
+			case e.lock <- struct{}{}:
+				if e.policy != nil && wall.Sub(e.refreshed) >= s.rebalance && wall.Sub(e.decided) < 10*time.Minute {
+					jobs = append(jobs, job{pk, e})
+					continue // still held: released once refreshed
+				}
+				<-e.lock
+			default:
+			}
+		}
+		s.allots.mu.Unlock()
+		for _, j := range jobs {
+			ctx, cancel := context.WithTimeout(context.Background(), s.rebalance/2)
+			if err := s.refresh(ctx, time.Now().UnixNano(), time.Now(), j.pk, j.e.policy, j.e); err != nil {
+				j.e.refreshed = time.Time{}
+			}
+			cancel()
+			<-j.e.lock
 		}
 	}
 }
 
-// refresh reads the key's allotment items, publishes this region's demand
-// and gives away what it holds over its fair part. e.mu is held.
-func (s *Store) refresh(ctx context.Context, now int64, pk string, p *sluice.Policy, e *allotment) error {
+// dropAllotment forgets one copy not in use, to make room: its items stay
+// in the table, and are read again when needed. The caller holds
+// s.allots.mu.
+func (s *Store) dropAllotment() {
+	for k, e := range s.allots.m { // a map's order is random
+		select {
+		case e.lock <- struct{}{}:
+			delete(s.allots.m, k)
+			<-e.lock
+			return
+		default:
+		}
+	}
+}
+
+// refresh reads the key's allotment items, publishes this node's demand
+// and gives away what the region holds over its fair part. e.lock is held;
+// wall is when the read begins. The read and the write are done within
+// half a Rebalance: a gift takes effect from a window that starts at
+// least two Rebalance periods after that, by which time every node of the
+// region has read it (each reads the items at least once a Rebalance
+// while it decides on the key, and decides on nothing older).
+func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk string, p *sluice.Policy, e *allotment) error {
+	ctx, cancel := context.WithTimeout(ctx, s.rebalance/2)
+	defer cancel()
 	items, err := s.readAllotments(ctx, pk)
 	if err != nil {
 		return err
 	}
-	if e.refreshed != 0 {
-		elapsed := float64(now - e.refreshed)
-		r := float64(e.asked) * float64(p.Window) / max(elapsed, 1)
+	if !e.since.IsZero() {
+		r := float64(e.asked) * float64(p.Window) / float64(max(wall.Sub(e.since), time.Millisecond))
 		if e.rate > 0 {
 			r = (e.rate + r) / 2
 		}
 		e.rate = r
-	} else if mine := items[s.region]; mine != nil {
-		e.rate = mine.rate
 	}
-	e.asked, e.refreshed, e.items = 0, now, items
+	e.asked, e.since, e.refreshed, e.items = 0, wall, wall, items
 
 	mine := items[s.region]
 	if mine == nil {
-		mine = &regionItem{}
+		mine = &regionItem{lim: p.Limit}
 	}
 	next := *mine
 	next.total, next.pend, next.from = copyMap(mine.total), copyMap(mine.pend), copyMap(mine.from)
-	next.rate = e.rate
-	changed := mine.v == 0 || now-mine.wrote > int64(10*s.rebalance) ||
-		abs(next.rate-mine.rate) > max(mine.rate/10, float64(p.Limit)/100)
+	next.rates, next.seen = copyRates(mine.rates), copyMap(mine.seen)
+	changed := mine.v == 0
+	if mine.lim != p.Limit {
+		// The limit changed: the gifts made under the old one count for
+		// nothing, here and in every region that has the new limit.
+		next.lim, next.total, next.pend, next.from = p.Limit, map[string]int64{}, map[string]int64{}, map[string]int64{}
+		changed = true
+	}
+	was := mine.rates[s.node]
+	next.rates[s.node], next.seen[s.node] = e.rate, wall.UnixNano()
+	changed = changed || wall.UnixNano()-mine.seen[s.node] > int64(2*s.rebalance) ||
+		abs(e.rate-was) > max(was/10, float64(p.Limit)/100)
+	for n, at := range next.seen {
+		if wall.UnixNano()-at > int64(time.Hour) {
+			delete(next.rates, n) // a node long gone
+			delete(next.seen, n)
+		}
+	}
 
-	// The window from which a gift written now may take effect.
+	// The window from which a gift written now may take effect: two
+	// Rebalance periods after the write lands, within half a period.
 	w := int64(p.Window)
-	at := now + regionGifts*int64(s.rebalance)
+	at := wall.UnixNano() + int64(s.rebalance)/2 + regionGifts*int64(s.rebalance)
 	from := at - ((at%w)+w)%w
 	if from < at {
 		from += w
 	}
-	if gifts := s.gifts(items, next.rate, p.Limit, from); len(gifts) > 0 {
-		for to, x := range gifts {
-			if next.from[to] <= now {
-				// The pending gift took effect: fold it in.
-				next.total[to] += next.pend[to]
-				next.pend[to] = 0
-			}
-			next.pend[to] += x
-			next.from[to] = max(next.from[to], from)
-		}
+	if addGifts(&next, s.gifts(items, next.rate(wall.UnixNano(), s.rebalance), p.Limit, from, wall.UnixNano()), from, now) {
 		changed = true
 	}
 	if !changed {
 		return nil
 	}
-	next.wrote = now
+	next.wrote = wall.UnixNano()
 	if err := s.writeAllotment(ctx, pk, mine.v, &next); err != nil {
-		if errors.Is(err, errAllotmentRaced) {
-			// Another node of this region wrote first: read it next time.
-			e.refreshed = 0
-			return nil
-		}
-		return err
+		// Raced by another node of the region, or the write failed: decide
+		// from the items as read, and try again at the next decision.
+		s.stats.allotmentWrites.Add(1)
+		e.refreshed = time.Time{}
+		return nil
 	}
 	next.v = mine.v + 1
 	items[s.region] = &next
 	return nil
+}
+
+// addGifts adds gifts, taking effect from the window starting at from, to
+// the item it, at now, and reports whether it added any. A region with a
+// gift still pending gets no other until it takes effect: a second one
+// would move the first's window, from which a lagging replica counts it.
+// A pending gift that took effect is folded into the total first. So, for
+// every window, what an item gives only grows from one version to the
+// next, and a replica that lags counts less given, never more.
+func addGifts(it *regionItem, gifts map[string]int64, from, now int64) bool {
+	added := false
+	for to, x := range gifts {
+		if x <= 0 || it.from[to] > now {
+			continue
+		}
+		it.total[to] += it.pend[to]
+		it.pend[to], it.from[to] = x, from
+		added = true
+	}
+	return added
 }
 
 // gifts returns what this region gives each other region, whose demand is
@@ -280,7 +399,7 @@ func (s *Store) refresh(ctx context.Context, now int64, pk string, p *sluice.Pol
 // what it holds over its fair part, to the regions under theirs, in
 // proportion to what they lack. A fair part is a floor of a tenth of the
 // region's base, and the rest of the limit in proportion to demand.
-func (s *Store) gifts(items map[string]*regionItem, rate float64, limit, from int64) map[string]int64 {
+func (s *Store) gifts(items map[string]*regionItem, rate float64, limit, from, now int64) map[string]int64 {
 	n := len(s.regions)
 	demand := make([]float64, n)
 	floor := make([]float64, n)
@@ -288,8 +407,8 @@ func (s *Store) gifts(items map[string]*regionItem, rate float64, limit, from in
 	for i, r := range s.regions {
 		if r == s.region {
 			demand[i] = rate
-		} else if it := items[r]; it != nil {
-			demand[i] = it.rate
+		} else {
+			demand[i] = items[r].rate(now, s.rebalance)
 		}
 		floor[i] = float64(baseShare(limit, i, n)) / 10
 		sumD += demand[i]
@@ -372,7 +491,9 @@ func (s *Store) writeAllotment(ctx context.Context, pk string, v int64, it *regi
 		attrPK:  &types.AttributeValueMemberS{Value: pk},
 		attrSK:  &types.AttributeValueMemberS{Value: skAllotment + s.region},
 		"v":     num(v + 1),
-		"rate":  &types.AttributeValueMemberN{Value: strconv.FormatFloat(it.rate, 'f', 3, 64)},
+		"lim":   num(it.lim),
+		"rates": floatMap(it.rates),
+		"seen":  numMap(it.seen),
 		"wrote": num(it.wrote),
 		"total": numMap(it.total),
 		"pend":  numMap(it.pend),
@@ -414,16 +535,25 @@ func decodeAllotment(it map[string]types.AttributeValue) (*regionItem, error) {
 		}
 		return x
 	}
-	ri.v, ri.wrote = get("v"), get("wrote")
-	if n, ok := it["rate"].(*types.AttributeValueMemberN); ok {
-		if ri.rate, err = strconv.ParseFloat(n.Value, 64); err != nil {
-			return nil, fmt.Errorf("rate: %w", err)
+	ri.v, ri.wrote, ri.lim = get("v"), get("wrote"), get("lim")
+	ri.rates = map[string]float64{}
+	if mm, _ := it["rates"].(*types.AttributeValueMemberM); mm != nil {
+		for k, v := range mm.Value {
+			n, ok := v.(*types.AttributeValueMemberN)
+			if !ok {
+				return nil, fmt.Errorf("rates.%s is not a number", k)
+			}
+			x, e := strconv.ParseFloat(n.Value, 64)
+			if e != nil {
+				return nil, fmt.Errorf("rates.%s: %w", k, e)
+			}
+			ri.rates[k] = x
 		}
 	}
 	for _, m := range []struct {
 		name string
 		dst  *map[string]int64
-	}{{"total", &ri.total}, {"pend", &ri.pend}, {"from", &ri.from}} {
+	}{{"total", &ri.total}, {"pend", &ri.pend}, {"from", &ri.from}, {"seen", &ri.seen}} {
 		*m.dst = map[string]int64{}
 		mm, _ := it[m.name].(*types.AttributeValueMemberM)
 		if mm == nil {
@@ -452,6 +582,22 @@ func numMap(m map[string]int64) *types.AttributeValueMemberM {
 	out := &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}
 	for k, v := range m {
 		out.Value[k] = num(v)
+	}
+	return out
+}
+
+func floatMap(m map[string]float64) *types.AttributeValueMemberM {
+	out := &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}
+	for k, v := range m {
+		out.Value[k] = &types.AttributeValueMemberN{Value: strconv.FormatFloat(v, 'f', 3, 64)}
+	}
+	return out
+}
+
+func copyRates(m map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[k] = v
 	}
 	return out
 }

@@ -34,6 +34,7 @@ func newWorld(t *testing.T, lag time.Duration) *world {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { s.Close() })
 		w.stores = append(w.stores, s)
 	}
 	w.repl = dynamotest.NewReplicator(table, apis, lag, 20*time.Millisecond)

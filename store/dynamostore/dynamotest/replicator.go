@@ -39,6 +39,7 @@ type Replicator struct {
 	poll    time.Duration
 	now     func() time.Time
 
+	cycle   sync.Mutex // held through each scan and delivery, by run and Sync alike
 	mu      sync.Mutex
 	seen    []map[itemKey]seenItem  // per region: each item as last seen or put
 	version []map[itemKey]time.Time // per region: the time of the write each item holds
@@ -119,6 +120,8 @@ func (r *Replicator) Close() error {
 // Sync finds every write made so far and delivers it, lag or not, unless
 // a region is cut off: for the end of a run, to compare the regions.
 func (r *Replicator) Sync(ctx context.Context) error {
+	r.cycle.Lock()
+	defer r.cycle.Unlock()
 	if err := r.scan(ctx); err != nil {
 		return err
 	}
@@ -136,10 +139,12 @@ func (r *Replicator) run() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r.cycle.Lock()
 		err := r.scan(ctx)
 		if err == nil {
 			err = r.deliver(ctx, false)
 		}
+		r.cycle.Unlock()
 		cancel()
 		if err != nil {
 			r.mu.Lock()

@@ -158,8 +158,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// deciderFunc decides one request of region r at now: admitted or not.
-type deciderFunc func(ctx context.Context, r int, now time.Time) (bool, error)
+// deciderFunc decides one request of region r at now: admitted or not,
+// and the start of the window it was counted in.
+type deciderFunc func(ctx context.Context, r int, now time.Time) (bool, time.Time, error)
 
 // Run runs cfg and reports.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
@@ -211,21 +212,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err != nil {
 				return nil, err
 			}
+			defer s.Close()
 			engines = append(engines, engine.New(s, engine.Options{}))
 		}
-		decide = func(ctx context.Context, r int, now time.Time) (bool, error) {
+		decide = func(ctx context.Context, r int, now time.Time) (bool, time.Time, error) {
 			res, err := engines[r].Check(ctx, sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: *policy, Key: "k"}}})
 			if err != nil {
-				return false, err
+				return false, time.Time{}, err
 			}
-			if res.Decisions[0].FailedClosed {
-				return false, errors.New("the store could not decide")
+			d := res.Decisions[0]
+			if d.FailedClosed {
+				return false, time.Time{}, errors.New("the store could not decide")
 			}
-			return res.Allowed, nil
+			// The engine decides on its own clock: the window is the one
+			// the decision names, ending at its reset.
+			return res.Allowed, d.ResetAt.Add(-policy.Window), nil
 		}
 	case "naive":
-		decide = func(ctx context.Context, r int, now time.Time) (bool, error) {
-			return naiveDecide(ctx, dbs[r], table, cfg.Limit, now)
+		decide = func(ctx context.Context, r int, now time.Time) (bool, time.Time, error) {
+			ok, err := naiveDecide(ctx, dbs[r], table, cfg.Limit, now)
+			return ok, now.Truncate(time.Second), err
 		}
 	}
 
@@ -274,10 +280,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					}
 					dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 					t0 := time.Now()
-					ok, err := decide(dctx, r, now)
+					ok, win, err := decide(dctx, r, now)
 					took := time.Since(t0)
 					cancel()
 					w := int(now.Sub(begin) / time.Second)
+					if ok {
+						w = int(win.Sub(begin) / time.Second)
+					}
 					mu.Lock()
 					if err != nil {
 						errs++

@@ -1,0 +1,80 @@
+package dynamostore
+
+import "testing"
+
+func item(lim int64) *regionItem {
+	return &regionItem{lim: lim, total: map[string]int64{}, pend: map[string]int64{}, from: map[string]int64{}, wrote: 1}
+}
+
+// What an item gives, window by window, only grows from one version to
+// the next: a second gift waits for the first to take effect, and is then
+// added to the total, so a lagging replica never counts more than the
+// giver does.
+func TestAddGiftsOnlyGrow(t *testing.T) {
+	it := item(100)
+	if !addGifts(it, map[string]int64{"b": 40}, 10, 2) {
+		t.Fatal("the first gift was not added")
+	}
+	v1 := *it
+	v1.total, v1.pend, v1.from = copyMap(it.total), copyMap(it.pend), copyMap(it.from)
+	if addGifts(it, map[string]int64{"b": 5}, 20, 9) {
+		t.Fatalf("a gift while one is pending (from 10, now 9) was added: %+v", it)
+	}
+	if !addGifts(it, map[string]int64{"b": 5}, 20, 10) {
+		t.Fatal("a gift once the first took effect was not added")
+	}
+	for _, w := range []int64{0, 10, 15, 20, 30} {
+		if old, cur := v1.gave("b", w, 100), it.gave("b", w, 100); cur < old {
+			t.Errorf("window %d: the new version gives %d, the old %d: a lagging replica would count more", w, cur, old)
+		}
+	}
+	if g := it.gave("b", 15, 100); g != 40 {
+		t.Errorf("window 15: gives %d, want the first gift, 40", g)
+	}
+	if g := it.gave("b", 20, 100); g != 45 {
+		t.Errorf("window 20: gives %d, want both, 45", g)
+	}
+}
+
+// Allotments sum to at most the limit in every window; gifts made under
+// another limit, or in an item near its TTL, count for nothing to their
+// receiver.
+func TestAllottedSumsToTheLimit(t *testing.T) {
+	s := &Store{region: "a", regions: []string{"a", "b", "c"}}
+	a, b := item(100), item(100)
+	addGifts(a, map[string]int64{"b": 20, "c": 10}, 10, 0)
+	addGifts(b, map[string]int64{"c": 5}, 10, 0)
+	items := map[string]*regionItem{"a": a, "b": b}
+	for _, w := range []int64{0, 10} {
+		sum := int64(0)
+		for _, r := range s.regions {
+			sum += s.allotted(items, r, 100, w)
+		}
+		if sum > 100 {
+			t.Errorf("window %d: allotments sum to %d, over 100", w, sum)
+		}
+	}
+	if got := s.allotted(items, "b", 100, 10); got != 33+20-5 {
+		t.Errorf("b from window 10: %d, want 48", got)
+	}
+	// The limit fell to 60: every gift made under 100 counts for nothing.
+	for _, r := range s.regions {
+		if got, want := s.allotted(items, r, 60, 10), baseShare(60, indexOf(s.regions, r), 3); got != want {
+			t.Errorf("limit 60: %s holds %d, want its even part %d", r, got, want)
+		}
+	}
+	// An item near its TTL: its receivers count its gifts for nothing.
+	a.wrote = 10 - int64(allotmentTTL)
+	if got := s.allotted(items, "b", 100, 10); got != 33-5 {
+		t.Errorf("b, a's item near its TTL: %d, want 28", got)
+	}
+}
+
+func indexOf(rs []string, r string) int {
+	for i, x := range rs {
+		if x == r {
+			return i
+		}
+	}
+	return -1
+}
