@@ -103,19 +103,26 @@ type regionItem struct {
 }
 
 // rate returns the region's demand: the sum of its nodes' rates written
-// within the last five Rebalance periods (a node gone stops counting).
-func (it *regionItem) rate(now int64, rebalance time.Duration) float64 {
+// within the last nodeGone (a node gone stops counting). The horizon is
+// long so that a replica a few seconds behind still counts them.
+func (it *regionItem) rate(now int64) float64 {
 	if it == nil {
 		return 0
 	}
 	var r float64
 	for n, x := range it.rates {
-		if now-it.seen[n] < int64(5*rebalance) {
+		if now-it.seen[n] < int64(nodeGone) {
 			r += x
 		}
 	}
 	return r
 }
+
+// nodeGone is how long after its last write a node's demand stops
+// counting in its region's: it writes every few Rebalance periods while
+// it decides on the key, and the replicas of other regions see it a
+// replication lag later.
+const nodeGone = time.Minute
 
 // gave returns what the region's item gives to, in the window starting
 // at w.
@@ -355,7 +362,7 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	if from < at {
 		from += w
 	}
-	if addGifts(&next, s.gifts(items, next.rate(wall.UnixNano(), s.rebalance), p.Limit, from, wall.UnixNano()), from, now) {
+	if addGifts(&next, s.gifts(items, next.rate(wall.UnixNano()), p.Limit, from, wall.UnixNano()), from, now) {
 		changed = true
 	}
 	if !changed {
@@ -408,7 +415,7 @@ func (s *Store) gifts(items map[string]*regionItem, rate float64, limit, from, n
 		if r == s.region {
 			demand[i] = rate
 		} else {
-			demand[i] = items[r].rate(now, s.rebalance)
+			demand[i] = items[r].rate(now)
 		}
 		floor[i] = float64(baseShare(limit, i, n)) / 10
 		sumD += demand[i]
