@@ -1,0 +1,107 @@
+// Package insight keeps what an operator's dashboard shows, in bounded
+// memory: the heavy hitters among a policy's keys (TopK, the Space-Saving
+// sketch) and per-second counts of decisions over the last hour (Series).
+package insight
+
+import (
+	"cmp"
+	"container/heap"
+	"slices"
+)
+
+// TopK finds the heaviest keys of a stream in memory for k of them: the
+// Space-Saving algorithm (Metwally, Agrawal and El Abbadi, 2005). Every
+// key whose weight is over N/k, N the stream's total weight, is among the
+// k kept, and each kept key's count overestimates its weight by at most
+// its Err, itself at most N/k. It is not safe for concurrent use.
+type TopK struct {
+	k     int
+	total int64
+	idx   map[string]*entry
+	h     entries // a min-heap by count: the first is the one evicted
+}
+
+type entry struct {
+	key   string
+	count int64
+	err   int64
+	pos   int
+}
+
+type entries []*entry
+
+func (h entries) Len() int { return len(h) }
+func (h entries) Less(i, j int) bool {
+	return h[i].count < h[j].count || h[i].count == h[j].count && h[i].key > h[j].key
+}
+func (h entries) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].pos, h[j].pos = i, j
+}
+func (h *entries) Push(x any) {
+	e := x.(*entry)
+	e.pos = len(*h)
+	*h = append(*h, e)
+}
+func (h *entries) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// NewTopK returns a sketch keeping k keys, k at least 1.
+func NewTopK(k int) *TopK {
+	k = max(k, 1)
+	return &TopK{k: k, idx: make(map[string]*entry, k)}
+}
+
+// Add counts w (at least 1) more of key.
+func (t *TopK) Add(key string, w int64) {
+	w = max(w, 1)
+	t.total += w
+	if e, ok := t.idx[key]; ok {
+		e.count += w
+		heap.Fix(&t.h, e.pos)
+		return
+	}
+	if len(t.h) < t.k {
+		e := &entry{key: key, count: w}
+		t.idx[key] = e
+		heap.Push(&t.h, e)
+		return
+	}
+	// Replace the least counted key: the newcomer inherits its count,
+	// which bounds how much it may have had before.
+	e := t.h[0]
+	delete(t.idx, e.key)
+	e.key, e.err, e.count = key, e.count, e.count+w
+	t.idx[key] = e
+	heap.Fix(&t.h, 0)
+}
+
+// Item is a kept key: Count overestimates its weight by at most Err.
+type Item struct {
+	Key   string `json:"key"`
+	Count int64  `json:"count"`
+	Err   int64  `json:"error"`
+}
+
+// Top returns the n most counted keys kept, most first (ties by key).
+func (t *TopK) Top(n int) []Item {
+	out := make([]Item, 0, len(t.h))
+	for _, e := range t.h {
+		out = append(out, Item{e.key, e.count, e.err})
+	}
+	slices.SortFunc(out, func(a, b Item) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Key, b.Key))
+	})
+	return out[:min(max(n, 0), len(out))]
+}
+
+// Total returns the weight of the stream so far.
+func (t *TopK) Total() int64 { return t.total }
+
+// Bound returns the most any count overestimates its key's weight by, and
+// the least weight a key must have to be sure to be kept: Total/k.
+func (t *TopK) Bound() int64 { return t.total / int64(t.k) }
