@@ -39,6 +39,14 @@ type Observer interface {
 	StoreDone(d time.Duration, err error)
 }
 
+// KeyObserver, if an Observer implements it, is also told each policy's
+// decision with its tenant, check (policy and key) and hits: what an
+// operator's dashboard counts (package insight). It must be safe for
+// concurrent use and fast.
+type KeyObserver interface {
+	DecidedKey(tenant string, c *sluice.Check, hits int64, o Outcome)
+}
+
 // Outcome is how a policy's part of a request ended.
 type Outcome uint8
 
@@ -63,6 +71,7 @@ type Engine struct {
 	now     func() time.Time
 	timeout time.Duration
 	obs     Observer
+	kobs    KeyObserver // obs, if it is one
 	log     *slog.Logger
 	pool    sync.Pool // *batch
 }
@@ -95,6 +104,7 @@ func New(store sluice.Store, opts Options) *Engine {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{store: store, now: opts.Now, timeout: opts.Timeout, obs: opts.Observer, log: opts.Logger}
+	e.kobs, _ = opts.Observer.(KeyObserver)
 	e.one, _ = store.(oneApplier)
 	e.pool.New = func() any { return new(batch) }
 	return e
@@ -162,11 +172,11 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 		allowed = allowed && res.Decisions[i].Allowed
 		switch {
 		case penalised[i]:
-			e.observe(req.Checks[i].Policy.Name, Penalised)
+			e.observe(req.Tenant, &req.Checks[i], req.Hits, Penalised)
 		case res.Decisions[i].Allowed:
-			e.observe(req.Checks[i].Policy.Name, Allowed)
+			e.observe(req.Tenant, &req.Checks[i], req.Hits, Allowed)
 		default:
-			e.observe(req.Checks[i].Policy.Name, Denied)
+			e.observe(req.Tenant, &req.Checks[i], req.Hits, Denied)
 		}
 	}
 	if !allowed {
@@ -186,15 +196,15 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 		ops, dst := b.ops[:1], b.dst[:1]
 		ops[0] = op(req.Tenant, c, hits)
 		if err := e.apply(ctx, now, ops, dst); err != nil {
-			res.Decisions[i] = e.failure(c, now, err)
+			res.Decisions[i] = e.failure(req.Tenant, c, now, err)
 			continue
 		}
 		d := dst[0]
 		if d.Allowed {
-			e.observe(c.Policy.Name, Allowed)
+			e.observe(req.Tenant, c, hits, Allowed)
 		} else {
 			d.Allowed, d.Shadowed, d.RetryAfter = true, true, 0
-			e.observe(c.Policy.Name, ShadowDenied)
+			e.observe(req.Tenant, c, req.Hits, ShadowDenied)
 		}
 		res.Decisions[i] = d
 	}
@@ -266,7 +276,7 @@ func (e *Engine) failed(req sluice.Request, res sluice.Result, err error) (sluic
 	e.log.Warn("store failed; fail modes decide", "tenant", req.Tenant, "err", err)
 	now := e.now()
 	for i := range req.Checks {
-		res.Decisions[i] = e.failure(&req.Checks[i], now, err)
+		res.Decisions[i] = e.failure(req.Tenant, &req.Checks[i], now, err)
 	}
 	res.Decision, res.Allowed = sluice.Report(req.Checks, res.Decisions)
 	return res, nil
@@ -280,19 +290,22 @@ func storeFailure(err error) bool {
 
 // failure is check c's decision when the store could not decide: its
 // fail mode's, counted.
-func (e *Engine) failure(c *sluice.Check, now time.Time, err error) sluice.Decision {
+func (e *Engine) failure(tenant string, c *sluice.Check, now time.Time, err error) sluice.Decision {
 	d := c.Failed(now)
 	if d.FailedClosed {
-		e.observe(c.Policy.Name, FailedClosed)
+		e.observe(tenant, c, 0, FailedClosed)
 	} else {
-		e.observe(c.Policy.Name, FailedOpen)
+		e.observe(tenant, c, 0, FailedOpen)
 	}
 	return d
 }
 
-func (e *Engine) observe(policy string, o Outcome) {
+func (e *Engine) observe(tenant string, c *sluice.Check, hits int64, o Outcome) {
 	if e.obs != nil {
-		e.obs.Decided(policy, o)
+		e.obs.Decided(c.Policy.Name, o)
+		if e.kobs != nil {
+			e.kobs.DecidedKey(tenant, c, hits, o)
+		}
 	}
 }
 
@@ -327,7 +340,7 @@ func (e *Engine) Allow(ctx context.Context, tenant string, p *sluice.Policy, key
 	}
 	if err != nil {
 		if storeFailure(err) {
-			return e.failure(&sluice.Check{Policy: *p, Key: key}, e.now(), err), nil
+			return e.failure(tenant, &sluice.Check{Policy: *p, Key: key}, e.now(), err), nil
 		}
 		return sluice.Decision{}, sluice.WithOp("engine.allow", err)
 	}
