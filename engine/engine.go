@@ -448,3 +448,38 @@ func validateTenant(tenant string) error {
 	}
 	return nil
 }
+
+// Observers returns an Observer telling each of obs, and the KeyObservers
+// among them each decision's key.
+func Observers(obs ...Observer) Observer {
+	m := multiObserver{obs: obs}
+	for _, o := range obs {
+		if k, ok := o.(KeyObserver); ok {
+			m.keys = append(m.keys, k)
+		}
+	}
+	return m
+}
+
+type multiObserver struct {
+	obs  []Observer
+	keys []KeyObserver
+}
+
+func (m multiObserver) Decided(policy string, o Outcome) {
+	for _, x := range m.obs {
+		x.Decided(policy, o)
+	}
+}
+
+func (m multiObserver) StoreDone(d time.Duration, err error) {
+	for _, x := range m.obs {
+		x.StoreDone(d, err)
+	}
+}
+
+func (m multiObserver) DecidedKey(tenant string, c *sluice.Check, hits int64, o Outcome) {
+	for _, k := range m.keys {
+		k.DecidedKey(tenant, c, hits, o)
+	}
+}

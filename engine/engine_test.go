@@ -426,3 +426,36 @@ func TestPenaltyBoxesApart(t *testing.T) {
 		t.Fatalf("the fixed window's hour-long block was cut short: %+v", d)
 	}
 }
+
+// Observers tells each observer every decision, and the key observers
+// among them each decision's tenant and key.
+func TestObservers(t *testing.T) {
+	a, b := &countObserver{}, &keyCounter{}
+	e := New(memstore.New(memstore.Options{}), Options{Observer: Observers(a, b)})
+	p := sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute}
+	for range 2 {
+		if _, err := e.Check(context.Background(), sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: p, Key: "u1"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.n != 2 || b.keys["acme/u1/denied"] != 1 || b.keys["acme/u1/allowed"] != 1 {
+		t.Errorf("observer %d decisions, key observer %v", a.n, b.keys)
+	}
+}
+
+type countObserver struct{ n int }
+
+func (c *countObserver) Decided(string, Outcome)        { c.n++ }
+func (c *countObserver) StoreDone(time.Duration, error) {}
+
+type keyCounter struct {
+	countObserver
+	keys map[string]int
+}
+
+func (k *keyCounter) DecidedKey(tenant string, c *sluice.Check, hits int64, o Outcome) {
+	if k.keys == nil {
+		k.keys = map[string]int{}
+	}
+	k.keys[tenant+"/"+c.Key+"/"+o.String()]++
+}

@@ -79,6 +79,9 @@ type Options struct {
 	// Upstreams are the fair-share upstream quotas, by name; their owner
 	// closes them. Optional.
 	Upstreams map[string]Upstream
+	// Insight is what this node decided, for the dashboard's routes
+	// (insight.go). Optional: without it they answer 404.
+	Insight Insight
 	// Ready reports whether the store answers, for /readyz. Optional.
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
@@ -166,6 +169,7 @@ func New(opts Options) *Handler {
 	h.route("POST", "/v1/upstreams/{name}/acquire", h.acquireUpstream)
 	h.route("GET", "/v1/upstreams", h.listUpstreams)
 	h.route("GET", "/v1/upstreams/{name}", h.getUpstream)
+	h.routeInsight()
 	if opts.Gateway != nil {
 		// A connect proves itself by its session id, which only its
 		// tenant's session creation returned: browsers cannot send an

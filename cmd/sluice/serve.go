@@ -31,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/store/dynamostore"
 	"github.com/sluicehq/sluice/store/memstore"
 	"github.com/sluicehq/sluice/store/pebblestore"
@@ -319,7 +320,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if st.local {
 		timeout = 0
 	}
-	eng := engine.New(st.counters, engine.Options{Timeout: timeout, Observer: metrics, Logger: log})
+	rec := insight.NewRecorder(insight.RecorderOptions{})
+	eng := engine.New(st.counters, engine.Options{Timeout: timeout, Observer: engine.Observers(metrics, rec), Logger: log})
 	// Closed before the store (defers run last first): a node leaving
 	// withdraws its shares of the upstreams from the store.
 	upstreams, err := newUpstreams(cfg, eng, !st.local, log)
@@ -378,6 +380,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		TrustedProxies:   c.TrustedProxies,
 		StoreTimeout:     timeout,
 		Upstreams:        upstreams,
+		Insight:          rec,
 		Ready:            st.ready,
 		Metrics:          metrics.Handler(),
 		Page:             web.Handler(),

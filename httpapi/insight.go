@@ -1,0 +1,160 @@
+package httpapi
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/insight"
+)
+
+// Insight is what the dashboard's routes read (insight.Recorder).
+type Insight interface {
+	Tenant(tenant string, from, to int64) []insight.Point
+	Policy(policy string, from, to int64) []insight.Point
+	Tenants() []string
+	Policies() []string
+	TopKeys(policy, tenant string, n int) insight.Top
+}
+
+// The dashboard's routes read what this node decided (package insight):
+//
+//	GET /v1/insight                       the admin's: every tenant's and policy's counts per second
+//	GET /v1/insight/top?policy=P          the admin's: P's heaviest keys, of every tenant
+//	GET /v1/tenants/{id}/insight          a tenant's counts per second
+//	GET /v1/tenants/{id}/insight/top?policy=P   its heaviest keys of P
+//
+// seconds (default 60, at most 3600) is how far back; n (default 20, at
+// most 100) how many keys. A tenant's key reaches its own tenant's routes
+// only: the policy series and the admin's lists mix tenants.
+func (h *Handler) routeInsight() {
+	h.route("GET", "/v1/insight", h.insightAll)
+	h.route("GET", "/v1/insight/top", h.insightTopAll)
+	h.tenantRoute("GET", "/v1/tenants/{id}/insight", h.insightTenant)
+	h.tenantRoute("GET", "/v1/tenants/{id}/insight/top", h.insightTopTenant)
+}
+
+// insightRange returns the seconds asked for, ending now.
+func (h *Handler) insightRange(r *http.Request) (from, to int64, err error) {
+	seconds := int64(60)
+	if v := r.URL.Query().Get("seconds"); v != "" {
+		if seconds, err = strconv.ParseInt(v, 10, 64); err != nil || seconds < 1 || seconds > 3600 {
+			return 0, 0, sluice.Invalid("seconds", "must be 1 to 3600, got %q", v)
+		}
+	}
+	to = h.opts.Now().Unix()
+	return to - seconds + 1, to, nil
+}
+
+func insightN(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("n")
+	if v == "" {
+		return 20, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100 {
+		return 0, sluice.Invalid("n", "must be 1 to 100, got %q", v)
+	}
+	return n, nil
+}
+
+// series is counts per second by kind, named.
+type series struct {
+	Name   string          `json:"name"`
+	Points []insight.Point `json:"points"`
+}
+
+func (h *Handler) insightReady(w http.ResponseWriter) bool {
+	if h.opts.Insight == nil {
+		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: "this server keeps no insight"})
+		return false
+	}
+	return true
+}
+
+func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request, who principal) {
+	if !who.admin {
+		writeError(w, errAdminOnly)
+		return
+	}
+	if !h.insightReady(w) {
+		return
+	}
+	from, to, err := h.insightRange(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := struct {
+		Kinds    []string `json:"kinds"`
+		Tenants  []series `json:"tenants"`
+		Policies []series `json:"policies"`
+	}{Kinds: insightKinds(), Tenants: []series{}, Policies: []series{}}
+	for _, t := range sorted(h.opts.Insight.Tenants()) {
+		out.Tenants = append(out.Tenants, series{t, h.opts.Insight.Tenant(t, from, to)})
+	}
+	for _, p := range sorted(h.opts.Insight.Policies()) {
+		out.Policies = append(out.Policies, series{p, h.opts.Insight.Policy(p, from, to)})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, tenant string) {
+	if !h.insightReady(w) {
+		return
+	}
+	from, to, err := h.insightRange(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Kinds  []string `json:"kinds"`
+		Tenant series   `json:"tenant"`
+	}{insightKinds(), series{tenant, h.opts.Insight.Tenant(tenant, from, to)}})
+}
+
+func (h *Handler) insightTopAll(w http.ResponseWriter, r *http.Request, who principal) {
+	if !who.admin {
+		writeError(w, errAdminOnly)
+		return
+	}
+	h.insightTop(w, r, "")
+}
+
+func (h *Handler) insightTopTenant(w http.ResponseWriter, r *http.Request, tenant string) {
+	h.insightTop(w, r, tenant)
+}
+
+func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, tenant string) {
+	if !h.insightReady(w) {
+		return
+	}
+	policy := r.URL.Query().Get("policy")
+	if !sluice.ValidPolicyName(policy) {
+		writeError(w, sluice.Invalid("policy", "must name a policy, got %q", policy))
+		return
+	}
+	n, err := insightN(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.opts.Insight.TopKeys(policy, tenant, n))
+}
+
+// insightKinds names the counts of a point, in order: the engine's outcomes.
+func insightKinds() []string {
+	out := make([]string, insight.Kinds)
+	for i := range out {
+		out[i] = engine.Outcome(i).String()
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	slices.Sort(s)
+	return s
+}
