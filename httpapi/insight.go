@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
@@ -25,6 +28,8 @@ type Insight interface {
 //	GET /v1/insight/top?policy=P          the admin's: P's heaviest keys, of every tenant
 //	GET /v1/tenants/{id}/insight          a tenant's counts per second
 //	GET /v1/tenants/{id}/insight/top?policy=P   its heaviest keys of P
+//	GET /v1/insight/stream, /v1/tenants/{id}/insight/stream
+//	                                      the last second's counts, every second (Server-Sent Events)
 //
 // seconds (default 60, at most 3600) is how far back; n (default 20, at
 // most 100) how many keys. A tenant's key reaches its own tenant's routes
@@ -34,6 +39,16 @@ func (h *Handler) routeInsight() {
 	h.route("GET", "/v1/insight/top", h.insightTopAll)
 	h.tenantRoute("GET", "/v1/tenants/{id}/insight", h.insightTenant)
 	h.tenantRoute("GET", "/v1/tenants/{id}/insight/top", h.insightTopTenant)
+	h.route("GET", "/v1/insight/stream", func(w http.ResponseWriter, r *http.Request, who principal) {
+		if !who.admin {
+			writeError(w, errAdminOnly)
+			return
+		}
+		h.insightStream(w, r, "", true)
+	})
+	h.tenantRoute("GET", "/v1/tenants/{id}/insight/stream", func(w http.ResponseWriter, r *http.Request, tenant string) {
+		h.insightStream(w, r, tenant, false)
+	})
 }
 
 // insightRange returns the seconds asked for, ending now.
@@ -157,4 +172,46 @@ func insightKinds() []string {
 func sorted(s []string) []string {
 	slices.Sort(s)
 	return s
+}
+
+// insightStream streams, every second, the last whole second's counts as
+// Server-Sent Events (event "second", data a JSON Point per series) until
+// the client goes: the admin's every tenant's, a tenant's its own.
+func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, tenant string, all bool) {
+	if !h.insightReady(w) {
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // held open: the server's write timeout is for ordinary requests
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		sec := h.opts.Now().Unix() - 1
+		var out []series
+		if all {
+			for _, t := range sorted(h.opts.Insight.Tenants()) {
+				out = append(out, series{t, h.opts.Insight.Tenant(t, sec, sec)})
+			}
+		} else {
+			out = append(out, series{tenant, h.opts.Insight.Tenant(tenant, sec, sec)})
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return
+		}
+		if _, err := fmt.Fprintf(w, "event: second\ndata: %s\n\n", b); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

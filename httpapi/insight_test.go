@@ -1,9 +1,15 @@
 package httpapi
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
@@ -84,3 +90,48 @@ func TestInsightWalls(t *testing.T) {
 }
 
 func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+
+// The stream sends the last second's counts every second, the tenant's
+// own; another tenant's stream is 403.
+func TestInsightStream(t *testing.T) {
+	rec := insight.NewRecorder(insight.RecorderOptions{})
+	st := memstore.New(memstore.Options{})
+	defer st.Close()
+	srv := httptest.NewServer(New(Options{Limiter: engine.New(st, engine.Options{Observer: rec}), Tenants: &memstore.Tenants{}, AdminKey: adminKey, Insight: rec}))
+	defer srv.Close()
+	s := &service{srv: srv}
+	s.do(t, adminKey, "POST", "/v1/tenants", `{"id":"acme"}`)
+	s.do(t, adminKey, "POST", "/v1/tenants", `{"id":"beta"}`)
+	_, out := s.do(t, adminKey, "POST", "/v1/tenants/acme/keys", `{"name":"test"}`)
+	acme := out["token"].(string)
+	if code, _ := s.do(t, acme, "GET", "/v1/tenants/beta/insight/stream", ""); code != 403 {
+		t.Errorf("acme streaming beta's: %d, want 403", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/tenants/acme/insight/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+acme)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("%d %s", resp.StatusCode, ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	events := 0
+	for sc.Scan() && events < 2 {
+		line := sc.Text()
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var got []map[string]any
+			if err := json.Unmarshal([]byte(data), &got); err != nil || len(got) != 1 || got[0]["name"] != "acme" {
+				t.Fatalf("event %q: %v", data, err)
+			}
+			events++
+		}
+	}
+	if events != 2 {
+		t.Errorf("%d events before the deadline, want 2", events)
+	}
+}
