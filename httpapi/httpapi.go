@@ -125,6 +125,15 @@ type Handler struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	allow    map[string][]string // pattern path -> methods, for 405's Allow
+	// streams is closed by CloseStreams: the insight streams end.
+	streams     chan struct{}
+	streamsOnce sync.Once
+}
+
+// CloseStreams ends the requests held open to stream (insight): for a
+// server's shutdown, which would otherwise wait for them.
+func (h *Handler) CloseStreams() {
+	h.streamsOnce.Do(func() { close(h.streams) })
 }
 
 // New returns a Handler.
@@ -149,7 +158,7 @@ func New(opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), allow: map[string][]string{}}
+	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), allow: map[string][]string{}, streams: make(chan struct{})}
 	h.route("POST", "/v1/check", h.check)
 	h.route("POST", "/v1/leases", h.acquire)
 	h.route("POST", "/v1/leases/{token}/renew", h.renew)

@@ -211,6 +211,8 @@ func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, tenant s
 		select {
 		case <-r.Context().Done():
 			return
+		case <-h.streams:
+			return
 		case <-tick.C:
 		}
 	}

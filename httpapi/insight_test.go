@@ -97,7 +97,8 @@ func TestInsightStream(t *testing.T) {
 	rec := insight.NewRecorder(insight.RecorderOptions{})
 	st := memstore.New(memstore.Options{})
 	defer st.Close()
-	srv := httptest.NewServer(New(Options{Limiter: engine.New(st, engine.Options{Observer: rec}), Tenants: &memstore.Tenants{}, AdminKey: adminKey, Insight: rec}))
+	h := New(Options{Limiter: engine.New(st, engine.Options{Observer: rec}), Tenants: &memstore.Tenants{}, AdminKey: adminKey, Insight: rec})
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	s := &service{srv: srv}
 	s.do(t, adminKey, "POST", "/v1/tenants", `{"id":"acme"}`)
@@ -133,5 +134,18 @@ func TestInsightStream(t *testing.T) {
 	}
 	if events != 2 {
 		t.Errorf("%d events before the deadline, want 2", events)
+	}
+	// At a server's shutdown the stream ends.
+	h.CloseStreams()
+	ended := make(chan struct{})
+	go func() {
+		for sc.Scan() {
+		}
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Error("the stream went on after CloseStreams")
 	}
 }

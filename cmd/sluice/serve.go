@@ -402,6 +402,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Requests held for an upstream would hold the drain up to their
 	// maxWait: at shutdown they are answered unavailable at once.
 	srv.RegisterOnShutdown(func() { closeUpstreams(upstreams) })
+	srv.RegisterOnShutdown(api.CloseStreams) // streams would hold the drain to its timeout
 
 	// The config watcher: SIGHUP and file changes, until shutdown.
 	var wg sync.WaitGroup
