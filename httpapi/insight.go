@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // Insight is what the dashboard's routes read (insight.Recorder).
@@ -20,6 +21,7 @@ type Insight interface {
 	Tenants() []string
 	Policies() []string
 	TopKeys(policy, tenant string, n int) insight.Top
+	Try(p *sluice.Policy, tenant string, seconds, top int) (insight.Tried, bool)
 }
 
 // The dashboard's routes read what this node decided (package insight):
@@ -49,6 +51,72 @@ func (h *Handler) routeInsight() {
 	h.tenantRoute("GET", "/v1/tenants/{id}/insight/stream", func(w http.ResponseWriter, r *http.Request, tenant string) {
 		h.insightStream(w, r, tenant, false)
 	})
+	h.route("POST", "/v1/insight/try", func(w http.ResponseWriter, r *http.Request, who principal) {
+		if !who.admin {
+			writeError(w, errAdminOnly)
+			return
+		}
+		h.insightTry(w, r, "")
+	})
+	h.tenantRoute("POST", "/v1/tenants/{id}/insight/try", h.insightTry)
+}
+
+// tryRequest is the body of a try: the policy proposed, in place of the
+// one of the same name whose past traffic it is tried on.
+type tryRequest struct {
+	Policy  *wire.Policy `json:"policy"`
+	Seconds *int         `json:"seconds,omitempty"`
+	Top     *int         `json:"top,omitempty"`
+}
+
+// insightTry: POST .../insight/try, what a proposed policy would have
+// denied of the last hour's traffic (insight.KeySample).
+func (h *Handler) insightTry(w http.ResponseWriter, r *http.Request, tenant string) {
+	if !h.insightReady(w) {
+		return
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var in tryRequest
+	if err := decodeStrict(body, &in, ""); err != nil {
+		writeError(w, err)
+		return
+	}
+	if in.Policy == nil {
+		writeError(w, sluice.Invalid("policy", "is required: the policy to try"))
+		return
+	}
+	p, err := in.Policy.Decode("policy")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := p.Validate(); err != nil {
+		writeError(w, err.(*sluice.Error).In("policy"))
+		return
+	}
+	seconds, top := 3600, 20
+	if in.Seconds != nil {
+		if seconds = *in.Seconds; seconds < 1 || seconds > 3600 {
+			writeError(w, sluice.Invalid("seconds", "must be 1 to 3600, got %d", seconds))
+			return
+		}
+	}
+	if in.Top != nil {
+		if top = *in.Top; top < 0 || top > 100 {
+			writeError(w, sluice.Invalid("top", "must be 0 to 100, got %d", top))
+			return
+		}
+	}
+	tried, ok := h.opts.Insight.Try(&p, tenant, seconds, top)
+	if !ok {
+		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("no sampled traffic of a policy named %q on this node", p.Name)})
+		return
+	}
+	writeJSON(w, http.StatusOK, tried)
 }
 
 // insightRange returns the seconds asked for, ending now.

@@ -149,3 +149,50 @@ func TestInsightStream(t *testing.T) {
 		t.Error("the stream went on after CloseStreams")
 	}
 }
+
+// Trying a limit on the sampled traffic of a policy: what a stricter
+// limit would have denied, and for whom; a tenant tries on its own keys
+// only; a bad policy is 400 naming the field; a policy never seen is 404.
+func TestInsightTry(t *testing.T) {
+	rec := insight.NewRecorder(insight.RecorderOptions{})
+	st := memstore.New(memstore.Options{})
+	defer st.Close()
+	srv := httptest.NewServer(New(Options{Limiter: engine.New(st, engine.Options{Observer: rec}), Tenants: &memstore.Tenants{}, AdminKey: adminKey, Insight: rec}))
+	defer srv.Close()
+	s := &service{srv: srv}
+	for _, id := range []string{"acme", "beta"} {
+		s.do(t, adminKey, "POST", "/v1/tenants", `{"id":"`+id+`"}`)
+	}
+	_, out := s.do(t, adminKey, "POST", "/v1/tenants/acme/keys", `{"name":"test"}`)
+	acme := out["token"].(string)
+	check := `{"tenant":"%s","checks":[{"policy":{"name":"api","algorithm":"fixed_window","limit":100,"window":"1m"},"key":"%s"}]}`
+	for range 10 {
+		s.do(t, adminKey, "POST", "/v1/check", sprintf(check, "acme", "a1"))
+	}
+	for range 4 {
+		s.do(t, adminKey, "POST", "/v1/check", sprintf(check, "beta", "b1"))
+	}
+	try := `{"policy":{"name":"api","algorithm":"fixed_window","limit":3,"window":"1m"}}`
+	code, out := s.do(t, adminKey, "POST", "/v1/insight/try", try)
+	if code != 200 || out["denied"] != 8.0 || out["stdErr"] != 0.0 || out["events"] != 14.0 {
+		t.Fatalf("admin's try: %d %v, want 7 of acme's and 1 of beta's denied, exactly", code, out)
+	}
+	if who := out["who"].([]any); len(who) != 2 || who[0].(map[string]any)["key"] != "a1" {
+		t.Errorf("who: %v", who)
+	}
+	code, out = s.do(t, acme, "POST", "/v1/tenants/acme/insight/try", try)
+	if code != 200 || out["denied"] != 7.0 || len(out["who"].([]any)) != 1 {
+		t.Errorf("acme's try: %d %v, want its own 7 only", code, out)
+	}
+	for _, path := range []string{"/v1/insight/try", "/v1/tenants/beta/insight/try"} {
+		if code, _ := s.do(t, acme, "POST", path, try); code != 403 {
+			t.Errorf("acme: POST %s: %d, want 403", path, code)
+		}
+	}
+	if code, out := s.do(t, adminKey, "POST", "/v1/insight/try", `{"policy":{"name":"api","algorithm":"fixed_window","limit":0,"window":"1m"}}`); code != 400 || out["field"] != "policy.limit" {
+		t.Errorf("a bad limit: %d %v", code, out)
+	}
+	if code, _ := s.do(t, adminKey, "POST", "/v1/insight/try", `{"policy":{"name":"other","algorithm":"fixed_window","limit":3,"window":"1m"}}`); code != 404 {
+		t.Errorf("a policy never seen: %d, want 404", code)
+	}
+}

@@ -15,11 +15,13 @@ import (
 // engine.KeyObserver; its memory is bounded by its options whatever the
 // traffic.
 type Recorder struct {
-	now      func() time.Time
-	tenants  *Series
-	policies *Series
-	k        int
-	maxPol   int
+	now                   func() time.Time
+	tenants               *Series
+	policies              *Series
+	k                     int
+	maxPol                int
+	span                  time.Duration
+	sampled, sampleEvents int
 
 	mu     sync.Mutex
 	sketch map[string]*policySketch
@@ -27,6 +29,7 @@ type Recorder struct {
 
 type policySketch struct {
 	hits, denials *TopK
+	sample        *KeySample // nil past the policies sampled
 }
 
 // Kinds of a Recorder's series: the engine's outcomes.
@@ -38,7 +41,12 @@ type RecorderOptions struct {
 	Tenants  int           // tenants with a series of their own; default 1000
 	Policies int           // policies with series and sketches of their own; default 256
 	TopK     int           // keys kept per policy sketch; default 100
-	Now      func() time.Time
+	// Sampled is how many policies keep a sample of whole keys for trying
+	// a limit (default 32), each of about SampleEvents decisions (default
+	// 20,000): 16 bytes each.
+	Sampled      int
+	SampleEvents int
+	Now          func() time.Time
 }
 
 // NewRecorder returns a Recorder.
@@ -58,8 +66,14 @@ func NewRecorder(o RecorderOptions) *Recorder {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Sampled <= 0 {
+		o.Sampled = 32
+	}
+	if o.SampleEvents <= 0 {
+		o.SampleEvents = 20_000
+	}
 	return &Recorder{
-		now: o.Now, k: o.TopK, maxPol: o.Policies,
+		now: o.Now, k: o.TopK, maxPol: o.Policies, span: o.Span, sampled: o.Sampled, sampleEvents: o.SampleEvents,
 		tenants:  NewSeries(o.Span, Kinds, o.Tenants),
 		policies: NewSeries(o.Span, Kinds, o.Policies),
 		sketch:   map[string]*policySketch{},
@@ -90,7 +104,13 @@ func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engi
 			return
 		}
 		ps = &policySketch{hits: NewTopK(r.k), denials: NewTopK(r.k)}
+		if len(r.sketch) < r.sampled {
+			ps.sample = NewKeySample(r.span, r.sampleEvents)
+		}
 		r.sketch[c.Policy.Name] = ps
+	}
+	if ps.sample != nil {
+		ps.sample.Add(now, tenant, c.Key, max(hits, 1))
 	}
 	key := tenant + "\x00" + c.Key
 	ps.hits.Add(key, max(hits, 1))
@@ -160,4 +180,17 @@ func (r *Recorder) TopKeys(policy, tenant string, n int) Top {
 	t.Hits, t.HitsBound = pick(ps.hits), ps.hits.Bound()
 	t.Denials, t.DenialsBound = pick(ps.denials), ps.denials.Bound()
 	return t
+}
+
+// Try replays policy p on the last seconds of the sampled traffic of the
+// policy of the same name (KeySample.Try), tenant's keys only if tenant is
+// not empty. ok is false if that policy has no sample.
+func (r *Recorder) Try(p *sluice.Policy, tenant string, seconds int, top int) (Tried, bool) {
+	r.mu.Lock()
+	ps := r.sketch[p.Name]
+	r.mu.Unlock()
+	if ps == nil || ps.sample == nil {
+		return Tried{}, false
+	}
+	return ps.sample.Try(p, tenant, r.now().Add(-time.Duration(seconds)*time.Second), top), true
 }
