@@ -115,6 +115,24 @@ type Share struct {
 	Short float64
 }
 
+// NextReclaim returns, for a node that resized to sh at now every
+// interval, how long until it should claim again before its next step
+// (Balancer.Reclaim), and false if it should not: at Retry (at least a
+// twentieth of the interval away) to give back what its releases no
+// longer need, or, once per step (grew says whether it did already), a
+// quarter interval on when its Rate is under its Expect, to take what
+// other nodes gave back; grew is then true. Upstream and the simulation
+// both schedule by it.
+func (sh Share) NextReclaim(now time.Time, interval time.Duration, grew bool) (after time.Duration, growing, ok bool) {
+	switch {
+	case !sh.Retry.IsZero():
+		return max(sh.Retry.Sub(now), interval/20), grew, true
+	case sh.Rate < sh.Expect && !grew:
+		return interval / 4, true, true
+	}
+	return 0, grew, false
+}
+
 // Balancer sizes one node's share of an upstream (see above). It is not
 // safe for concurrent use: one goroutine calls Step about every Interval.
 type Balancer struct {

@@ -135,12 +135,9 @@ func (u *Upstream) balance() {
 		if step {
 			due, grew = now.Add(u.interval), false
 		}
-		switch {
-		case !sh.Retry.IsZero():
-			// sh.Retry is on u's clock, which need not be the timer's.
-			retry = now.Add(max(sh.Retry.Sub(u.now()), u.interval/20))
-		case sh.Rate < sh.Expect && !grew:
-			retry, grew = now.Add(u.interval/4), true
+		// sh is on u's clock, which need not be the timer's.
+		if after, growing, ok := sh.NextReclaim(u.now(), u.interval, grew); ok {
+			retry, grew = now.Add(after), growing
 		}
 	}
 }

@@ -37,26 +37,24 @@ type Insight interface {
 // most 100) how many keys. A tenant's key reaches its own tenant's routes
 // only: the policy series and the admin's lists mix tenants.
 func (h *Handler) routeInsight() {
-	h.route("GET", "/v1/insight", h.insightAll)
-	h.route("GET", "/v1/insight/top", h.insightTopAll)
-	h.tenantRoute("GET", "/v1/tenants/{id}/insight", h.insightTenant)
-	h.tenantRoute("GET", "/v1/tenants/{id}/insight/top", h.insightTopTenant)
-	h.route("GET", "/v1/insight/stream", func(w http.ResponseWriter, r *http.Request, who principal) {
-		if !who.admin {
-			writeError(w, errAdminOnly)
-			return
+	// The admin's routes mix tenants: a tenant's key gets 403.
+	admin := func(fn http.HandlerFunc) authedHandler {
+		return func(w http.ResponseWriter, r *http.Request, who principal) {
+			if !who.admin {
+				writeError(w, errAdminOnly)
+				return
+			}
+			fn(w, r)
 		}
-		h.insightStream(w, r, "", true)
-	})
+	}
+	h.route("GET", "/v1/insight", admin(h.insightAll))
+	h.route("GET", "/v1/insight/top", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTop(w, r, "") }))
+	h.route("GET", "/v1/insight/stream", admin(func(w http.ResponseWriter, r *http.Request) { h.insightStream(w, r, "", true) }))
+	h.route("POST", "/v1/insight/try", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTry(w, r, "") }))
+	h.tenantRoute("GET", "/v1/tenants/{id}/insight", h.insightTenant)
+	h.tenantRoute("GET", "/v1/tenants/{id}/insight/top", h.insightTop)
 	h.tenantRoute("GET", "/v1/tenants/{id}/insight/stream", func(w http.ResponseWriter, r *http.Request, tenant string) {
 		h.insightStream(w, r, tenant, false)
-	})
-	h.route("POST", "/v1/insight/try", func(w http.ResponseWriter, r *http.Request, who principal) {
-		if !who.admin {
-			writeError(w, errAdminOnly)
-			return
-		}
-		h.insightTry(w, r, "")
 	})
 	h.tenantRoute("POST", "/v1/tenants/{id}/insight/try", h.insightTry)
 }
@@ -157,11 +155,7 @@ func (h *Handler) insightReady(w http.ResponseWriter) bool {
 	return true
 }
 
-func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request, who principal) {
-	if !who.admin {
-		writeError(w, errAdminOnly)
-		return
-	}
+func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
 	if !h.insightReady(w) {
 		return
 	}
@@ -197,18 +191,6 @@ func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, tenant s
 		Kinds  []string `json:"kinds"`
 		Tenant series   `json:"tenant"`
 	}{insightKinds(), series{tenant, h.opts.Insight.Tenant(tenant, from, to)}})
-}
-
-func (h *Handler) insightTopAll(w http.ResponseWriter, r *http.Request, who principal) {
-	if !who.admin {
-		writeError(w, errAdminOnly)
-		return
-	}
-	h.insightTop(w, r, "")
-}
-
-func (h *Handler) insightTopTenant(w http.ResponseWriter, r *http.Request, tenant string) {
-	h.insightTop(w, r, tenant)
 }
 
 func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, tenant string) {

@@ -68,7 +68,14 @@ func kept(h uint64, shift uint) bool { return shift == 0 || h>>(64-shift) == 0 }
 
 // Add records a decision of hits for tenant's key at now.
 func (s *KeySample) Add(now time.Time, tenant, key string, hits int64) {
-	id := tenant + "\x00" + key
+	s.add(now, keyID(tenant, key), tenant, key, hits)
+}
+
+// keyID names tenant's key in a sketch or a sample.
+func keyID(tenant, key string) string { return tenant + "\x00" + key }
+
+// add is Add with the key's id made once by the caller.
+func (s *KeySample) add(now time.Time, id, tenant, key string, hits int64) {
 	h := maphash.String(s.seed, id)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -109,10 +109,10 @@ func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engi
 		}
 		r.sketch[c.Policy.Name] = ps
 	}
+	key := keyID(tenant, c.Key) // one string for the sketches and the sample
 	if ps.sample != nil {
-		ps.sample.Add(now, tenant, c.Key, max(hits, 1))
+		ps.sample.add(now, key, tenant, c.Key, max(hits, 1))
 	}
-	key := tenant + "\x00" + c.Key
 	ps.hits.Add(key, max(hits, 1))
 	if o == engine.Denied || o == engine.Penalised {
 		ps.denials.Add(key, 1)

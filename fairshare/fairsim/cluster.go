@@ -162,11 +162,8 @@ func (c *cluster) resize(n *node, now time.Duration, step bool) {
 	}
 	n.s.SetRate(t, sh.Rate, sh.Expect, sh.Stop)
 	n.rate, n.last, n.retry = sh.Rate, now, -1
-	switch {
-	case !sh.Retry.IsZero():
-		n.retry = now + max(sh.Retry.Sub(t), interval/20)
-	case sh.Rate < sh.Expect && !n.grew:
-		n.retry, n.grew = now+interval/4, true
+	if after, growing, ok := sh.NextReclaim(t, interval, n.grew); ok {
+		n.retry, n.grew = now+after, growing
 	}
 }
 

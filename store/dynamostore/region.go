@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -334,8 +336,8 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 		mine = &regionItem{lim: p.Limit}
 	}
 	next := *mine
-	next.total, next.pend, next.from = copyMap(mine.total), copyMap(mine.pend), copyMap(mine.from)
-	next.rates, next.seen = copyRates(mine.rates), copyMap(mine.seen)
+	next.total, next.pend, next.from = cloneMap(mine.total), cloneMap(mine.pend), cloneMap(mine.from)
+	next.rates, next.seen = cloneMap(mine.rates), cloneMap(mine.seen)
 	changed := mine.v == 0
 	if mine.lim != p.Limit {
 		// The limit changed: the gifts made under the old one count for
@@ -346,7 +348,7 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	was := mine.rates[s.node]
 	next.rates[s.node], next.seen[s.node] = e.rate, wall.UnixNano()
 	changed = changed || wall.UnixNano()-mine.seen[s.node] > int64(2*s.rebalance) ||
-		abs(e.rate-was) > max(was/10, float64(p.Limit)/100)
+		math.Abs(e.rate-was) > max(was/10, float64(p.Limit)/100)
 	for n, at := range next.seen {
 		if wall.UnixNano()-at > int64(time.Hour) {
 			delete(next.rates, n) // a node long gone
@@ -601,25 +603,9 @@ func floatMap(m map[string]float64) *types.AttributeValueMemberM {
 	return out
 }
 
-func copyRates(m map[string]float64) map[string]float64 {
-	out := make(map[string]float64, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
+// cloneMap returns a copy of m, never nil: the item's maps are written to.
+func cloneMap[V any](m map[string]V) map[string]V {
+	out := make(map[string]V, len(m))
+	maps.Copy(out, m)
 	return out
-}
-
-func copyMap(m map[string]int64) map[string]int64 {
-	out := make(map[string]int64, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }

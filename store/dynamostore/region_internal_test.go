@@ -16,7 +16,7 @@ func TestAddGiftsOnlyGrow(t *testing.T) {
 		t.Fatal("the first gift was not added")
 	}
 	v1 := *it
-	v1.total, v1.pend, v1.from = copyMap(it.total), copyMap(it.pend), copyMap(it.from)
+	v1.total, v1.pend, v1.from = cloneMap(it.total), cloneMap(it.pend), cloneMap(it.from)
 	if addGifts(it, map[string]int64{"b": 5}, 20, 9) {
 		t.Fatalf("a gift while one is pending (from 10, now 9) was added: %+v", it)
 	}
