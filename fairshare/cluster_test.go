@@ -155,10 +155,13 @@ func TestClusterMaxMinAcrossNodes(t *testing.T) {
 				t.Errorf("customer %s got %d in 20s, want %.0f (within 5%%)", k, got, w)
 			}
 		}
-		// The target, 98%: 99.2 to 100% measured over 20 runs.
+		// The 98% is the simulation's target (TestSimClusterTargets).
+		// Here the goroutines' order varies from run to run, fake clock or
+		// not: 97.5 to 100% measured over 41 runs under the race detector
+		// (all but two at 99.2% or more), so the floor is 96%.
 		t.Logf("the upstream served %d of 2000 in 20s", total)
-		if total < 1960 {
-			t.Errorf("the upstream served %d of 2000 in 20s: under 98%% used", total)
+		if total < 1920 {
+			t.Errorf("the upstream served %d of 2000 in 20s: under 96%% used", total)
 		}
 	})
 }
