@@ -79,6 +79,10 @@ type Check struct {
 	// the inline policies a client sends, SpaceInternal for Sluice's own
 	// components. Transports set it; no client input chooses it.
 	Space Space
+	// BlockedUntil, if after the request's time, is the end of an
+	// operator's block of this check's key (KeyBlock): the request is
+	// denied and consumes nothing. Transports set it from the tenant.
+	BlockedUntil time.Time
 }
 
 // CounterKey returns the key of c's counter for tenant.

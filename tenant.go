@@ -2,6 +2,8 @@ package sluice
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"regexp"
 	"time"
 )
@@ -16,8 +18,39 @@ type Tenant struct {
 	// Overrides adjust named policies for this tenant, on top of its
 	// tier's, by policy name.
 	Overrides map[string]PolicyOverride `json:"overrides,omitempty"`
-	CreatedAt time.Time                 `json:"createdAt"`
-	UpdatedAt time.Time                 `json:"updatedAt"`
+	// Blocks are the operator's blocks of single keys (KeyBlock); ended
+	// ones are dropped when the tenant is next written.
+	Blocks    []KeyBlock `json:"blocks,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+}
+
+// KeyBlock is an operator's block of one key of a named policy: until
+// Until, every request of the tenant that checks that policy for that key
+// is denied, consuming nothing. Blocks live in the tenant's record, which
+// a request reads anyway, so they cost no store call of their own and take
+// effect on every node as a tenant change does.
+type KeyBlock struct {
+	Policy string    `json:"policy"`
+	Key    string    `json:"key"`
+	Until  time.Time `json:"until"`
+	Reason string    `json:"reason,omitempty"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// MaxBlocks bounds a tenant's live blocks, so that its record stays small
+// (a DynamoDB item holds at most 400 KB).
+const MaxBlocks = 200
+
+// Blocked returns the end of the live block of key under policy, if any.
+func (t *Tenant) Blocked(policy, key string, now time.Time) (time.Time, bool) {
+	for i := range t.Blocks {
+		if b := &t.Blocks[i]; b.Policy == policy && b.Key == key && now.Before(b.Until) {
+			return b.Until, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // TenantSettings are a tenant's connection and message limits, as the AWS
@@ -96,6 +129,19 @@ func (t *Tenant) Validate() error {
 			return Invalid(f.name, "must be between 0 (the default) and %d, got %d", MaxLimit, f.v)
 		}
 	}
+	if len(t.Blocks) > MaxBlocks {
+		return Invalid("blocks", "at most %d live blocks per tenant, got %d: lift some first", MaxBlocks, len(t.Blocks))
+	}
+	for i, b := range t.Blocks {
+		switch {
+		case !ValidPolicyName(b.Policy):
+			return Invalid(fmt.Sprintf("blocks[%d].policy", i), "must name a policy, got %q", b.Policy)
+		case len(b.Key) > MaxKeyLen:
+			return Invalid(fmt.Sprintf("blocks[%d].key", i), "is at most %d bytes", MaxKeyLen)
+		case len(b.Reason) > 256 || len(b.By) > 128:
+			return Invalid(fmt.Sprintf("blocks[%d].reason", i), "is at most 256 bytes, and by at most 128")
+		}
+	}
 	for name, o := range t.Overrides {
 		if o.Limit != nil && (*o.Limit <= 0 || *o.Limit > MaxLimit) {
 			return Invalid("overrides."+name+".limit", "must be between 1 and %d", MaxLimit)
@@ -123,6 +169,28 @@ type APIKey struct {
 	Name      string    `json:"name,omitempty"`
 	Hash      []byte    `json:"-"`
 	CreatedAt time.Time `json:"createdAt"`
+}
+
+// AuditEntry is one change to a tenant's limits or keys: who made it, when,
+// and the record before and after (JSON, null for none).
+type AuditEntry struct {
+	At     time.Time       `json:"at"`
+	Actor  string          `json:"actor"`
+	Action string          `json:"action"`
+	Tenant string          `json:"tenant"`
+	Before json.RawMessage `json:"before,omitempty"`
+	After  json.RawMessage `json:"after,omitempty"`
+}
+
+// AuditLog keeps the trail of changes, per tenant, outliving the tenant.
+// Implementations: memstore (the last MaxAuditInMemory per tenant),
+// pebblestore and dynamostore (every entry). Every one passes
+// storetest.RunAudit.
+type AuditLog interface {
+	// AppendAudit adds e to its tenant's trail.
+	AppendAudit(ctx context.Context, e AuditEntry) error
+	// ListAudit returns tenant's n newest entries, newest first.
+	ListAudit(ctx context.Context, tenant string, n int) ([]AuditEntry, error)
 }
 
 // Errors of a TenantStore.

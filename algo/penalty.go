@@ -6,6 +6,12 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
+// Lift, as the hits of an op on a penalty box, clears the box: the
+// operator lifts a key's penalty. The op is admitted, its RetryAfter what
+// was left of the block. Only the engine builds such ops; requests
+// cannot carry negative hits.
+const Lift = -1
+
 // penaltyBox keeps a key's offences under a policy with a Penalty (p is the
 // box's policy: the penalty and the window of the policy it guards). Hits of
 // zero ask whether the key is blocked: Allowed is false while it is, with
@@ -29,6 +35,16 @@ func penaltyBox(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision)
 	}
 	if now-st.Start >= int64(p.Window) {
 		st.Count = 0
+	}
+	if hits == Lift {
+		// The operator's pardon: no offences, no block, no history.
+		// RetryAfter reports what was left of the block lifted.
+		*d = sluice.Decision{Policy: p.Name, Allowed: true, Limit: int64(pen.After), ResetAt: unix(now)}
+		if s.Algorithm == sluice.PenaltyBox && now < s.TAT {
+			d.RetryAfter = time.Duration(s.TAT - now)
+		}
+		*s = State{Algorithm: sluice.PenaltyBox, Expires: now + int64(p.Window)}
+		return
 	}
 	blocked := now < st.TAT
 	if hits == 0 {

@@ -132,12 +132,21 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 
 	// Enforced checks, then the penalty boxes of those with a penalty:
 	// a boxed key denies the whole request, consuming nothing.
+	// A key an operator blocked denies the whole request too: the checks
+	// are only read, to report their state.
+	hits := req.Hits
+	blocked := false
+	for i := range req.Checks {
+		if c := &req.Checks[i]; !c.Policy.Shadow && c.BlockedUntil.After(now) {
+			hits, blocked = 0, true
+		}
+	}
 	ops := b.ops[:0]
 	idx := make([]int, 0, 2*len(req.Checks)) // check of each op
 	boxes := 0
 	for i := range req.Checks {
 		if c := &req.Checks[i]; !c.Policy.Shadow {
-			ops = append(ops, op(req.Tenant, c, req.Hits))
+			ops = append(ops, op(req.Tenant, c, hits))
 			idx = append(idx, i)
 		}
 	}
@@ -166,6 +175,17 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 			penalised[idx[j]] = true
 		}
 	}
+	if blocked {
+		for j := range enforced {
+			i := idx[j]
+			if until := req.Checks[i].BlockedUntil; until.After(now) {
+				d := &res.Decisions[i]
+				d.Allowed, d.RetryAfter, d.Remaining = false, max(d.RetryAfter, until.Sub(now)), 0
+				d.ResetAt = maxTime(d.ResetAt, until)
+				penalised[i] = true
+			}
+		}
+	}
 	allowed := true
 	for j := range enforced {
 		i := idx[j]
@@ -179,7 +199,7 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 			e.observe(req.Tenant, &req.Checks[i], req.Hits, Denied)
 		}
 	}
-	if !allowed {
+	if !allowed && !blocked {
 		e.recordOffences(ctx, now, req, res.Decisions, b)
 	}
 
@@ -189,7 +209,7 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 		if !c.Policy.Shadow {
 			continue
 		}
-		hits := req.Hits
+		hits := hits
 		if !allowed {
 			hits = 0 // report its state; consume nothing for a denied request
 		}
@@ -250,6 +270,25 @@ func (e *Engine) recordOffences(ctx context.Context, now time.Time, req sluice.R
 	if err := e.apply(ctx, now, ops, b.dst[:len(ops)]); err != nil {
 		e.log.Warn("recording penalty offences", "tenant", req.Tenant, "err", err)
 	}
+}
+
+// Lift ends the penalty of c's key: its penalty box forgets its offences
+// and its blocks. It reports whether the key was blocked. A policy without
+// a penalty has no box: Lift returns false and writes nothing.
+func (e *Engine) Lift(ctx context.Context, tenant string, c sluice.Check) (bool, error) {
+	if err := validateTenant(tenant); err != nil {
+		return false, sluice.WithOp("engine.lift", err)
+	}
+	if !c.Policy.Penalty.Enabled() {
+		return false, nil
+	}
+	var box sluice.Policy
+	ops := []sluice.Op{boxOp(tenant, &c, &box, algo.Lift)}
+	dst := make([]sluice.Decision, 1)
+	if err := e.apply(ctx, e.now(), ops, dst); err != nil {
+		return false, sluice.WithOp("engine.lift", err)
+	}
+	return dst[0].RetryAfter > 0, nil
 }
 
 // apply runs one store operation under the engine's deadline.

@@ -459,3 +459,51 @@ func (k *keyCounter) DecidedKey(tenant string, c *sluice.Check, hits int64, o Ou
 	}
 	k.keys[tenant+"/"+c.Key+"/"+o.String()]++
 }
+
+// TestOperatorBlock: a check whose key an operator blocked denies the whole
+// request until the block ends, consuming nothing and recording no offence;
+// Lift ends a penalty box's block at once.
+func TestOperatorBlock(t *testing.T) {
+	e, c := newEngine(t)
+	ctx := context.Background()
+	p := sluice.Policy{Name: "login", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Second,
+		Penalty: sluice.Penalty{After: 1, Base: time.Minute, Max: time.Hour}}
+	other := sluice.Policy{Name: "other", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Hour}
+	until := c.t.Add(10 * time.Second)
+	req := sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{{Policy: p, Key: "mallory", BlockedUntil: until}, {Policy: other, Key: "mallory"}}}
+	res, err := e.Check(ctx, req)
+	if err != nil || res.Allowed || res.Decision.Policy != "login" || res.Decision.RetryAfter != 10*time.Second || res.Decisions[0].ResetAt.Before(until) {
+		t.Fatalf("blocked key: %+v, %v", res.Decision, err)
+	}
+	if d, _ := e.Allow(ctx, "a", &other, "mallory", 0); d.Remaining != 100 {
+		t.Fatalf("a blocked request consumed from the other policy: remaining %d", d.Remaining)
+	}
+	// The block is the operator's, not an offence: when it ends, the key
+	// is admitted, its penalty box empty.
+	c.advance(10 * time.Second)
+	if res, _ := e.Check(ctx, req); !res.Allowed {
+		t.Fatalf("after the block ended: %+v", res.Decision)
+	}
+	// Into the penalty box by its own offence, then lifted.
+	req.Checks[0].BlockedUntil = time.Time{}
+	if res, _ := e.Check(ctx, req); res.Allowed {
+		t.Fatal("second request in the window admitted with a limit of 1")
+	}
+	c.advance(time.Second)
+	if res, _ := e.Check(ctx, req); res.Allowed {
+		t.Fatal("the offence did not box the key")
+	}
+	lifted, err := e.Lift(ctx, "a", req.Checks[0])
+	if err != nil || !lifted {
+		t.Fatalf("Lift = %v, %v; want true: the key was boxed", lifted, err)
+	}
+	if res, _ := e.Check(ctx, req); !res.Allowed {
+		t.Fatalf("after Lift: %+v", res.Decision)
+	}
+	if lifted, err := e.Lift(ctx, "a", req.Checks[0]); err != nil || lifted {
+		t.Fatalf("second Lift = %v, %v; want false: nothing left to lift", lifted, err)
+	}
+	if lifted, err := e.Lift(ctx, "a", sluice.Check{Policy: other, Key: "mallory"}); err != nil || lifted {
+		t.Fatalf("Lift on a policy without a penalty = %v, %v", lifted, err)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -90,9 +91,11 @@ type Store struct {
 	max     int
 	cache   *cache
 	tenants *tenantCache
-	closed  chan struct{}
-	once    sync.Once
-	stats   Stats
+	// auditSeq orders this node's audit entries of one nanosecond.
+	auditSeq atomic.Uint64
+	closed   chan struct{}
+	once     sync.Once
+	stats    Stats
 
 	// stripes serialise this node's decisions on one key, so that they do
 	// not race each other through conditional writes (each lost race costs
@@ -541,7 +544,7 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 			}
 			last := true
 			for j := i + 1; j < len(ops); j++ {
-				if pks[j] == pks[i] && ops[j].Hits > 0 {
+				if pks[j] == pks[i] && ops[j].Hits != 0 {
 					last = false
 				}
 			}

@@ -85,3 +85,5 @@ func TestSessionsConformance(t *testing.T) {
 func TestRegistryConformance(t *testing.T) {
 	storetest.RunRegistry(t, func(t *testing.T) sluice.Registry { return newStore(t) })
 }
+
+func TestAuditConformance(t *testing.T) { storetest.RunAudit(t, newStore(t)) }

@@ -269,7 +269,7 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 	if s.backing != nil {
 		saved := make([]Saved, 0, n)
 		for i := range ops {
-			if ops[i].Hits > 0 {
+			if ops[i].Hits != 0 {
 				saved = append(saved, Saved{Key: &ops[i].Key, Policy: ops[i].Policy, State: &next[i]})
 			}
 		}

@@ -124,3 +124,5 @@ func TestSessionsConformance(t *testing.T) {
 func TestRegistryConformance(t *testing.T) {
 	storetest.RunRegistry(t, func(t *testing.T) sluice.Registry { return &Registry{} })
 }
+
+func TestAuditConformance(t *testing.T) { storetest.RunAudit(t, &Audit{}) }

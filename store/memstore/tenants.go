@@ -146,5 +146,6 @@ func cloneTenant(t sluice.Tenant) sluice.Tenant {
 		}
 		t.Overrides = m
 	}
+	t.Blocks = slices.Clone(t.Blocks)
 	return t
 }

@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,6 +75,9 @@ type Store struct {
 	sessionMu sync.Mutex
 	// secretMu makes a secret once (Secret).
 	secretMu sync.Mutex
+	// auditMu and auditSeq order the audit trail's writes (AppendAudit).
+	auditMu  sync.Mutex
+	auditSeq atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error

@@ -139,3 +139,5 @@ func TestExpiredSessionsRemoved(t *testing.T) {
 		t.Fatalf("sweep removed %d (%v), want 1: the met one is gone already", n, err)
 	}
 }
+
+func TestAuditConformance(t *testing.T) { storetest.RunAudit(t, open(t, t.TempDir())) }

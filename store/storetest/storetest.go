@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"SameKeyTwice", testSameKeyTwice},
 		{"TenantsAreWalls", testTenantsAreWalls},
 		{"PeekWritesNothing", testPeekWritesNothing},
+		{"LiftPenalty", testLiftPenalty},
 		{"Expiry", testExpiry},
 		{"Leases", testLeases},
 		{"LeaseReplaced", testLeaseReplaced},
@@ -233,6 +234,29 @@ func testTenantsAreWalls(t *testing.T, s sluice.Store) {
 	}
 	if d := apply(t, s, t0, sluice.Op{Key: keys[0], Policy: &p, Hits: 1})[0]; d.Allowed {
 		t.Fatal("tenant a's key admitted twice with a limit of 1")
+	}
+}
+
+// testLiftPenalty: an op of algo.Lift hits on a penalty box clears it
+// and reports what was left of the block.
+func testLiftPenalty(t *testing.T, s sluice.Store) {
+	box := sluice.Policy{Name: "p", Algorithm: sluice.PenaltyBox, Window: time.Minute,
+		Penalty: sluice.Penalty{After: 2, Base: time.Hour, Max: 4 * time.Hour}}
+	k := (&sluice.Check{Policy: sluice.Policy{Name: "p"}, Key: "k"}).BoxKey("a")
+	apply(t, s, t0, sluice.Op{Key: k, Policy: &box, Hits: 2})
+	if d := apply(t, s, t0.Add(time.Second), sluice.Op{Key: k, Policy: &box})[0]; d.Allowed {
+		t.Fatal("two offences with After 2 left the key unblocked")
+	}
+	if d := apply(t, s, t0.Add(2*time.Second), sluice.Op{Key: k, Policy: &box, Hits: algo.Lift})[0]; !d.Allowed || d.RetryAfter != time.Hour-2*time.Second {
+		t.Fatalf("lift: %+v; want admitted, with the 59m58s left of the block lifted", d)
+	}
+	if d := apply(t, s, t0.Add(3*time.Second), sluice.Op{Key: k, Policy: &box})[0]; !d.Allowed {
+		t.Fatalf("after a lift the key is still blocked: %+v", d)
+	}
+	// The lift forgot the history: one offence does not block again.
+	apply(t, s, t0.Add(4*time.Second), sluice.Op{Key: k, Policy: &box, Hits: 1})
+	if d := apply(t, s, t0.Add(5*time.Second), sluice.Op{Key: k, Policy: &box})[0]; !d.Allowed {
+		t.Fatalf("one offence after a lift blocked the key: %+v", d)
 	}
 }
 
