@@ -1,0 +1,817 @@
+// Sluice's operator dashboard: plain JavaScript over the /v1 routes (see
+// docs/api.md and docs/dashboard.md). The key stays in this tab's session
+// storage and goes only to this server; every text from the server is set
+// with textContent, never parsed as HTML.
+"use strict";
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const enc = encodeURIComponent;
+  const fmt = new Intl.NumberFormat("en");
+  const COLORS = {
+    allowed: "#2da44e", denied: "#cf222e", penalised: "#bc4c00",
+    shadow_denied: "#8250df", failed_open: "#6e7781", failed_closed: "#953800",
+  };
+  const HOUR = 3600;
+
+  const state = {
+    key: sessionStorage.getItem("sluice.key") || "",
+    actor: sessionStorage.getItem("sluice.actor") || "",
+    signedIn: false,
+    admin: false,
+    tenant: "", // a tenant key's own tenant
+    kinds: ["allowed", "denied", "penalised", "shadow_denied", "failed_open", "failed_closed"],
+    tenants: new Map(), // tenant -> Map(second -> counts by kind)
+    policies: new Map(), // policy -> Map(second -> counts by kind)
+    store: new Map(), // second -> {p50, p90, p99, n}
+    nodes: null,
+    skew: 0, // the server's clock minus ours, in seconds, when it matters
+    policyList: [], // GET /v1/policies
+    tiers: [],
+    view: "",
+    viewTimer: 0,
+    stream: null, // the stream's AbortController
+    charts: {},
+  };
+
+  // ---- the API ----
+
+  function nowSec() { return Math.floor(Date.now() / 1000 + state.skew); }
+
+  function noteClock(resp) {
+    const d = Date.parse(resp.headers.get("Date") || "");
+    if (!isNaN(d)) {
+      const skew = d / 1000 - Date.now() / 1000;
+      // The header has whole seconds: a skew under two is its rounding.
+      state.skew = Math.abs(skew) > 2 ? Math.round(skew) : 0;
+    }
+  }
+
+  function authHeaders() {
+    return state.key ? { Authorization: "Bearer " + state.key } : {};
+  }
+
+  // api calls a route and answers {status, ok, body}; a write carries the
+  // operator's name. A 401 after signing in means the key went: sign out.
+  async function api(path, { method = "GET", body, signal } = {}) {
+    const headers = authHeaders();
+    if (method !== "GET" && state.actor) {
+      headers["X-Sluice-Actor"] = /^[\x20-\x7e]*$/.test(state.actor) ? state.actor : enc(state.actor);
+    }
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let resp;
+    try {
+      resp = await fetch(path, { method, headers, signal, cache: "no-store", body: body === undefined ? undefined : JSON.stringify(body) });
+    } catch (e) {
+      return { status: 0, ok: false, body: { message: "the server cannot be reached: " + e.message } };
+    }
+    noteClock(resp);
+    let out = null;
+    try { out = await resp.json(); } catch { out = null; }
+    if (resp.status === 401 && state.signedIn) signOut("The key was refused: sign in again.");
+    return { status: resp.status, ok: resp.ok, body: out };
+  }
+
+  function errText(r) {
+    if (r.status === 0) return r.body.message;
+    const m = r.body && r.body.message ? r.body.message : "";
+    return r.status + (r.body && r.body.error ? " " + r.body.error : "") + (m ? ": " + m : "");
+  }
+
+  // The routes of the tenant in view: the admin's over every tenant, a
+  // tenant key's over its own.
+  function insightBase() {
+    return state.admin ? "/v1/insight" : "/v1/tenants/" + enc(state.tenant) + "/insight";
+  }
+
+  // tenantOfKey is a tenant key's tenant: sk_<tenant>.<id>.<secret>.
+  function tenantOfKey(key) {
+    if (!key.startsWith("sk_")) return "";
+    const last = key.lastIndexOf(".");
+    const prev = last > 0 ? key.lastIndexOf(".", last - 1) : -1;
+    return prev > 3 ? key.slice(3, prev) : "";
+  }
+
+  // ---- small DOM helpers ----
+
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "text") e.textContent = v;
+      else if (k === "class") e.className = v;
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? "" : v);
+    }
+    for (const k of kids) if (k !== null && k !== undefined) e.append(k);
+    return e;
+  }
+
+  function setText(id, text) { $(id).textContent = text; }
+
+  function setNum(id, n) {
+    const e = $(id);
+    e.textContent = n === null || n === undefined ? "–" : fmt.format(n);
+    e.dataset.value = n === null || n === undefined ? "" : String(n);
+  }
+
+  function time(s) {
+    const d = new Date(s);
+    return isNaN(d) ? String(s) : d.toLocaleTimeString() + (Date.now() - d > 86400e3 ? " " + d.toLocaleDateString() : "");
+  }
+
+  function fillSelect(sel, items, keep) {
+    const old = keep ? sel.value : "";
+    sel.replaceChildren(...items.map(([value, label]) => el("option", { value, text: label })));
+    if (items.some(([v]) => v === old)) sel.value = old;
+  }
+
+  // label is a key readable: the server's label, else the raw key with
+  // its length prefixes and other control bytes shown as spaces.
+  function label(item) {
+    if (item.label) return item.label;
+    return item.key.replace(/[\x00-\x1f\x7f]+/g, " ").trim() || "(empty key)";
+  }
+
+  // ---- signing in ----
+
+  async function signIn() {
+    $("login-error").textContent = "";
+    let r = await api("/v1/insight?seconds=" + HOUR);
+    if (r.status === 401) return showLogin(state.key ? "This key was refused." : "");
+    if (r.status === 0) return showLogin(r.body.message);
+    if (r.status === 403) {
+      const t = tenantOfKey(state.key);
+      const tr = t ? await api("/v1/tenants/" + enc(t)) : null;
+      if (!tr || !tr.ok) return showLogin("This key reaches neither the admin's routes nor a tenant's" + (tr ? " (" + errText(tr) + ")" : "") + ".");
+      state.admin = false;
+      state.tenant = t;
+      r = await api(insightBase() + "?seconds=" + HOUR);
+    } else {
+      state.admin = true;
+    }
+    state.signedIn = true;
+    $("login").hidden = true;
+    $("tabs").hidden = false;
+    $("signout").hidden = !state.key;
+    $("actor-box").hidden = false;
+    $("actor").value = state.actor;
+    setText("who", state.admin ? "admin" : "tenant " + state.tenant);
+    for (const e of document.querySelectorAll(".admin-only")) e.hidden = !state.admin;
+    ingest(r);
+    const pr = await api("/v1/policies");
+    if (pr.ok) {
+      state.policyList = pr.body.policies || [];
+      state.tiers = pr.body.tiers || [];
+    }
+    fillSeriesSelect();
+    renderOverview();
+    streamLoop();
+    setInterval(refreshInsight, 5000);
+    setInterval(renderOverview, 1000);
+    const want = location.hash.slice(1);
+    showView(views[want] && (state.admin || want !== "gateway") ? want : "overview");
+  }
+
+  function showLogin(msg) {
+    state.signedIn = false;
+    state.key = "";
+    sessionStorage.removeItem("sluice.key");
+    $("login").hidden = false;
+    $("login-error").textContent = msg || "";
+    $("login-key").value = "";
+    $("login-actor").value = state.actor;
+    $("login-key").focus();
+    setText("who", "not signed in");
+  }
+
+  function signOut(msg) {
+    sessionStorage.removeItem("sluice.key");
+    sessionStorage.removeItem("sluice.actor");
+    if (msg) sessionStorage.setItem("sluice.message", msg);
+    location.hash = "";
+    location.reload();
+  }
+
+  // ---- the counts: history, refresh and stream ----
+
+  function merge(map, name, points) {
+    let m = map.get(name);
+    if (!m) map.set(name, (m = new Map()));
+    for (const p of points || []) m.set(p.t, p.n);
+  }
+
+  function prune() {
+    const lo = nowSec() - HOUR;
+    for (const map of [state.tenants, state.policies]) {
+      for (const m of map.values()) for (const t of m.keys()) if (t < lo) m.delete(t);
+    }
+    for (const t of state.store.keys()) if (t < lo) state.store.delete(t);
+  }
+
+  // ingest takes an insight answer: the admin's every tenant and policy, or
+  // a tenant's own series.
+  function ingest(r) {
+    if (!r || !r.ok || !r.body) {
+      if (r && r.status === 404) setText("ov-error", "This server keeps no insight.");
+      else if (r && r.status) setText("ov-error", "Insight: " + errText(r));
+      return;
+    }
+    setText("ov-error", "");
+    const b = r.body;
+    if (Array.isArray(b.kinds) && b.kinds.length) state.kinds = b.kinds;
+    for (const s of b.tenants || []) merge(state.tenants, s.name, s.points);
+    for (const s of b.policies || []) merge(state.policies, s.name, s.points);
+    if (b.tenant) merge(state.tenants, b.tenant.name, b.tenant.points);
+    for (const p of b.store || []) state.store.set(p.t, p);
+    if (Array.isArray(b.nodes)) {
+      state.nodes = b.nodes;
+      setText("nodes", b.nodes.length === 1 ? "node " + b.nodes[0] : b.nodes.length + " nodes: " + b.nodes.join(", "));
+    }
+    prune();
+  }
+
+  async function refreshInsight() {
+    const r = await api(insightBase() + "?seconds=70");
+    ingest(r);
+    fillSeriesSelect();
+  }
+
+  // streamLoop reads the per-second stream with fetch (an EventSource
+  // cannot send the key), reconnecting with a growing backoff.
+  async function streamLoop() {
+    let backoff = 1000;
+    while (state.signedIn) {
+      const ctl = new AbortController();
+      state.stream = ctl;
+      try {
+        const resp = await fetch(insightBase() + "/stream", { headers: authHeaders(), signal: ctl.signal, cache: "no-store" });
+        if (resp.status === 401) return signOut("The key was refused: sign in again.");
+        if (!resp.ok || !resp.body) throw new Error("status " + resp.status);
+        setText("ov-live", "live");
+        const reader = resp.body.getReader();
+        const dec = new TextDecoder();
+        let buf = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+          let i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            onFrame(buf.slice(0, i));
+            buf = buf.slice(i + 2);
+            backoff = 1000;
+          }
+        }
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+      }
+      setText("ov-live", "stream lost: reconnecting…");
+      await new Promise((ok) => setTimeout(ok, backoff * (1 + Math.random() / 2)));
+      backoff = Math.min(backoff * 2, 30000);
+    }
+  }
+
+  function onFrame(frame) {
+    let event = "message";
+    const data = [];
+    for (const line of frame.split("\n")) {
+      if (line === "" || line.startsWith(":")) continue;
+      const c = line.indexOf(":");
+      const field = c < 0 ? line : line.slice(0, c);
+      const value = c < 0 ? "" : line.slice(c + 1).replace(/^ /, "");
+      if (field === "event") event = value;
+      else if (field === "data") data.push(value);
+    }
+    if (event !== "second" || !data.length) return;
+    let d;
+    try { d = JSON.parse(data.join("\n")); } catch { return; }
+    // An array of series; or an object with them under "tenants" (and
+    // perhaps the store's latencies).
+    const series = Array.isArray(d) ? d : d.tenants || [];
+    for (const s of series) {
+      if (state.admin || s.name === state.tenant) merge(state.tenants, s.name, s.points);
+    }
+    if (!Array.isArray(d)) for (const p of d.store || []) state.store.set(p.t, p);
+    setText("ov-live", "live · " + new Date().toLocaleTimeString());
+  }
+
+  // ---- overview ----
+
+  function fillSeriesSelect() {
+    const items = [];
+    if (state.admin) {
+      items.push(["total", "all tenants"]);
+      for (const t of [...state.tenants.keys()].sort()) items.push(["tenant:" + t, "tenant " + t]);
+      for (const p of [...state.policies.keys()].sort()) items.push(["policy:" + p, "policy " + p]);
+    } else {
+      items.push(["tenant:" + state.tenant, "tenant " + state.tenant]);
+    }
+    const sel = $("ov-series");
+    const now = [...sel.options].map((o) => o.value).join("\n");
+    if (now !== items.map(([v]) => v).join("\n")) fillSelect(sel, items, true);
+  }
+
+  function selectedMaps() {
+    const v = $("ov-series").value || (state.admin ? "total" : "tenant:" + state.tenant);
+    if (v === "total") return [...state.tenants.values()];
+    const i = v.indexOf(":");
+    const m = (v.slice(0, i) === "policy" ? state.policies : state.tenants).get(v.slice(i + 1));
+    return m ? [m] : [];
+  }
+
+  function countsAt(maps, t, out) {
+    out.fill(0);
+    for (const m of maps) {
+      const n = m.get(t);
+      if (n) for (let k = 0; k < out.length; k++) out[k] += n[k] || 0;
+    }
+    return out;
+  }
+
+  function renderOverview() {
+    if (!state.signedIn) return;
+    const maps = selectedMaps();
+    const kinds = state.kinds;
+    const now = nowSec();
+    const xs = [];
+    const ys = kinds.map(() => []);
+    const sum10 = new Array(kinds.length).fill(0);
+    const sum60 = new Array(kinds.length).fill(0);
+    const c = new Array(kinds.length);
+    for (let t = now - HOUR + 1; t <= now; t++) {
+      countsAt(maps, t, c);
+      xs.push(t);
+      for (let k = 0; k < kinds.length; k++) {
+        ys[k].push(c[k]);
+        if (t > now - 60) sum60[k] += c[k];
+        if (t > now - 10) sum10[k] += c[k];
+      }
+    }
+    const at = (name, sums) => (kinds.indexOf(name) >= 0 ? sums[kinds.indexOf(name)] : 0);
+    setNum("allowed-10s", at("allowed", sum10));
+    setNum("denied-10s", at("denied", sum10));
+    setNum("allowed-60s", at("allowed", sum60));
+    setNum("denied-60s", at("denied", sum60));
+    setNum("other-60s", at("penalised", sum60) + at("shadow_denied", sum60) + at("failed_open", sum60));
+    chart("ov-chart", "decisions / s", kinds, [xs, ...ys]);
+
+    // The store's latencies: per second; over 60 s the calls' weighted
+    // mean of p50, and the worst second's p90 and p99.
+    const sx = [], s50 = [], s90 = [], s99 = [];
+    let n = 0, w50 = 0, m90 = 0, m99 = 0;
+    for (const t of [...state.store.keys()].sort((a, b) => a - b)) {
+      const p = state.store.get(t);
+      sx.push(t); s50.push(p.p50); s90.push(p.p90); s99.push(p.p99);
+      if (t > now - 60 && p.n > 0) {
+        n += p.n; w50 += p.p50 * p.n; m90 = Math.max(m90, p.p90); m99 = Math.max(m99, p.p99);
+      }
+    }
+    const ms = (v) => (n ? Math.round(v * 100) / 100 : null);
+    setNum("store-p50", ms(n ? w50 / n : 0));
+    setNum("store-p90", ms(m90));
+    setNum("store-p99", ms(m99));
+    setNum("store-n", n);
+    chart("store-chart", "ms", ["p50", "p90", "p99"], [sx, s50, s90, s99], ["#0969da", "#bf8700", "#cf222e"]);
+  }
+
+  // chart draws data in the element id, making its uPlot once.
+  function chart(id, unit, names, data, colors) {
+    const box = $(id);
+    if (typeof uPlot === "undefined" || box.offsetParent === null) return;
+    const width = Math.max(300, box.clientWidth - 10);
+    let u = state.charts[id];
+    if (u && u.series.length !== names.length + 1) { u.destroy(); u = null; }
+    if (!u) {
+      u = new uPlot({
+        width, height: id === "ov-chart" ? 260 : 160,
+        scales: { x: { time: true } },
+        series: [{}, ...names.map((name, i) => ({
+          label: name, stroke: colors ? colors[i] : COLORS[name] || "#444", width: 1.5,
+          value: (_, v) => (v === null || v === undefined ? "–" : fmt.format(v)),
+        }))],
+        axes: [{}, { label: unit, size: 60 }],
+      }, data, box);
+      state.charts[id] = u;
+      return;
+    }
+    if (Math.abs(u.width - width) > 4) u.setSize({ width, height: u.height });
+    u.setData(data);
+  }
+
+  // ---- abuse ----
+
+  const DURATIONS = [["60", "1m"], ["600", "10m"], ["3600", "1h"], ["86400", "1d"]];
+
+  function policyNames() {
+    const names = new Set(state.policyList.map((p) => p.name));
+    if (state.admin) for (const p of state.policies.keys()) names.add(p);
+    return [...names].sort();
+  }
+
+  async function loadAbuse() {
+    const sel = $("abuse-policy");
+    fillSelect(sel, policyNames().map((p) => [p, p]), true);
+    const policy = sel.value;
+    if (!policy) return setText("abuse-error", "No policies yet.");
+    const r = await api(insightBase() + "/top?policy=" + enc(policy) + "&n=20&state=1");
+    if (sel.value !== policy) return; // another policy was picked meanwhile
+    if (!r.ok) return setText("abuse-error", "Top keys: " + errText(r));
+    setText("abuse-error", "");
+    const top = r.body;
+    setText("abuse-updated", "updated " + new Date().toLocaleTimeString());
+    setText("abuse-denials-bound", "Any key denied more than " + fmt.format(top.denialsBound || 0) + " times is listed; no count is over by more.");
+    setText("abuse-hits-bound", "Any key with more than " + fmt.format(top.hitsBound || 0) + " hits is listed; no count is over by more.");
+    abuseRows("abuse-denials", policy, top.denials || []);
+    abuseRows("abuse-hits", policy, top.hits || []);
+  }
+
+  function abuseRows(id, policy, items) {
+    const rows = items.map((it) => {
+      const st = it.state;
+      const stateText = st ? fmt.format(st.remaining) + " of " + fmt.format(st.limit) + " left" + (st.allowed ? "" : ", denying") + (st.resetAt ? " · resets " + time(st.resetAt) : "") : "–";
+      const marks = [];
+      if (it.blockedUntil) marks.push("blocked until " + time(it.blockedUntil));
+      if (it.penaltyUntil) marks.push("penalty until " + time(it.penaltyUntil));
+      let action = null;
+      if (state.admin) {
+        const dur = el("select", { "data-testid": "block-duration", "aria-label": "block for" }, ...DURATIONS.map(([v, l]) => el("option", { value: v, text: l })));
+        dur.value = "600";
+        action = el("td", {},
+          dur, " ",
+          el("button", { "data-testid": "block", onclick: () => block(policy, it, Number(dur.value)) , text: "Block" }), " ",
+          el("button", { "data-testid": "lift", onclick: () => lift(policy, it.tenant, it.key), text: "Lift" }));
+      }
+      return el("tr", { "data-tenant": it.tenant, "data-label": label(it) },
+        el("td", { text: it.tenant }),
+        el("td", { class: "key", text: label(it) }),
+        el("td", { class: "num", "data-testid": "count", text: fmt.format(it.count) + (it.error ? " ± " + fmt.format(it.error) : "") }),
+        el("td", { "data-testid": "state", text: stateText }),
+        el("td", { class: marks.length ? "blocked" : "", "data-testid": "marks", text: marks.join(" · ") || "–" }),
+        action);
+    });
+    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: state.admin ? 6 : 5, class: "muted", text: "no keys yet" })));
+    $(id).tBodies[0].replaceChildren(...rows);
+  }
+
+  async function block(policy, it, seconds) {
+    setText("abuse-status", "blocking " + label(it) + "…");
+    const r = await api("/v1/tenants/" + enc(it.tenant) + "/blocks", {
+      method: "POST", body: { policy, key: it.key, seconds, reason: "blocked from the dashboard" },
+    });
+    if (!r.ok) { setText("abuse-status", ""); return setText("abuse-error", "Block: " + errText(r)); }
+    setText("abuse-error", "");
+    setText("abuse-status", "blocked " + label(it) + " (" + it.tenant + ", " + policy + ") until " + time(r.body && r.body.until));
+    loadAbuse();
+  }
+
+  async function lift(policy, tenant, key, then) {
+    const r = await api("/v1/tenants/" + enc(tenant) + "/blocks?policy=" + enc(policy) + "&key=" + enc(key), { method: "DELETE" });
+    if (!r.ok) return setText(then ? "limits-error" : "abuse-error", "Lift: " + errText(r));
+    setText("abuse-error", "");
+    setText("abuse-status", "lifted " + label({ key }) + " (" + tenant + ", " + policy + ")");
+    (then || loadAbuse)();
+  }
+
+  // ---- limits ----
+
+  const SETTINGS = ["connectionsPerSession", "tenantConnections", "sessionPerMinute", "tenantPerMinute", "sessionTTL", "messagesPerMinute"];
+  let loadedTenant = null;
+
+  async function loadLimits() {
+    const sel = $("limits-tenant");
+    if (state.admin) {
+      const r = await api("/v1/tenants");
+      if (!r.ok) return setText("limits-error", "Tenants: " + errText(r));
+      fillSelect(sel, (r.body.tenants || []).map((t) => [t.id, t.id]), true);
+    } else {
+      fillSelect(sel, [[state.tenant, state.tenant]], true);
+      sel.disabled = true;
+    }
+    $("limits-readonly").hidden = state.admin;
+    if (sel.value) await loadTenant(sel.value);
+  }
+
+  async function loadTenant(id) {
+    clearFieldErrors();
+    setText("limits-error", "");
+    const r = await api("/v1/tenants/" + enc(id));
+    if (!r.ok) {
+      loadedTenant = null;
+      setText("limits-error", "Tenant " + id + ": " + errText(r) + (r.status === 404 ? " (a tenant of the configuration file only is changed in that file)" : ""));
+    } else {
+      loadedTenant = r.body;
+      renderTenantForm(r.body);
+    }
+    loadBlocks(id);
+    loadAudit(id);
+  }
+
+  function input(field, value, placeholder) {
+    return el("input", { "data-field": field, "data-testid": field, size: 8, value: value === undefined || value === null ? "" : String(value), placeholder, disabled: !state.admin, autocomplete: "off" });
+  }
+
+  function fieldError(field) { return el("span", { class: "field-error", "data-error-for": field, "data-testid": "error:" + field }); }
+
+  function renderTenantForm(t) {
+    fillSelect($("limits-tier"), [["", "(default tier)"], ...state.tiers.map((x) => [x, x])]);
+    $("limits-tier").value = t.tier || "";
+    $("limits-tier").disabled = !state.admin;
+    const s = t.settings || {};
+    $("limits-settings").replaceChildren(...SETTINGS.map((name) => {
+      const f = "settings." + name;
+      return el("label", {}, name, input(f, s[name] || "", "default"), fieldError(f));
+    }));
+    const ov = t.overrides || {};
+    $("limits-overrides").tBodies[0].replaceChildren(...state.policyList.map((p) => {
+      const o = ov[p.name] || {};
+      const f = "overrides." + p.name + ".";
+      const bursty = p.algorithm === "token_bucket" || p.algorithm === "gcra";
+      const shadow = el("select", { "data-field": f + "shadow", "data-testid": f + "shadow", disabled: !state.admin },
+        el("option", { value: "", text: p.shadow ? "(shadow)" : "(enforced)" }),
+        el("option", { value: "true", text: "shadow" }), el("option", { value: "false", text: "enforce" }));
+      shadow.value = o.shadow === undefined ? "" : String(o.shadow);
+      const burst = input(f + "burst", o.burst, bursty ? "= limit" : "n/a");
+      if (!bursty && o.burst === undefined) burst.disabled = true;
+      return el("tr", { "data-policy": p.name },
+        el("td", { text: p.name }),
+        el("td", { class: "muted", text: p.algorithm }),
+        el("td", {}, input(f + "limit", o.limit, String(p.limit)), fieldError(f + "limit")),
+        el("td", {}, input(f + "window", o.window, p.window || "–"), fieldError(f + "window")),
+        el("td", {}, burst, fieldError(f + "burst")),
+        el("td", {}, shadow, fieldError(f + "shadow")));
+    }));
+  }
+
+  function clearFieldErrors() {
+    for (const e of document.querySelectorAll("#view-limits .field-error")) e.textContent = "";
+    for (const e of document.querySelectorAll("#view-limits .invalid")) e.classList.remove("invalid");
+  }
+
+  // showFieldError puts msg next to the input of field, or the nearest
+  // one above it ("overrides.api" for "overrides.api.window.x"); else in
+  // the form's error line.
+  function showFieldError(field, msg) {
+    for (let f = field; f; f = f.includes(".") ? f.slice(0, f.lastIndexOf(".")) : "") {
+      const slot = document.querySelector('#view-limits [data-error-for="' + CSS.escape(f) + '"]');
+      if (slot) {
+        slot.textContent = msg;
+        const inp = document.querySelector('#view-limits [data-field="' + CSS.escape(f) + '"]');
+        if (inp) { inp.classList.add("invalid"); inp.focus(); }
+        return;
+      }
+    }
+    setText("limits-error", (field ? field + ": " : "") + msg);
+  }
+
+  // tenantBody reads the form into a PUT body, keeping what the form does
+  // not show (an override's leaseTTL, overrides of policies it lacks).
+  function tenantBody() {
+    const t = loadedTenant;
+    const out = { id: t.id, settings: {}, overrides: JSON.parse(JSON.stringify(t.overrides || {})) };
+    if ($("limits-tier").value) out.tier = $("limits-tier").value;
+    let bad = false;
+    const int = (e) => {
+      const v = e.value.trim();
+      if (v === "") return undefined;
+      if (!/^-?\d+$/.test(v)) { showFieldError(e.dataset.field, "must be a whole number"); bad = true; return undefined; }
+      return Number(v);
+    };
+    for (const name of SETTINGS) {
+      const v = int(document.querySelector('[data-field="settings.' + name + '"]'));
+      if (v !== undefined) out.settings[name] = v;
+    }
+    for (const p of state.policyList) {
+      const o = Object.assign({}, out.overrides[p.name] || {});
+      const get = (f) => document.querySelector('[data-field="' + CSS.escape("overrides." + p.name + "." + f) + '"]');
+      for (const f of ["limit", "burst"]) {
+        const v = int(get(f));
+        if (v === undefined) delete o[f]; else o[f] = v;
+      }
+      const w = get("window").value.trim();
+      if (w === "") delete o.window; else o.window = /^\d+$/.test(w) ? Number(w) : w;
+      const sh = get("shadow").value;
+      if (sh === "") delete o.shadow; else o.shadow = sh === "true";
+      if (Object.keys(o).length) out.overrides[p.name] = o; else delete out.overrides[p.name];
+    }
+    return bad ? null : out;
+  }
+
+  async function saveLimits(ev) {
+    ev.preventDefault();
+    if (!state.admin || !loadedTenant) return;
+    clearFieldErrors();
+    setText("limits-error", "");
+    setText("limits-status", "");
+    const body = tenantBody();
+    if (!body) return;
+    const id = loadedTenant.id;
+    const r = await api("/v1/tenants/" + enc(id), { method: "PUT", body });
+    if (r.status === 400 && r.body) return showFieldError(r.body.field || "", r.body.message || "invalid");
+    if (!r.ok) return setText("limits-error", "Save: " + errText(r));
+    setText("limits-status", "saved " + id + " at " + new Date().toLocaleTimeString());
+    loadedTenant = r.body;
+    renderTenantForm(r.body);
+    loadAudit(id);
+  }
+
+  async function loadBlocks(id) {
+    const r = await api("/v1/tenants/" + enc(id) + "/blocks");
+    const body = $("blocks").tBodies[0];
+    if (!r.ok) {
+      body.replaceChildren();
+      return setText("blocks-note", r.status === 404 ? "This server keeps no operator blocks." : "Blocks: " + errText(r));
+    }
+    const blocks = r.body.blocks || [];
+    setText("blocks-note", blocks.length ? "" : "No operator blocks.");
+    body.replaceChildren(...blocks.map((b) => el("tr", { "data-label": label(b) },
+      el("td", { text: b.policy }),
+      el("td", { class: "key", text: label(b) }),
+      el("td", { text: time(b.until) }),
+      el("td", { text: b.reason || "" }),
+      el("td", { text: b.by || "" }),
+      state.admin ? el("td", {}, el("button", { "data-testid": "lift", text: "Lift", onclick: () => lift(b.policy, id, b.key, () => loadBlocks(id)) })) : null)));
+  }
+
+  // flatten lists an object's leaves by path, for the audit's changes.
+  function flatten(v, path, out) {
+    if (v !== null && typeof v === "object" && !Array.isArray(v)) {
+      for (const [k, x] of Object.entries(v)) flatten(x, path ? path + "." + k : k, out);
+    } else if (path) {
+      out[path] = v;
+    }
+    return out;
+  }
+
+  function change(before, after) {
+    const skip = new Set(["updatedAt", "createdAt"]);
+    const b = flatten(before, "", {}), a = flatten(after, "", {});
+    const lines = [];
+    for (const k of [...new Set([...Object.keys(b), ...Object.keys(a)])].sort()) {
+      if (skip.has(k) || JSON.stringify(b[k]) === JSON.stringify(a[k])) continue;
+      const show = (x) => (x === undefined ? "–" : typeof x === "string" ? x : JSON.stringify(x));
+      lines.push(k + ": " + show(b[k]) + " → " + show(a[k]));
+    }
+    return lines.join("\n") || "(no change)";
+  }
+
+  async function loadAudit(id) {
+    const r = await api("/v1/tenants/" + enc(id) + "/audit?n=50");
+    const body = $("audit").tBodies[0];
+    if (!r.ok) {
+      body.replaceChildren();
+      return setText("audit-note", r.status === 404 ? "This server keeps no audit trail." : "Audit: " + errText(r));
+    }
+    const entries = r.body.entries || [];
+    setText("audit-note", entries.length ? "" : "No changes recorded.");
+    body.replaceChildren(...entries.map((e) => el("tr", { "data-action": e.action },
+      el("td", { text: time(e.at) }),
+      el("td", { text: e.actor || "" }),
+      el("td", { text: e.action }),
+      el("td", {}, el("pre", { class: "change", text: change(e.before, e.after) })))));
+  }
+
+  // ---- try a limit ----
+
+  function fillTry() {
+    const sel = $("try-policy");
+    fillSelect(sel, policyNames().map((p) => [p, p]), true);
+    presetTry();
+  }
+
+  function presetTry() {
+    const p = state.policyList.find((x) => x.name === $("try-policy").value);
+    if (!p) return;
+    if ([...$("try-algorithm").options].some((o) => o.value === p.algorithm)) $("try-algorithm").value = p.algorithm;
+    $("try-limit").value = p.limit;
+    $("try-window").value = p.window || "";
+    $("try-burst").value = "";
+  }
+
+  async function runTry(ev) {
+    ev.preventDefault();
+    setText("try-error", "");
+    const policy = { name: $("try-policy").value, algorithm: $("try-algorithm").value, limit: Number($("try-limit").value) };
+    const w = $("try-window").value.trim();
+    if (w) policy.window = /^\d+$/.test(w) ? Number(w) : w;
+    if ($("try-burst").value.trim()) policy.burst = Number($("try-burst").value);
+    const r = await api(insightBase() + "/try", { method: "POST", body: { policy, seconds: Number($("try-seconds").value) || 3600, top: 20 } });
+    if (!r.ok) {
+      $("try-result").hidden = true;
+      return setText("try-error", (r.body && r.body.field ? r.body.field + ": " : "") + errText(r));
+    }
+    const t = r.body;
+    setText("try-denied", "≈ " + fmt.format(Math.round(t.denied)) + " ± " + fmt.format(Math.round(t.stdErr)));
+    $("try-denied").dataset.value = String(t.denied);
+    setNum("try-events", t.events);
+    setText("try-keys", fmt.format(t.keys) + " (" + fmt.format(t.heavyKeys) + ")");
+    setText("try-rate", Math.round(t.rate * 1000) / 10 + "%");
+    const who = t.who || [];
+    $("try-who").tBodies[0].replaceChildren(...(who.length ? who.map((k) => el("tr", { "data-label": label(k) },
+      el("td", { text: k.tenant }), el("td", { class: "key", text: label(k) }), el("td", { class: "num", text: fmt.format(k.count) })))
+      : [el("tr", {}, el("td", { colspan: 3, class: "muted", text: "nobody in the sample would be denied" }))]));
+    $("try-result").hidden = false;
+  }
+
+  // ---- gateway and upstreams ----
+
+  async function loadGateway() {
+    if (!state.admin) return;
+    const [g, u] = await Promise.all([api("/v1/insight/gateway"), api("/v1/upstreams")]);
+    if (g.ok) {
+      setText("gw-note", "");
+      $("gw-tiles").replaceChildren(...[["connections", "connections"], ["sessions", "sessions"], ["silos", "silo queues"], ["siloDepth", "waiting in silos"], ["pooledDepth", "waiting in the pool"]].map(([k, l]) =>
+        el("div", { class: "tile" }, el("span", { class: "n", "data-testid": "gw-" + k, "data-value": String(g.body[k] ?? ""), text: g.body[k] === undefined ? "–" : fmt.format(g.body[k]) }), el("span", { text: l }))));
+    } else {
+      $("gw-tiles").replaceChildren();
+      setText("gw-note", g.status === 404 ? "This server runs no WebSocket gateway." : "Gateway: " + errText(g));
+    }
+    if (!u.ok) return setText("gw-error", "Upstreams: " + errText(u));
+    setText("gw-error", "");
+    const ups = u.body.upstreams || [];
+    if (!ups.length) return $("upstreams").replaceChildren(el("p", { class: "muted", text: "No upstreams configured." }));
+    const num = (v, digits) => (v === undefined || v === null ? "–" : digits ? (Math.round(v * 10 ** digits) / 10 ** digits).toString() : fmt.format(v));
+    const head = ["upstream", "rate", "burst", "max queue", "waiting", "customers", "granted", "utilisation", "share", "nodes", "fair level"];
+    const table = el("table", { "data-testid": "upstreams-table" },
+      el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { text: h })))),
+      el("tbody", {}, ...ups.map((x) => {
+        const s = x.state || {};
+        return el("tr", { "data-upstream": x.name },
+          el("td", { text: x.name }),
+          el("td", { class: "num", text: fmt.format(x.rate) + " / " + x.window + (x.cap ? " (cap " + x.cap + ")" : "") }),
+          el("td", { class: "num", text: num(x.burst) }),
+          el("td", { class: "num", text: num(x.maxQueue) }),
+          el("td", { class: "num", "data-testid": "waiting", text: num(s.waiting) }),
+          el("td", { class: "num", text: num(s.customers) }),
+          el("td", { class: "num", "data-testid": "granted", text: num(s.granted) }),
+          el("td", { class: "num", text: s.utilisation === undefined ? "–" : Math.round(s.utilisation * 1000) / 10 + "%" }),
+          el("td", { class: "num", text: num(s.share, 2) }),
+          el("td", { class: "num", text: num(s.nodes) }),
+          el("td", { class: "num", text: num(s.fairLevel, 2) }));
+      })));
+    const queues = ups.filter((x) => (x.queues || []).length).map((x) => el("div", {},
+      el("h2", { text: "Longest queues of " + x.name }),
+      el("table", {}, el("thead", {}, el("tr", {}, ...["tenant", "key", "weight", "waiting", "backlog"].map((h) => el("th", { text: h })))),
+        el("tbody", {}, ...x.queues.slice(0, 10).map((q) => el("tr", {},
+          el("td", { text: q.tenant }), el("td", { class: "key", text: q.key }), el("td", { class: "num", text: num(q.weight) }),
+          el("td", { class: "num", text: num(q.waiting) }), el("td", { class: "num", text: num(q.backlog) })))))));
+    $("upstreams").replaceChildren(table, ...queues);
+  }
+
+  // ---- views ----
+
+  const views = {
+    overview: { load: renderOverview },
+    abuse: { load: loadAbuse, every: 5000 },
+    limits: { load: loadLimits },
+    try: { load: fillTry },
+    gateway: { load: loadGateway, every: 2000, admin: true },
+  };
+
+  function showView(name) {
+    if (views[name].admin && !state.admin) name = "overview"; // the admin's alone
+    state.view = name;
+    clearInterval(state.viewTimer);
+    for (const b of document.querySelectorAll("#tabs button")) b.setAttribute("aria-selected", String(b.dataset.view === name));
+    for (const v of Object.keys(views)) $("view-" + v).hidden = v !== name;
+    if (location.hash.slice(1) !== name) history.replaceState(null, "", "#" + name);
+    views[name].load();
+    if (views[name].every) {
+      state.viewTimer = setInterval(() => {
+        // Not while the operator is picking something in the view.
+        if (!$("view-" + name).contains(document.activeElement) || document.activeElement.tagName === "BUTTON") views[name].load();
+      }, views[name].every);
+    }
+  }
+
+  function init() {
+    const msg = sessionStorage.getItem("sluice.message");
+    sessionStorage.removeItem("sluice.message");
+    $("login").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      state.key = $("login-key").value.trim();
+      state.actor = $("login-actor").value.trim();
+      sessionStorage.setItem("sluice.key", state.key);
+      sessionStorage.setItem("sluice.actor", state.actor);
+      $("login-key").value = "";
+      signIn();
+    });
+    $("signout").addEventListener("click", () => signOut());
+    $("actor").addEventListener("change", () => {
+      state.actor = $("actor").value.trim();
+      sessionStorage.setItem("sluice.actor", state.actor);
+    });
+    for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => showView(b.dataset.view));
+    $("ov-series").addEventListener("change", renderOverview);
+    $("abuse-policy").addEventListener("change", loadAbuse);
+    $("abuse-refresh").addEventListener("click", loadAbuse);
+    $("limits-tenant").addEventListener("change", () => loadTenant($("limits-tenant").value));
+    $("limits-form").addEventListener("submit", saveLimits);
+    $("try-policy").addEventListener("change", presetTry);
+    $("try-form").addEventListener("submit", runTry);
+    window.addEventListener("resize", () => state.view === "overview" && renderOverview());
+    if (msg) { showLogin(msg); return; }
+    signIn();
+  }
+
+  init();
+})();
