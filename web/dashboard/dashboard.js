@@ -125,11 +125,33 @@
     if (items.some(([v]) => v === old)) sel.value = old;
   }
 
-  // label is a key readable: the server's label, else the raw key with
-  // its length prefixes and other control bytes shown as spaces.
+  // label is a key readable: the server's label; else a configured
+  // policy's key parts, each name and value length-prefixed (uvarints), as
+  // name=value; else the key with its control bytes shown as spaces.
   function label(item) {
     if (item.label) return item.label;
-    return item.key.replace(/[\x00-\x1f\x7f]+/g, " ").trim() || "(empty key)";
+    const b = new TextEncoder().encode(item.key || "");
+    const dec = new TextDecoder("utf-8", { fatal: true });
+    const parts = [];
+    let i = 0;
+    const next = () => {
+      let n = 0, shift = 0;
+      for (;;) {
+        if (i >= b.length || shift > 28) throw new Error("short");
+        const c = b[i++];
+        n += (c & 0x7f) * 2 ** shift;
+        if (c < 0x80) break;
+        shift += 7;
+      }
+      if (i + n > b.length) throw new Error("short");
+      i += n;
+      return dec.decode(b.subarray(i - n, i));
+    };
+    try {
+      while (i < b.length) parts.push(next() + "=" + next());
+      if (parts.length) return parts.join(", ");
+    } catch { /* not a configured policy's key */ }
+    return (item.key || "").replace(/[\x00-\x1f\x7f]+/g, " ").trim() || "(empty key)";
   }
 
   // ---- signing in ----
@@ -153,7 +175,7 @@
     $("login").hidden = true;
     $("tabs").hidden = false;
     $("signout").hidden = !state.key;
-    $("actor-box").hidden = false;
+    $("actor-box").hidden = !state.admin; // a tenant's key changes nothing
     $("actor").value = state.actor;
     setText("who", state.admin ? "admin" : "tenant " + state.tenant);
     for (const e of document.querySelectorAll(".admin-only")) e.hidden = !state.admin;
@@ -333,16 +355,18 @@
     const maps = selectedMaps();
     const kinds = state.kinds;
     const now = nowSec();
+    const span = Number($("ov-range").value) || HOUR;
     const xs = [];
     const ys = kinds.map(() => []);
     const sum10 = new Array(kinds.length).fill(0);
     const sum60 = new Array(kinds.length).fill(0);
     const c = new Array(kinds.length);
-    for (let t = now - HOUR + 1; t <= now; t++) {
+    for (let t = now - Math.max(span, 60) + 1; t <= now; t++) {
       countsAt(maps, t, c);
-      xs.push(t);
+      const shown = t > now - span;
+      if (shown) xs.push(t);
       for (let k = 0; k < kinds.length; k++) {
-        ys[k].push(c[k]);
+        if (shown) ys[k].push(c[k]);
         if (t > now - 60) sum60[k] += c[k];
         if (t > now - 10) sum10[k] += c[k];
       }
@@ -360,6 +384,7 @@
     const sx = [], s50 = [], s90 = [], s99 = [];
     let n = 0, w50 = 0, m90 = 0, m99 = 0;
     for (const t of [...state.store.keys()].sort((a, b) => a - b)) {
+      if (t <= now - span) continue;
       const p = state.store.get(t);
       sx.push(t); s50.push(p.p50); s90.push(p.p90); s99.push(p.p99);
       if (t > now - 60 && p.n > 0) {
@@ -371,7 +396,9 @@
     setNum("store-p90", ms(m90));
     setNum("store-p99", ms(m99));
     setNum("store-n", n);
-    chart("store-chart", "ms", ["p50", "p90", "p99"], [sx, s50, s90, s99], ["#0969da", "#bf8700", "#cf222e"]);
+    $("store-chart").hidden = !sx.length;
+    setText("store-note", sx.length ? "" : "No store latencies from this server yet.");
+    if (sx.length) chart("store-chart", "ms", ["p50", "p90", "p99"], [sx, s50, s90, s99], ["#0969da", "#bf8700", "#cf222e"]);
   }
 
   // chart draws data in the element id, making its uPlot once.
@@ -642,13 +669,29 @@
     return out;
   }
 
+  const show = (x) => (x === undefined ? "–" : typeof x === "string" ? x.replace(/[\x00-\x1f\x7f]+/g, " ").trim() : JSON.stringify(x));
+
+  // summary is one item of a list in the trail: a block, or any object.
+  function summary(x) {
+    if (x && typeof x === "object" && "policy" in x && "key" in x) {
+      return x.policy + " " + label(x) + (x.until ? " until " + time(x.until) : "") + (x.reason ? " (" + x.reason + ")" : "");
+    }
+    return x && typeof x === "object" ? Object.entries(x).map(([k, v]) => k + "=" + show(v)).join(", ") : show(x);
+  }
+
+  // change tells what an audit entry changed: the leaves that differ, or
+  // the items a list (the blocks) gained and lost.
   function change(before, after) {
+    if (Array.isArray(before) || Array.isArray(after)) {
+      const b = (before || []).map((x) => JSON.stringify(x)), a = (after || []).map((x) => JSON.stringify(x));
+      return [...(after || []).filter((_, i) => !b.includes(a[i])).map((x) => "+ " + summary(x)),
+        ...(before || []).filter((_, i) => !a.includes(b[i])).map((x) => "− " + summary(x))].join("\n") || "(no change)";
+    }
     const skip = new Set(["updatedAt", "createdAt"]);
     const b = flatten(before, "", {}), a = flatten(after, "", {});
     const lines = [];
     for (const k of [...new Set([...Object.keys(b), ...Object.keys(a)])].sort()) {
       if (skip.has(k) || JSON.stringify(b[k]) === JSON.stringify(a[k])) continue;
-      const show = (x) => (x === undefined ? "–" : typeof x === "string" ? x : JSON.stringify(x));
       lines.push(k + ": " + show(b[k]) + " → " + show(a[k]));
     }
     return lines.join("\n") || "(no change)";
@@ -723,7 +766,7 @@
         el("div", { class: "tile" }, el("span", { class: "n", "data-testid": "gw-" + k, "data-value": String(g.body[k] ?? ""), text: g.body[k] === undefined ? "–" : fmt.format(g.body[k]) }), el("span", { text: l }))));
     } else {
       $("gw-tiles").replaceChildren();
-      setText("gw-note", g.status === 404 ? "This server runs no WebSocket gateway." : "Gateway: " + errText(g));
+      setText("gw-note", g.status === 404 ? "This server reports no gateway figures." : "Gateway: " + errText(g));
     }
     if (!u.ok) return setText("gw-error", "Upstreams: " + errText(u));
     setText("gw-error", "");
@@ -802,6 +845,7 @@
     });
     for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => showView(b.dataset.view));
     $("ov-series").addEventListener("change", renderOverview);
+    $("ov-range").addEventListener("change", renderOverview);
     $("abuse-policy").addEventListener("change", loadAbuse);
     $("abuse-refresh").addEventListener("click", loadAbuse);
     $("limits-tenant").addEventListener("change", () => loadTenant($("limits-tenant").value));
