@@ -117,6 +117,18 @@ func TestDashboardInBrowser(t *testing.T) {
 		poll(selectOption("ov-series", "total")),
 		poll(`document.querySelector("#ov-chart .uplot") !== null`),
 	)
+	// The store's latencies and the nodes summed, once the server tells
+	// them.
+	if _, out := p.call(t, admin, "GET", "/v1/insight?seconds=60", ""); out["store"] != nil {
+		run("the store's latencies", poll(`Number(document.getElementById("store-n").dataset.value) > 0 && document.getElementById("store-p99").dataset.value !== ""`))
+	} else {
+		t.Log("the server's insight has no store latencies yet")
+	}
+	if _, out := p.call(t, admin, "GET", "/v1/insight?seconds=1", ""); out["nodes"] != nil {
+		run("the nodes", poll(`document.getElementById("nodes").textContent.includes(`+jsString(p.addr)+`)`))
+	} else {
+		t.Log("the server's insight names no nodes yet")
+	}
 	if took := time.Since(opened); took > 2*patience {
 		t.Logf("the overview took %v to show the counts", took)
 	}
