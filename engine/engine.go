@@ -272,6 +272,28 @@ func (e *Engine) recordOffences(ctx context.Context, now time.Time, req sluice.R
 	}
 }
 
+// State reads c's counter and, if its policy has a penalty, its penalty
+// box, consuming nothing and telling no observer: for an operator looking
+// at a key, not a decision. box is zero without a penalty.
+func (e *Engine) State(ctx context.Context, tenant string, c sluice.Check) (counter, box sluice.Decision, err error) {
+	if err := validateOne(tenant, &c.Policy, c.Key, 0); err != nil {
+		return counter, box, sluice.WithOp("engine.state", err)
+	}
+	var boxPolicy sluice.Policy
+	ops := []sluice.Op{op(tenant, &c, 0)}
+	if c.Policy.Penalty.Enabled() {
+		ops = append(ops, boxOp(tenant, &c, &boxPolicy, 0))
+	}
+	dst := make([]sluice.Decision, len(ops))
+	if err := e.apply(ctx, e.now(), ops, dst); err != nil {
+		return counter, box, sluice.WithOp("engine.state", err)
+	}
+	if len(dst) == 2 {
+		box = dst[1]
+	}
+	return dst[0], box, nil
+}
+
 // Lift ends the penalty of c's key: its penalty box forgets its offences
 // and its blocks. It reports whether the key was blocked. A policy without
 // a penalty has no box: Lift returns false and writes nothing.

@@ -507,3 +507,34 @@ func TestOperatorBlock(t *testing.T) {
 		t.Fatalf("Lift on a policy without a penalty = %v, %v", lifted, err)
 	}
 }
+
+// TestState: State reads a key's counter and penalty box without
+// consuming or being observed.
+func TestState(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	t.Cleanup(func() { s.Close() })
+	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	obs := &counts{}
+	e := New(s, Options{Now: c.now, Observer: obs})
+	ctx := context.Background()
+	p := sluice.Policy{Name: "login", Algorithm: sluice.FixedWindow, Limit: 2, Window: time.Minute,
+		Penalty: sluice.Penalty{After: 1, Base: time.Minute, Max: time.Hour}}
+	check := sluice.Check{Policy: p, Key: "mallory"}
+	for range 3 {
+		e.Check(ctx, sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{check}})
+	}
+	obs.mu.Lock()
+	seen := len(obs.m)
+	before := obs.m["login/allowed"] + obs.m["login/denied"]
+	obs.mu.Unlock()
+	counter, box, err := e.State(ctx, "a", check)
+	if err != nil || counter.Remaining != 0 || counter.Limit != 2 || box.Allowed || box.RetryAfter <= 0 {
+		t.Fatalf("State = %+v, box %+v, %v; want the window spent and the key boxed", counter, box, err)
+	}
+	obs.mu.Lock()
+	after := obs.m["login/allowed"] + obs.m["login/denied"]
+	obs.mu.Unlock()
+	if seen == 0 || after != before {
+		t.Fatalf("State was observed: %d decisions before, %d after", before, after)
+	}
+}

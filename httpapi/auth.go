@@ -18,6 +18,7 @@ import (
 type principal struct {
 	admin  bool
 	tenant string // for a tenant's key
+	key    string // the tenant key's id
 }
 
 // can reports whether p may reach tenant's data.
@@ -126,5 +127,23 @@ func (h *Handler) authenticate(ctx context.Context, r *http.Request) (principal,
 	if subtle.ConstantTimeCompare(sum[:], k.Hash) != 1 {
 		return principal{}, errUnauthorized
 	}
-	return principal{tenant: k.Tenant}, nil
+	return principal{tenant: k.Tenant, key: k.ID}, nil
+}
+
+// ActorHeader names, for the audit trail, the person behind a change made
+// with the admin key, which many operators may share.
+const ActorHeader = "X-Sluice-Actor"
+
+// actor names who made a change, for the audit trail: "admin", with the
+// name its ActorHeader gives (at most 64 printable bytes), or a tenant's
+// key by its id.
+func actor(r *http.Request, who principal) string {
+	if !who.admin {
+		return "key " + who.key
+	}
+	name := r.Header.Get(ActorHeader)
+	if name == "" || len(name) > 64 || strings.IndexFunc(name, func(c rune) bool { return c < ' ' || c == 0x7f }) >= 0 {
+		return "admin"
+	}
+	return "admin (" + name + ")"
 }

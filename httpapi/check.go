@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -89,7 +90,7 @@ func (h *Handler) tenantOf(tenant string, who principal) (string, error) {
 // the checks are the file's alone and storeErr says why: they are for the
 // fail modes, not for counting.
 func (h *Handler) namedChecks(r *http.Request, tenant, endpoint string, names []string, parts map[string]string) (checks []sluice.Check, storeErr, err error) {
-	rs, storeErr, err := h.resolve(r, tenant, endpoint, names)
+	rs, t, storeErr, err := h.resolve(r, tenant, endpoint, names)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -99,18 +100,29 @@ func (h *Handler) namedChecks(r *http.Request, tenant, endpoint string, names []
 		if err != nil {
 			return nil, nil, err
 		}
-		checks[i] = sluice.Check{Policy: rp.Policy, Key: key}
+		checks[i] = sluice.Check{Policy: rp.Policy, Key: key, BlockedUntil: blockedUntil(t, rp.Policy.Name, key, h.opts.Now())}
 	}
 	return checks, storeErr, nil
 }
 
+// blockedUntil is the end of the operator's live block of key under
+// policy in t, or zero.
+func blockedUntil(t *sluice.Tenant, policy, key string, now time.Time) time.Time {
+	if t == nil || len(t.Blocks) == 0 {
+		return time.Time{}
+	}
+	until, _ := t.Blocked(policy, key, now)
+	return until
+}
+
 // resolve returns the configured policies for tenant, with its tier and
-// overrides from the file and the tenant store. If the store fails, it
-// resolves from the file alone and returns the store's error as storeErr.
-func (h *Handler) resolve(r *http.Request, tenant, endpoint string, names []string) (rs []config.Resolved, storeErr, err error) {
-	t, storeErr := h.storedTenant(r.Context(), tenant)
+// overrides from the file and the tenant store, and the stored tenant (nil
+// if none). If the store fails, it resolves from the file alone and
+// returns the store's error as storeErr.
+func (h *Handler) resolve(r *http.Request, tenant, endpoint string, names []string) (rs []config.Resolved, t *sluice.Tenant, storeErr, err error) {
+	t, storeErr = h.storedTenant(r.Context(), tenant)
 	rs, err = h.opts.Config().Resolve(t, tenant, endpoint, names)
-	return rs, storeErr, err
+	return rs, t, storeErr, err
 }
 
 // storedTenant reads tenant from the tenant store: nil if it is not there

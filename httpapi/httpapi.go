@@ -82,12 +82,18 @@ type Options struct {
 	// Insight is what this node decided, for the dashboard's routes
 	// (insight.go). Optional: without it they answer 404.
 	Insight Insight
+	// Audit keeps the trail of changes to tenants. Default: Tenants, if
+	// it keeps one, else in memory.
+	Audit sluice.AuditLog
 	// Ready reports whether the store answers, for /readyz. Optional.
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
 	Metrics http.Handler
 	// Page serves GET / (the gateway's demo page). Optional.
 	Page http.Handler
+	// Dashboard serves GET /dashboard and the files under it (the
+	// operator's dashboard, package web). Optional.
+	Dashboard http.Handler
 	// Now is the clock of timestamps and headers. Default time.Now.
 	Now func() time.Time
 	// Logger receives errors. Default: discard.
@@ -128,6 +134,8 @@ type Handler struct {
 	// streams is closed by CloseStreams: the insight streams end.
 	streams     chan struct{}
 	streamsOnce sync.Once
+	// blockMu makes this node's changes of blocks one at a time.
+	blockMu sync.Mutex
 }
 
 // CloseStreams ends the requests held open to stream (insight): for a
@@ -155,6 +163,13 @@ func New(opts Options) *Handler {
 	if opts.Sessions == nil {
 		opts.Sessions = &memstore.Sessions{}
 	}
+	if opts.Audit == nil {
+		if a, ok := opts.Tenants.(sluice.AuditLog); ok {
+			opts.Audit = a
+		} else {
+			opts.Audit = &memstore.Audit{}
+		}
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -170,7 +185,7 @@ func New(opts Options) *Handler {
 	h.route("DELETE", "/v1/tenants/{id}", h.deleteTenant)
 	h.route("POST", "/v1/tenants/{id}/keys", h.createKey)
 	h.tenantRoute("GET", "/v1/tenants/{id}/keys", h.listKeys)
-	h.tenantRoute("DELETE", "/v1/tenants/{id}/keys/{key}", h.deleteKey)
+	h.route("DELETE", "/v1/tenants/{id}/keys/{key}", h.deleteKey)
 	h.tenantRoute("PUT", "/v1/tenants/{id}/sessions", h.createSession)
 	h.tenantRoute("GET", "/v1/tenants/{id}/sessions/{session}", h.getSession)
 	h.tenantRoute("DELETE", "/v1/tenants/{id}/sessions/{session}", h.deleteSession)
@@ -179,6 +194,7 @@ func New(opts Options) *Handler {
 	h.route("GET", "/v1/upstreams", h.listUpstreams)
 	h.route("GET", "/v1/upstreams/{name}", h.getUpstream)
 	h.routeInsight()
+	h.routeBlocks()
 	if opts.Gateway != nil {
 		// A connect proves itself by its session id, which only its
 		// tenant's session creation returned: browsers cannot send an
@@ -201,6 +217,13 @@ func New(opts Options) *Handler {
 	if opts.Page != nil {
 		h.mux.Handle("GET /{$}", opts.Page)
 		h.allow["/"] = []string{"GET"}
+	}
+	if opts.Dashboard != nil {
+		// The page and its files; the page reads the /v1 routes with the
+		// key its user gives it, behind the same walls as any client.
+		h.mux.Handle("GET /dashboard", opts.Dashboard)
+		h.mux.Handle("GET /dashboard/", opts.Dashboard)
+		h.allow["/dashboard"] = []string{"GET"}
 	}
 	if opts.Metrics != nil {
 		h.mux.Handle("GET /metrics", opts.Metrics)

@@ -207,7 +207,95 @@ func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, tenant stri
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, h.opts.Insight.TopKeys(policy, tenant, n))
+	withState := false
+	if v := r.URL.Query().Get("state"); v != "" {
+		if withState, err = strconv.ParseBool(v); err != nil {
+			writeError(w, sluice.Invalid("state", "must be true or false, got %q", v))
+			return
+		}
+	}
+	top := h.opts.Insight.TopKeys(policy, tenant, n)
+	out := topJSON{Policy: top.Policy, HitsBound: top.HitsBound, DenialsBound: top.DenialsBound}
+	states := map[string]*keyState{}
+	out.Hits = h.keysOut(r, policy, top.Hits, withState, states)
+	out.Denials = h.keysOut(r, policy, top.Denials, withState, states)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// topJSON is a policy's heaviest keys on the wire: each with a readable
+// label and, if asked, its state now.
+type topJSON struct {
+	Policy       string       `json:"policy"`
+	Hits         []topKeyJSON `json:"hits"`
+	HitsBound    int64        `json:"hitsBound"`
+	Denials      []topKeyJSON `json:"denials"`
+	DenialsBound int64        `json:"denialsBound"`
+}
+
+type topKeyJSON struct {
+	insight.KeyCount
+	Label string `json:"label"`
+	*keyState
+}
+
+// keyState is a key's state now: its counter read without deciding, the
+// end of its penalty box's block and of the operator's block.
+type keyState struct {
+	State        *counterState `json:"state,omitempty"`
+	PenaltyUntil *time.Time    `json:"penaltyUntil,omitempty"`
+	BlockedUntil *time.Time    `json:"blockedUntil,omitempty"`
+}
+
+// keysOut labels keys and, with state, reads each one's state: a read of
+// its counter and box per key (at most 2n), the tenants' records once each.
+func (h *Handler) keysOut(r *http.Request, policy string, keys []insight.KeyCount, withState bool, states map[string]*keyState) []topKeyJSON {
+	out := make([]topKeyJSON, 0, len(keys))
+	kk, canRead := h.opts.Limiter.(KeyKeeper)
+	_, configured := h.opts.Config().Policies[policy]
+	for _, k := range keys {
+		j := topKeyJSON{KeyCount: k, Label: h.keyLabel(policy, k.Key)}
+		if withState && canRead && configured {
+			id := k.Tenant + "\x00" + k.Key
+			st, ok := states[id]
+			if !ok {
+				st = h.keyStateOf(r, kk, policy, k.Tenant, k.Key)
+				states[id] = st
+			}
+			j.keyState = st
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// counterState is a counter read without deciding.
+type counterState struct {
+	Limit     int64     `json:"limit"`
+	Remaining int64     `json:"remaining"`
+	Allowed   bool      `json:"allowed"`
+	ResetAt   time.Time `json:"resetAt"`
+}
+
+func (h *Handler) keyStateOf(r *http.Request, kk KeyKeeper, policy, tenant, key string) *keyState {
+	rs, t, storeErr, err := h.resolve(r, tenant, "", []string{policy})
+	if err != nil || storeErr != nil {
+		return nil
+	}
+	counter, box, err := kk.State(r.Context(), tenant, sluice.Check{Policy: rs[0].Policy, Key: key})
+	if err != nil {
+		return nil
+	}
+	st := &keyState{}
+	st.State = &counterState{counter.Limit, counter.Remaining, counter.Allowed, counter.ResetAt.UTC()}
+	if !box.Allowed && box.RetryAfter > 0 {
+		until := h.opts.Now().Add(box.RetryAfter).UTC()
+		st.PenaltyUntil = &until
+	}
+	if until := blockedUntil(t, policy, key, h.opts.Now()); !until.IsZero() {
+		until = until.UTC()
+		st.BlockedUntil = &until
+	}
+	return st
 }
 
 // insightKinds names the counts of a point, in order: the engine's outcomes.

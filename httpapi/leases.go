@@ -131,7 +131,7 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 		if err := json.Unmarshal(in.Policy, &name); err != nil {
 			return in, "", sluice.Check{}, sluice.Invalid("policy", "is not a valid string")
 		}
-		rs, storeErr, err := h.resolve(r, tenant, "", []string{name})
+		rs, t, storeErr, err := h.resolve(r, tenant, "", []string{name})
 		if err == nil && storeErr != nil {
 			err = storeErr // a lease needs the store: no fail mode hands one out
 		}
@@ -146,6 +146,7 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 			if check.Key, err = h.counterKey(r, rs[0], in.Key); err != nil {
 				return in, "", sluice.Check{}, err
 			}
+			check.BlockedUntil = blockedUntil(t, name, check.Key, h.opts.Now())
 		}
 	default:
 		p, err := decodePolicy(in.Policy, "policy")

@@ -147,6 +147,7 @@ func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request, who princ
 		writeError(w, err)
 		return
 	}
+	h.audit(r, who, "tenant.create", t.ID, nil, tenantOut(t))
 	writeJSON(w, http.StatusCreated, tenantOut(t))
 }
 
@@ -175,11 +176,13 @@ func (h *Handler) putTenant(w http.ResponseWriter, r *http.Request, who principa
 		writeError(w, err)
 		return
 	}
-	t.CreatedAt, t.UpdatedAt = old.CreatedAt, h.opts.Now().UTC()
+	// Blocks are changed by their own routes: a PUT keeps them.
+	t.CreatedAt, t.UpdatedAt, t.Blocks = old.CreatedAt, h.opts.Now().UTC(), old.Blocks
 	if err := h.opts.Tenants.UpdateTenant(r.Context(), t); err != nil {
 		writeError(w, err)
 		return
 	}
+	h.audit(r, who, "tenant.update", id, tenantOut(old), tenantOut(t))
 	writeJSON(w, http.StatusOK, tenantOut(t))
 }
 
@@ -188,10 +191,15 @@ func (h *Handler) deleteTenant(w http.ResponseWriter, r *http.Request, who princ
 		writeError(w, errAdminOnly)
 		return
 	}
-	if err := h.opts.Tenants.DeleteTenant(r.Context(), r.PathValue("id")); err != nil {
+	old, err := h.opts.Tenants.GetTenant(r.Context(), r.PathValue("id"))
+	if err == nil {
+		err = h.opts.Tenants.DeleteTenant(r.Context(), r.PathValue("id"))
+	}
+	if err != nil {
 		writeError(w, err)
 		return
 	}
+	h.audit(r, who, "tenant.delete", old.ID, tenantOut(old), nil)
 	if h.opts.OnTenantDeleted != nil {
 		h.opts.OnTenantDeleted(r.PathValue("id"))
 	}
@@ -240,6 +248,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, who principa
 		writeError(w, err)
 		return
 	}
+	h.audit(r, who, "key.create", tenant, nil, keyJSON{ID: id, Tenant: tenant, Name: k.Name, CreatedAt: k.CreatedAt})
 	writeJSON(w, http.StatusCreated, keyJSON{ID: id, Tenant: tenant, Name: k.Name, CreatedAt: k.CreatedAt, Token: token})
 }
 
@@ -260,11 +269,17 @@ func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request, tenant string
 	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
 
-func (h *Handler) deleteKey(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) deleteKey(w http.ResponseWriter, r *http.Request, who principal) {
+	tenant := r.PathValue("id")
+	if !who.can(tenant) {
+		writeError(w, errForbidden)
+		return
+	}
 	if err := h.opts.Tenants.DeleteAPIKey(r.Context(), tenant, r.PathValue("key")); err != nil {
 		writeError(w, err)
 		return
 	}
+	h.audit(r, who, "key.delete", tenant, map[string]string{"id": r.PathValue("key")}, nil)
 	h.keys.Delete(tenant + "\x00" + r.PathValue("key"))
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("key")})
 }

@@ -384,6 +384,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Ready:            st.ready,
 		Metrics:          metrics.Handler(),
 		Page:             web.Handler(),
+		Dashboard:        web.Dashboard(),
 		Logger:           log,
 	})
 	srv := &http.Server{

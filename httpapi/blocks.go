@@ -1,0 +1,291 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice"
+)
+
+// KeyKeeper is what the abuse view does to one key (engine.Engine): read
+// its state without deciding, and lift its penalty.
+type KeyKeeper interface {
+	State(ctx context.Context, tenant string, c sluice.Check) (counter, box sluice.Decision, err error)
+	Lift(ctx context.Context, tenant string, c sluice.Check) (bool, error)
+}
+
+// The operator's hand on single keys and the audit trail:
+//
+//	GET    /v1/tenants/{id}/blocks                 the tenant's live blocks (its key or the admin)
+//	POST   /v1/tenants/{id}/blocks                 the admin blocks a key of a policy for a time
+//	DELETE /v1/tenants/{id}/blocks?policy=P&key=K  the admin ends a key's block and penalty
+//	GET    /v1/tenants/{id}/audit?n=50             the tenant's trail of changes, newest first
+//
+// A block lives in the tenant's record (sluice.KeyBlock), read by every
+// request already: it costs no store call of its own and takes effect on
+// every node as a tenant change does. A tenant's key reads its blocks and
+// trail and changes neither: blocks and lifts only tighten or loosen what
+// the operator set.
+func (h *Handler) routeBlocks() {
+	h.tenantRoute("GET", "/v1/tenants/{id}/blocks", h.listBlocks)
+	h.route("POST", "/v1/tenants/{id}/blocks", h.block)
+	h.route("DELETE", "/v1/tenants/{id}/blocks", h.lift)
+	h.tenantRoute("GET", "/v1/tenants/{id}/audit", h.listAudit)
+}
+
+// blockRequest is the body of POST .../blocks: the key as the abuse view
+// lists it (key), or by its parts, as a check names them (parts).
+type blockRequest struct {
+	Policy  string            `json:"policy"`
+	Key     *string           `json:"key"`
+	Parts   map[string]string `json:"parts"`
+	Seconds int64             `json:"seconds"`
+	Reason  string            `json:"reason"`
+}
+
+// blockJSON is a block on the wire, with its key made readable.
+type blockJSON struct {
+	sluice.KeyBlock
+	Label string `json:"label"`
+}
+
+// maxBlock is the longest block: a longer one is a limit to set.
+const maxBlock = 30 * 24 * time.Hour
+
+func (h *Handler) listBlocks(w http.ResponseWriter, r *http.Request, tenant string) {
+	t, err := h.readTenant(r.Context(), tenant)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	now := h.opts.Now()
+	out := []blockJSON{}
+	for _, b := range t.Blocks {
+		if now.Before(b.Until) {
+			out = append(out, blockJSON{b, h.keyLabel(b.Policy, b.Key)})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"blocks": out})
+}
+
+func (h *Handler) block(w http.ResponseWriter, r *http.Request, who principal) {
+	if !who.admin {
+		writeError(w, errAdminOnly)
+		return
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var in blockRequest
+	if err := decodeStrict(body, &in, ""); err != nil {
+		writeError(w, err)
+		return
+	}
+	tenant := r.PathValue("id")
+	key, err := h.blockKey(r, tenant, in)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if in.Seconds < 1 || in.Seconds > int64(maxBlock/time.Second) {
+		writeError(w, sluice.Invalid("seconds", "must be 1 to %d (30 days), got %d", int64(maxBlock/time.Second), in.Seconds))
+		return
+	}
+	if len(in.Reason) > 256 || !utf8.ValidString(in.Reason) {
+		writeError(w, sluice.Invalid("reason", "must be UTF-8 of at most 256 bytes"))
+		return
+	}
+	now := h.opts.Now().UTC()
+	b := sluice.KeyBlock{Policy: in.Policy, Key: key, Until: now.Add(time.Duration(in.Seconds) * time.Second),
+		Reason: in.Reason, By: actor(r, who), At: now}
+	before, after, err := h.changeBlocks(r.Context(), tenant, func(bs []sluice.KeyBlock) []sluice.KeyBlock {
+		bs = slices.DeleteFunc(bs, func(o sluice.KeyBlock) bool { return o.Policy == b.Policy && o.Key == b.Key })
+		return append(bs, b)
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.audit(r, who, "block", tenant, before, after)
+	writeJSON(w, http.StatusCreated, blockJSON{b, h.keyLabel(b.Policy, b.Key)})
+}
+
+func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
+	if !who.admin {
+		writeError(w, errAdminOnly)
+		return
+	}
+	tenant := r.PathValue("id")
+	q := r.URL.Query()
+	if !q.Has("key") {
+		writeError(w, sluice.Invalid("key", "is required: the key as the abuse view lists it"))
+		return
+	}
+	key := q.Get("key")
+	in := blockRequest{Policy: q.Get("policy"), Key: &key}
+	if _, err := h.blockKey(r, tenant, in); err != nil {
+		writeError(w, err)
+		return
+	}
+	before, after, err := h.changeBlocks(r.Context(), tenant, func(bs []sluice.KeyBlock) []sluice.KeyBlock {
+		return slices.DeleteFunc(bs, func(o sluice.KeyBlock) bool { return o.Policy == in.Policy && o.Key == key })
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	blocked := len(before) != len(after)
+	penalty := false
+	if kk, ok := h.opts.Limiter.(KeyKeeper); ok {
+		rs, t, _, err := h.resolve(r, tenant, "", []string{in.Policy})
+		if err == nil && t != nil {
+			penalty, err = kk.Lift(r.Context(), tenant, sluice.Check{Policy: rs[0].Policy, Key: key})
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	h.audit(r, who, "lift", tenant, before, after)
+	writeJSON(w, http.StatusOK, map[string]any{"lifted": true, "block": blocked, "penalty": penalty})
+}
+
+// blockKey checks a block's policy and tenant and returns the key it
+// names: given whole, or built from its parts as a check builds it.
+func (h *Handler) blockKey(r *http.Request, tenant string, in blockRequest) (string, error) {
+	if !sluice.ValidID(tenant) {
+		return "", sluice.Invalid("id", "is not a valid tenant id")
+	}
+	cfg := h.opts.Config()
+	if _, ok := cfg.Policies[in.Policy]; !ok {
+		return "", sluice.Invalid("policy", "%q is not a configured policy: blocks apply to configured policies", in.Policy)
+	}
+	switch {
+	case in.Key != nil && in.Parts != nil:
+		return "", sluice.Invalid("parts", "give key or parts, not both")
+	case in.Key != nil:
+		if len(*in.Key) > sluice.MaxKeyLen {
+			return "", sluice.Invalid("key", "is %d bytes, at most %d", len(*in.Key), sluice.MaxKeyLen)
+		}
+		return *in.Key, nil
+	case in.Parts != nil:
+		rs, _, _, err := h.resolve(r, tenant, "", []string{in.Policy})
+		if err != nil {
+			return "", err
+		}
+		key, err := h.counterKey(r, rs[0], in.Parts)
+		if err != nil {
+			return "", sluice.Invalid("parts", "%s", err.(*sluice.Error).Message)
+		}
+		return key, nil
+	}
+	return "", sluice.Invalid("key", "is required: the key as the abuse view lists it, or its parts")
+}
+
+// changeBlocks rewrites tenant's blocks with change, dropping the ended
+// ones, and returns them before and after. Writes on this node are one at
+// a time, so that two blocks made at once both stay.
+func (h *Handler) changeBlocks(ctx context.Context, tenant string, change func([]sluice.KeyBlock) []sluice.KeyBlock) (before, after []sluice.KeyBlock, err error) {
+	h.blockMu.Lock()
+	defer h.blockMu.Unlock()
+	t, err := h.opts.Tenants.GetTenant(ctx, tenant)
+	if err != nil {
+		if sluice.KindOf(err) == sluice.KindNotFound {
+			if _, ok := h.opts.Config().Tenants[tenant]; ok {
+				err = &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("tenant %q is the configuration file's: create it over the API to block its keys", tenant)}
+			}
+		}
+		return nil, nil, err
+	}
+	now := h.opts.Now()
+	before = slices.Clone(t.Blocks)
+	live := slices.DeleteFunc(slices.Clone(t.Blocks), func(b sluice.KeyBlock) bool { return !now.Before(b.Until) })
+	t.Blocks = change(live)
+	if len(t.Blocks) == 0 {
+		t.Blocks = nil
+	}
+	if err := t.Validate(); err != nil {
+		return nil, nil, err
+	}
+	t.UpdatedAt = now.UTC()
+	if err := h.opts.Tenants.UpdateTenant(ctx, t); err != nil {
+		return nil, nil, err
+	}
+	return before, t.Blocks, nil
+}
+
+func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, tenant string) {
+	n := 50
+	if v := r.URL.Query().Get("n"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 500 {
+			writeError(w, sluice.Invalid("n", "must be 1 to 500, got %q", v))
+			return
+		}
+	}
+	entries, err := h.opts.Audit.ListAudit(r.Context(), tenant, n)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+}
+
+// audit records a change after it is made. A failure to record it is
+// logged: the change stands, and the log says what the trail misses.
+func (h *Handler) audit(r *http.Request, who principal, action, tenant string, before, after any) {
+	e := sluice.AuditEntry{At: h.opts.Now().UTC(), Actor: actor(r, who), Action: action, Tenant: tenant,
+		Before: auditJSON(before), After: auditJSON(after)}
+	// The change is made: record it even if the client has gone.
+	ctx, cancel := h.storeCtx(context.WithoutCancel(r.Context()))
+	defer cancel()
+	if err := h.opts.Audit.AppendAudit(ctx, e); err != nil {
+		h.log.Error("audit trail: recording a change failed", "tenant", tenant, "action", action, "actor", e.Actor, "err", err)
+	}
+}
+
+func auditJSON(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return nil
+	}
+	return b
+}
+
+// keyLabel makes a counter's key readable: a configured policy's key
+// parts as name=value, joined by ", "; an inline policy's key as it is.
+func (h *Handler) keyLabel(policy, key string) string {
+	if _, ok := h.opts.Config().Policies[policy]; !ok || key == "" {
+		return key
+	}
+	var parts []string
+	b := []byte(key)
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return key
+		}
+		name := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		n, k = binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return key
+		}
+		parts = append(parts, name+"="+string(b[k:k+int(n)]))
+		b = b[k+int(n):]
+	}
+	return strings.Join(parts, ", ")
+}
