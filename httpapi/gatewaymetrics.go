@@ -33,6 +33,10 @@ type gatewayMetrics struct {
 	mu      sync.Mutex
 	max     int
 	tenants map[string]bool
+	// refused counts the connects and messages refused since the start,
+	// by "connect:"/"message:" and outcome, for the dashboard
+	// (Refusals); outcomes are a fixed few.
+	refused map[string]int64
 }
 
 func newGatewayMetrics() *gatewayMetrics {
@@ -55,7 +59,26 @@ func newGatewayMetrics() *gatewayMetrics {
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10),
 		}),
 		tenants: map[string]bool{},
+		refused: map[string]int64{},
 	}
+}
+
+func (g *gatewayMetrics) refuse(what, outcome string) {
+	g.mu.Lock()
+	g.refused[what+":"+outcome]++
+	g.mu.Unlock()
+}
+
+// Refusals returns the gateway's connects and messages refused since the
+// start, by "connect:<outcome>" and "message:<outcome>".
+func (m *Metrics) Refusals() map[string]int64 {
+	m.gw.mu.Lock()
+	defer m.gw.mu.Unlock()
+	out := make(map[string]int64, len(m.gw.refused))
+	for k, v := range m.gw.refused {
+		out[k] = v
+	}
+	return out
 }
 
 // tenant is the label of tenant: "" unless tenant labels are on; its own
@@ -92,6 +115,9 @@ func (m *Metrics) LabelTenants(n int) {
 // Connect implements gateway.Observer.
 func (m *Metrics) Connect(tenant, outcome string) {
 	m.gw.connects.WithLabelValues(m.gw.tenant(tenant, outcome == "admitted"), outcome).Inc()
+	if outcome != "admitted" {
+		m.gw.refuse("connect", outcome)
+	}
 }
 
 // Closed implements gateway.Observer.
@@ -106,6 +132,9 @@ func (m *Metrics) Closed(tenant string, code websocket.StatusCode) {
 // Message implements gateway.Observer.
 func (m *Metrics) Message(tenant, outcome string) {
 	m.gw.messages.WithLabelValues(m.gw.tenant(tenant, false), outcome).Inc()
+	if outcome != "accepted" {
+		m.gw.refuse("message", outcome)
+	}
 }
 
 // Delivered implements gateway.Observer.

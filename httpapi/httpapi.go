@@ -82,6 +82,17 @@ type Options struct {
 	// Insight is what this node decided, for the dashboard's routes
 	// (insight.go). Optional: without it they answer 404.
 	Insight Insight
+	// GatewayStats and GatewayRefusals are the gateway's live counts and
+	// its refusals since the start (Metrics.Refusals), for the dashboard's
+	// GET /v1/insight/gateway. Optional: without them it answers 404.
+	GatewayStats    func() gateway.Stats
+	GatewayRefusals func() map[string]int64
+	// Cluster reaches the other nodes of a shared store, whose counts the
+	// dashboard's routes sum with this node's (cluster.go); Node is this
+	// node's base URL, as they reach it. Optional: without it the routes
+	// answer for this node.
+	Cluster Cluster
+	Node    string
 	// Audit keeps the trail of changes to tenants. Default: Tenants, if
 	// it keeps one, else in memory.
 	Audit sluice.AuditLog

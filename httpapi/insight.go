@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -21,6 +22,7 @@ type Insight interface {
 	Tenants() []string
 	Policies() []string
 	TopKeys(policy, tenant string, n int) insight.Top
+	StoreLatency(from, to int64) []insight.LatencyPoint
 	Try(p *sluice.Policy, tenant string, seconds, top int) (insight.Tried, bool)
 }
 
@@ -51,6 +53,7 @@ func (h *Handler) routeInsight() {
 	h.route("GET", "/v1/insight/top", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTop(w, r, "") }))
 	h.route("GET", "/v1/insight/stream", admin(func(w http.ResponseWriter, r *http.Request) { h.insightStream(w, r, "", true) }))
 	h.route("POST", "/v1/insight/try", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTry(w, r, "") }))
+	h.route("GET", "/v1/insight/gateway", admin(h.insightGateway))
 	h.tenantRoute("GET", "/v1/tenants/{id}/insight", h.insightTenant)
 	h.tenantRoute("GET", "/v1/tenants/{id}/insight/top", h.insightTop)
 	h.tenantRoute("GET", "/v1/tenants/{id}/insight/stream", func(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -135,8 +138,8 @@ func insightN(r *http.Request) (int, error) {
 		return 20, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 100 {
-		return 0, sluice.Invalid("n", "must be 1 to 100, got %q", v)
+	if err != nil || n < 1 || n > maxTop {
+		return 0, sluice.Invalid("n", "must be 1 to %d, got %q", maxTop, v)
 	}
 	return n, nil
 }
@@ -155,6 +158,18 @@ func (h *Handler) insightReady(w http.ResponseWriter) bool {
 	return true
 }
 
+// insightOut is the admin's view of the counts: every tenant's and
+// policy's, the store's latencies, and the nodes summed.
+type insightOut struct {
+	Kinds    []string               `json:"kinds"`
+	Tenants  []series               `json:"tenants,omitempty"`
+	Tenant   *series                `json:"tenant,omitempty"`
+	Policies []series               `json:"policies,omitempty"`
+	Store    []insight.LatencyPoint `json:"store,omitempty"`
+	Nodes    []string               `json:"nodes"`
+	Missing  []string               `json:"missing,omitempty"`
+}
+
 func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
 	if !h.insightReady(w) {
 		return
@@ -164,16 +179,25 @@ func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out := struct {
-		Kinds    []string `json:"kinds"`
-		Tenants  []series `json:"tenants"`
-		Policies []series `json:"policies"`
-	}{Kinds: insightKinds(), Tenants: []series{}, Policies: []series{}}
+	out := insightOut{Kinds: insightKinds(), Tenants: []series{}, Policies: []series{}, Store: h.opts.Insight.StoreLatency(from, to)}
 	for _, t := range sorted(h.opts.Insight.Tenants()) {
 		out.Tenants = append(out.Tenants, series{t, h.opts.Insight.Tenant(t, from, to)})
 	}
 	for _, p := range sorted(h.opts.Insight.Policies()) {
 		out.Policies = append(out.Policies, series{p, h.opts.Insight.Policy(p, from, to)})
+	}
+	g := h.gather(r, r.URL.Path+"?seconds="+strconv.FormatInt(to-from+1, 10))
+	for _, o := range decodeEach[insightOut](h, g.bodies) {
+		out.Tenants = sumSeries(out.Tenants, o.Tenants)
+		out.Policies = sumSeries(out.Policies, o.Policies)
+		out.Store = sumLatency(out.Store, o.Store)
+	}
+	out.Nodes, out.Missing = g.nodes, g.missing
+	if forward(r) {
+		// The buckets are for summing nodes: a peer's request gets them.
+		for i := range out.Store {
+			out.Store[i].Buckets = nil
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -187,10 +211,14 @@ func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, tenant s
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Kinds  []string `json:"kinds"`
-		Tenant series   `json:"tenant"`
-	}{insightKinds(), series{tenant, h.opts.Insight.Tenant(tenant, from, to)}})
+	one := series{tenant, h.opts.Insight.Tenant(tenant, from, to)}
+	g := h.gather(r, r.URL.Path+"?seconds="+strconv.FormatInt(to-from+1, 10))
+	for _, o := range decodeEach[insightOut](h, g.bodies) {
+		if o.Tenant != nil && o.Tenant.Name == tenant {
+			one.Points = sumPoints(one.Points, o.Tenant.Points)
+		}
+	}
+	writeJSON(w, http.StatusOK, insightOut{Kinds: insightKinds(), Tenant: &one, Nodes: g.nodes, Missing: g.missing})
 }
 
 func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -214,8 +242,13 @@ func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, tenant stri
 			return
 		}
 	}
-	top := h.opts.Insight.TopKeys(policy, tenant, n)
-	out := topJSON{Policy: top.Policy, HitsBound: top.HitsBound, DenialsBound: top.DenialsBound}
+	// Each node's lists are cut at maxTop, not n, so that a key heavy
+	// over the cluster but not on one node is still summed.
+	tops := []insight.Top{h.opts.Insight.TopKeys(policy, tenant, maxTop)}
+	g := h.gather(r, r.URL.Path+"?policy="+url.QueryEscape(policy)+"&n="+strconv.Itoa(maxTop))
+	tops = append(tops, decodeEach[insight.Top](h, g.bodies)...)
+	top := sumTop(tops, n)
+	out := topJSON{Policy: policy, HitsBound: top.HitsBound, DenialsBound: top.DenialsBound, Nodes: g.nodes, Missing: g.missing}
 	states := map[string]*keyState{}
 	out.Hits = h.keysOut(r, policy, top.Hits, withState, states)
 	out.Denials = h.keysOut(r, policy, top.Denials, withState, states)
@@ -230,7 +263,12 @@ type topJSON struct {
 	HitsBound    int64        `json:"hitsBound"`
 	Denials      []topKeyJSON `json:"denials"`
 	DenialsBound int64        `json:"denialsBound"`
+	Nodes        []string     `json:"nodes"`
+	Missing      []string     `json:"missing,omitempty"`
 }
+
+// maxTop is the most keys a top lists (n).
+const maxTop = 100
 
 type topKeyJSON struct {
 	insight.KeyCount
@@ -298,6 +336,48 @@ func (h *Handler) keyStateOf(r *http.Request, kk KeyKeeper, policy, tenant, key 
 	return st
 }
 
+// streamPeers adds the other nodes' counts of second sec to a stream's:
+// a request to each node per second and stream, answered from memory.
+func (h *Handler) streamPeers(r *http.Request, out []series, tenant string, all bool, sec int64) []series {
+	path := "/v1/insight?seconds=3"
+	if !all {
+		path = "/v1/tenants/" + url.PathEscape(tenant) + "/insight?seconds=3"
+	}
+	g := h.gather(r, path)
+	for _, o := range decodeEach[insightOut](h, g.bodies) {
+		theirs := o.Tenants
+		if o.Tenant != nil {
+			theirs = []series{*o.Tenant}
+		}
+		for i := range theirs {
+			theirs[i].Points = slices.DeleteFunc(theirs[i].Points, func(p insight.Point) bool { return p.Second != sec })
+			if len(theirs[i].Points) == 0 {
+				theirs[i].Points = []insight.Point{{Second: sec, Counts: make([]int32, insight.Kinds)}}
+			}
+		}
+		out = sumSeries(out, theirs)
+	}
+	return out
+}
+
+// insightGateway: GET /v1/insight/gateway, the gateway's live counts on
+// this node and its refusals since the start.
+func (h *Handler) insightGateway(w http.ResponseWriter, r *http.Request) {
+	if h.opts.GatewayStats == nil {
+		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: "this server runs no WebSocket gateway"})
+		return
+	}
+	st := h.opts.GatewayStats()
+	refused := map[string]int64{}
+	if h.opts.GatewayRefusals != nil {
+		refused = h.opts.GatewayRefusals()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"connections": st.Connections, "sessions": st.Sessions, "silos": st.Silos,
+		"siloDepth": st.SiloDepth, "pooledDepth": st.PooledDepth, "refused": refused,
+	})
+}
+
 // insightKinds names the counts of a point, in order: the engine's outcomes.
 func insightKinds() []string {
 	out := make([]string, insight.Kinds)
@@ -336,6 +416,7 @@ func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, tenant s
 		} else {
 			out = append(out, series{tenant, h.opts.Insight.Tenant(tenant, sec, sec)})
 		}
+		out = h.streamPeers(r, out, tenant, all, sec)
 		b, err := json.Marshal(out)
 		if err != nil {
 			return

@@ -18,6 +18,7 @@ type Recorder struct {
 	now                   func() time.Time
 	tenants               *Series
 	policies              *Series
+	store                 *Series // latencies, one label
 	k                     int
 	maxPol                int
 	span                  time.Duration
@@ -76,6 +77,7 @@ func NewRecorder(o RecorderOptions) *Recorder {
 		now: o.Now, k: o.TopK, maxPol: o.Policies, span: o.Span, sampled: o.Sampled, sampleEvents: o.SampleEvents,
 		tenants:  NewSeries(o.Span, Kinds, o.Tenants),
 		policies: NewSeries(o.Span, Kinds, o.Policies),
+		store:    NewSeries(o.Span, latencyBuckets, 1),
 		sketch:   map[string]*policySketch{},
 	}
 }
@@ -88,8 +90,10 @@ var (
 // Decided implements engine.Observer: DecidedKey counts.
 func (r *Recorder) Decided(string, engine.Outcome) {}
 
-// StoreDone implements engine.Observer.
-func (r *Recorder) StoreDone(time.Duration, error) {}
+// StoreDone implements engine.Observer: it counts the call's latency.
+func (r *Recorder) StoreDone(d time.Duration, _ error) {
+	r.store.Add(r.now(), "store", latencyBucket(d), 1)
+}
 
 // DecidedKey implements engine.KeyObserver.
 func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engine.Outcome) {

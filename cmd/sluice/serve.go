@@ -216,6 +216,9 @@ type stores struct {
 	local    bool // in process: no network between a decision and its state
 	// metrics publishes the store's own counts, if it keeps any.
 	metrics prometheus.Collector
+	// nodes lists the live nodes of a shared store, for the dashboard to
+	// sum them (DynamoDB); nil for a store of one process.
+	nodes nodeList
 	// sweepSessions removes expired sessions' state, periodically (not
 	// for DynamoDB, whose TTL does it, eventually).
 	sweepSessions func(now time.Time)
@@ -233,7 +236,7 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 		if err != nil {
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
-		return stores{counters: s, tenants: s, sessions: s, registry: s, ready: s.Ping, close: s.Close, metrics: dynamoCollector{s.Stats, counter.counts}}, nil
+		return stores{counters: s, tenants: s, sessions: s, registry: s, nodes: s, ready: s.Ping, close: s.Close, metrics: dynamoCollector{s.Stats, counter.counts}}, nil
 	}
 	if c.Store == "memory" {
 		s := memstore.New(mem)
@@ -367,8 +370,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := metrics.GatewayStats(gw.Stats); err != nil {
 		return fmt.Errorf("serve: gateway metrics: %w", err)
 	}
+	var clu *cluster
+	var cluOpt httpapi.Cluster
+	if st.nodes != nil {
+		clu = &cluster{self: c.advertise(ln), nodes: st.nodes, peer: newPeer(c.AdminKey), log: log}
+		cluOpt = clu
+	}
 	var inflight sync.WaitGroup // handlers running, so that the store outlives them
 	api := httpapi.New(httpapi.Options{
+		Cluster:          cluOpt,
+		Node:             c.advertise(ln),
 		Limiter:          eng,
 		Tenants:          st.tenants,
 		Sessions:         st.sessions,
@@ -385,6 +396,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Metrics:          metrics.Handler(),
 		Page:             web.Handler(),
 		Dashboard:        web.Dashboard(),
+		GatewayStats:     gw.Stats,
+		GatewayRefusals:  metrics.Refusals,
 		Logger:           log,
 	})
 	srv := &http.Server{
@@ -422,6 +435,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				}
 			}
 		})
+	}
+	if clu != nil {
+		wg.Go(func() { clu.announce(wctx) })
 	}
 	if watcher != nil {
 		hup := make(chan os.Signal, 1)
