@@ -262,7 +262,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.Click(`[data-testid="tab-gateway"]`),
 		poll(`document.querySelector('#upstreams tr[data-upstream="partner-api"]') !== null`),
 		poll(`Number(document.querySelector('#upstreams tr[data-upstream="partner-api"] [data-testid=granted]').textContent) >= 3`),
-		poll(`document.getElementById("gw-tiles").children.length > 0 || document.getElementById("gw-note").textContent !== ""`),
+		poll(`document.querySelector('[data-testid="gw-connections"]')?.dataset.value === "0" && document.querySelector('[data-testid="gw-sessions"]')?.dataset.value === "0"`),
 	)
 	shots.take(ctx, t, "gateway.png")
 	// Since (a), the stream and the refreshes brought in the later

@@ -763,7 +763,10 @@
     if (g.ok) {
       setText("gw-note", "");
       $("gw-tiles").replaceChildren(...[["connections", "connections"], ["sessions", "sessions"], ["silos", "silo queues"], ["siloDepth", "waiting in silos"], ["pooledDepth", "waiting in the pool"]].map(([k, l]) =>
-        el("div", { class: "tile" }, el("span", { class: "n", "data-testid": "gw-" + k, "data-value": String(g.body[k] ?? ""), text: g.body[k] === undefined ? "–" : fmt.format(g.body[k]) }), el("span", { text: l }))));
+        el("div", { class: "tile" }, el("span", { class: "n", "data-testid": "gw-" + k, "data-value": String(g.body[k] ?? ""), text: g.body[k] === undefined ? "–" : fmt.format(g.body[k]) }), el("span", { text: l }))),
+        // Throttles since the start: connects and messages refused, by why.
+        ...Object.entries(g.body.refused || {}).sort().map(([k, v]) =>
+          el("div", { class: "tile" }, el("span", { class: "n", "data-testid": "gw-refused-" + k, "data-value": String(v), text: fmt.format(v) }), el("span", { text: k.replace(":", " refused: ") + " (since start)" }))));
     } else {
       $("gw-tiles").replaceChildren();
       setText("gw-note", g.status === 404 ? "This server reports no gateway figures." : "Gateway: " + errText(g));
