@@ -49,7 +49,7 @@ func (p *process) kill9(t *testing.T) {
 // TestSurvivesSIGKILL: with the default (Pebble) store, 7 of a 10-per-hour
 // policy are spent, the server is killed with SIGKILL and restarted on the
 // same data, and exactly 3 are left; the tenant and its API key made before
-// the kill still work.
+// the kill still work, as do an operator's block and the audit trail.
 func TestSurvivesSIGKILL(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
@@ -70,9 +70,20 @@ func TestSurvivesSIGKILL(t *testing.T) {
 			t.Fatalf("request %d: %d %v", i, code, out)
 		}
 	}
+	// A block and its audit trail, answered before the kill.
+	if code, out := p.call(t, testAdminKey, "POST", "/v1/tenants/acme/blocks", `{"policy":"chat","parts":{"user":"mallory"},"seconds":3600}`); code != 201 {
+		t.Fatalf("block: %d %v", code, out)
+	}
 	p.kill9(t)
 
 	p = startAt(t, addr, args...)
+	if code, _ := p.call(t, key, "POST", "/v1/check", `{"endpoint":"chat","key":{"user":"mallory"}}`); code != 429 {
+		t.Fatalf("the block after SIGKILL: %d, want 429", code)
+	}
+	code, out = p.call(t, key, "GET", "/v1/tenants/acme/audit", "")
+	if entries, _ := out["entries"].([]any); code != 200 || len(entries) != 3 || entries[0].(map[string]any)["action"] != "block" {
+		t.Fatalf("the audit trail after SIGKILL: %d %v, want block, key.create, tenant.create", code, out)
+	}
 	peek := strings.Replace(body, `{"checks"`, `{"hits":0,"checks"`, 1)
 	code, out = p.call(t, key, "POST", "/v1/check", peek)
 	if code != 200 || out["remaining"] != 3.0 {
