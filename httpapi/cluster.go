@@ -95,49 +95,50 @@ func sumSeries(a, b []series) []series {
 // sumPoints adds b's counts into a's, second by second; nodes' clocks
 // differ a little, so either may hold seconds the other has not.
 func sumPoints(a, b []insight.Point) []insight.Point {
-	at := map[int64]int{}
-	for i, p := range a {
-		at[p.Second] = i
-	}
-	for _, p := range b {
-		i, ok := at[p.Second]
-		if !ok {
-			a = append(a, insight.Point{Second: p.Second, Counts: make([]int32, len(p.Counts))})
-			i = len(a) - 1
-			at[p.Second] = i
-		}
-		for k := range min(len(a[i].Counts), len(p.Counts)) {
-			a[i].Counts[k] += p.Counts[k]
-		}
-	}
-	slices.SortFunc(a, func(x, y insight.Point) int { return cmp.Compare(x.Second, y.Second) })
-	return a
+	return sumBySecond(a, b, func(p insight.Point) int64 { return p.Second },
+		func(x *insight.Point, p insight.Point) {
+			if x.Counts == nil {
+				x.Second, x.Counts = p.Second, make([]int32, len(p.Counts))
+			}
+			for k := range min(len(x.Counts), len(p.Counts)) {
+				x.Counts[k] += p.Counts[k]
+			}
+		})
 }
 
 // sumLatency adds b's store latencies into a's, by second, from their
 // buckets.
 func sumLatency(a, b []insight.LatencyPoint) []insight.LatencyPoint {
-	at := map[int64]int{}
+	return sumBySecond(a, b, func(p insight.LatencyPoint) int64 { return p.Second },
+		func(x *insight.LatencyPoint, p insight.LatencyPoint) {
+			buckets := slices.Clone(x.Buckets)
+			if len(buckets) < len(p.Buckets) {
+				buckets = append(buckets, make([]int32, len(p.Buckets)-len(buckets))...)
+			}
+			for k, c := range p.Buckets {
+				buckets[k] += c
+			}
+			*x = insight.LatencyOf(p.Second, buckets)
+		})
+}
+
+// sumBySecond adds each of b's points into a's point of the same second
+// (a zero point if a has none), and sorts them by second.
+func sumBySecond[T any](a, b []T, second func(T) int64, add func(*T, T)) []T {
+	at := make(map[int64]int, len(a))
 	for i, p := range a {
-		at[p.Second] = i
+		at[second(p)] = i
 	}
 	for _, p := range b {
-		i, ok := at[p.Second]
+		i, ok := at[second(p)]
 		if !ok {
-			a = append(a, insight.LatencyPoint{Second: p.Second})
+			a = append(a, *new(T))
 			i = len(a) - 1
-			at[p.Second] = i
+			at[second(p)] = i
 		}
-		buckets := slices.Clone(a[i].Buckets)
-		if len(buckets) < len(p.Buckets) {
-			buckets = append(buckets, make([]int32, len(p.Buckets)-len(buckets))...)
-		}
-		for k, c := range p.Buckets {
-			buckets[k] += c
-		}
-		a[i] = insight.LatencyOf(p.Second, buckets)
+		add(&a[i], p)
 	}
-	slices.SortFunc(a, func(x, y insight.LatencyPoint) int { return cmp.Compare(x.Second, y.Second) })
+	slices.SortFunc(a, func(x, y T) int { return cmp.Compare(second(x), second(y)) })
 	return a
 }
 
