@@ -337,7 +337,14 @@ func (e *Engine) failed(req sluice.Request, res sluice.Result, err error) (sluic
 	e.log.Warn("store failed; fail modes decide", "tenant", req.Tenant, "err", err)
 	now := e.now()
 	for i := range req.Checks {
-		res.Decisions[i] = e.failure(req.Tenant, &req.Checks[i], now, err)
+		c := &req.Checks[i]
+		if until := c.BlockedUntil; !c.Policy.Shadow && until.After(now) {
+			// An operator's block needs no store: it holds.
+			res.Decisions[i] = sluice.Decision{Policy: c.Policy.Name, Limit: c.Policy.Capacity(), RetryAfter: until.Sub(now), ResetAt: until}
+			e.observe(req.Tenant, c, 0, Penalised)
+			continue
+		}
+		res.Decisions[i] = e.failure(req.Tenant, c, now, err)
 	}
 	res.Decision, res.Allowed = sluice.Report(req.Checks, res.Decisions)
 	return res, nil

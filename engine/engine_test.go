@@ -538,3 +538,22 @@ func TestState(t *testing.T) {
 		t.Fatalf("State was observed: %d decisions before, %d after", before, after)
 	}
 }
+
+// TestOperatorBlockWhenStoreFails: a block needs no store: when the store
+// fails, a fail-open policy admits other keys and still denies the blocked
+// one.
+func TestOperatorBlockWhenStoreFails(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	s.Close() // every Apply fails: unavailable
+	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	e := New(s, Options{Now: c.now})
+	p := sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 10, Window: time.Minute, FailMode: sluice.FailOpen}
+	res, err := e.Check(context.Background(), sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{{Policy: p, Key: "bob"}}})
+	if err != nil || !res.Allowed || !res.Decision.FailedOpen {
+		t.Fatalf("another key with the store down: %+v, %v; want admitted, failed open", res.Decision, err)
+	}
+	res, err = e.Check(context.Background(), sluice.Request{Tenant: "a", Hits: 1, Checks: []sluice.Check{{Policy: p, Key: "mallory", BlockedUntil: c.t.Add(time.Minute)}}})
+	if err != nil || res.Allowed || res.Decision.RetryAfter != time.Minute {
+		t.Fatalf("the blocked key with the store down: %+v, %v; want denied for the minute", res.Decision, err)
+	}
+}

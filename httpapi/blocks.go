@@ -38,7 +38,7 @@ func (h *Handler) routeBlocks() {
 	h.tenantRoute("GET", "/v1/tenants/{id}/blocks", h.listBlocks)
 	h.route("POST", "/v1/tenants/{id}/blocks", h.block)
 	h.route("DELETE", "/v1/tenants/{id}/blocks", h.lift)
-	h.tenantRoute("GET", "/v1/tenants/{id}/audit", h.listAudit)
+	h.route("GET", "/v1/tenants/{id}/audit", h.listAudit)
 }
 
 // blockRequest is the body of POST .../blocks: the key as the abuse view
@@ -144,7 +144,11 @@ func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, err)
 		return
 	}
-	blocked := len(before) != len(after)
+	now := h.opts.Now()
+	live := func(bs []sluice.KeyBlock) int {
+		return len(slices.DeleteFunc(slices.Clone(bs), func(b sluice.KeyBlock) bool { return !now.Before(b.Until) }))
+	}
+	blocked := live(before) != live(after)
 	penalty := false
 	if kk, ok := h.opts.Limiter.(KeyKeeper); ok {
 		rs, t, _, err := h.resolve(r, tenant, "", []string{in.Policy})
@@ -152,6 +156,7 @@ func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
 			penalty, err = kk.Lift(r.Context(), tenant, sluice.Check{Policy: rs[0].Policy, Key: key})
 		}
 		if err != nil {
+			h.audit(r, who, "lift", tenant, before, after) // the block is gone
 			writeError(w, err)
 			return
 		}
@@ -170,26 +175,39 @@ func (h *Handler) blockKey(r *http.Request, tenant string, in blockRequest) (str
 	if _, ok := cfg.Policies[in.Policy]; !ok {
 		return "", sluice.Invalid("policy", "%q is not a configured policy: blocks apply to configured policies", in.Policy)
 	}
+	var key string
 	switch {
 	case in.Key != nil && in.Parts != nil:
 		return "", sluice.Invalid("parts", "give key or parts, not both")
 	case in.Key != nil:
-		if len(*in.Key) > sluice.MaxKeyLen {
-			return "", sluice.Invalid("key", "is %d bytes, at most %d", len(*in.Key), sluice.MaxKeyLen)
-		}
-		return *in.Key, nil
+		key = *in.Key
 	case in.Parts != nil:
 		rs, _, _, err := h.resolve(r, tenant, "", []string{in.Policy})
 		if err != nil {
 			return "", err
 		}
-		key, err := h.counterKey(r, rs[0], in.Parts)
-		if err != nil {
+		for _, name := range rs[0].Key {
+			// Every part, ip too: a check fills in its client's address,
+			// which here would be the operator's.
+			if _, ok := in.Parts[name]; !ok {
+				return "", sluice.Invalid("parts."+name, "is needed by policy %q", in.Policy)
+			}
+		}
+		if key, err = h.counterKey(r, rs[0], in.Parts); err != nil {
 			return "", sluice.Invalid("parts", "%s", err.(*sluice.Error).Message)
 		}
-		return key, nil
+	default:
+		return "", sluice.Invalid("key", "is required: the key as the abuse view lists it, or its parts")
 	}
-	return "", sluice.Invalid("key", "is required: the key as the abuse view lists it, or its parts")
+	switch {
+	case len(key) > sluice.MaxKeyLen:
+		return "", sluice.Invalid("key", "is %d bytes, at most %d", len(key), sluice.MaxKeyLen)
+	case !utf8.ValidString(key):
+		// JSON, on the wire and in the tenant's record, keeps UTF-8
+		// only: such a block could not be read back, nor lifted.
+		return "", sluice.Invalid("key", "is not valid UTF-8 (a key part of 128 bytes or more is, in its length): such keys cannot be blocked yet")
+	}
+	return key, nil
 }
 
 // changeBlocks rewrites tenant's blocks with change, dropping the ended
@@ -224,7 +242,12 @@ func (h *Handler) changeBlocks(ctx context.Context, tenant string, change func([
 	return before, t.Blocks, nil
 }
 
-func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, who principal) {
+	tenant := r.PathValue("id")
+	if !who.can(tenant) {
+		writeError(w, errForbidden)
+		return
+	}
 	n := 50
 	if v := r.URL.Query().Get("n"); v != "" {
 		var err error
@@ -237,6 +260,23 @@ func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, tenant strin
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if !who.admin {
+		// A tenant's key reads its own tenant's trail: not that of an
+		// earlier, deleted tenant of the same id, nor the operators'
+		// names.
+		t, err := h.readTenant(r.Context(), tenant)
+		if err != nil && sluice.KindOf(err) != sluice.KindNotFound {
+			writeError(w, err)
+			return
+		}
+		created := t.CreatedAt
+		entries = slices.DeleteFunc(entries, func(e sluice.AuditEntry) bool { return e.At.Before(created) })
+		for i := range entries {
+			if strings.HasPrefix(entries[i].Actor, "admin") {
+				entries[i].Actor = "admin"
+			}
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
 }

@@ -60,12 +60,14 @@ func TestBlocksAndAudit(t *testing.T) {
 	}
 	// Bad input names its field and changes nothing.
 	for body, field := range map[string]string{
-		`{"policy":"nope","parts":{"user":"x"},"seconds":60}`:              "policy",
-		`{"policy":"chat","parts":{"user":"x"},"seconds":0}`:               "seconds",
-		`{"policy":"chat","key":"x","parts":{"user":"x"},"seconds":60}`:    "parts",
-		`{"policy":"chat","parts":{"ip":"1.2.3.4"},"seconds":60}`:          "parts",
-		`{"policy":"chat","seconds":60}`:                                   "key",
-		`{"policy":"chat","key":"x","seconds":60,"reason":"` + long + `"}`: "reason",
+		`{"policy":"nope","parts":{"user":"x"},"seconds":60}`:                                "policy",
+		`{"policy":"chat","parts":{"user":"x"},"seconds":0}`:                                 "seconds",
+		`{"policy":"chat","key":"x","parts":{"user":"x"},"seconds":60}`:                      "parts",
+		`{"policy":"chat","parts":{"ip":"1.2.3.4"},"seconds":60}`:                            "parts.user",
+		`{"policy":"login-per-ip","parts":{},"seconds":60}`:                                  "parts.ip",
+		`{"policy":"chat","parts":{"user":"` + strings.Repeat("u", 200) + `"},"seconds":60}`: "key",
+		`{"policy":"chat","seconds":60}`:                                                     "key",
+		`{"policy":"chat","key":"x","seconds":60,"reason":"` + long + `"}`:                   "reason",
 	} {
 		if code, out := s.do(t, adminKey, "POST", "/v1/tenants/acme/blocks", body); code != 400 || out["field"] != field {
 			t.Errorf("POST %s: %d %v, want 400 naming %s", body, code, out, field)
@@ -135,6 +137,31 @@ func TestBlocksAndAudit(t *testing.T) {
 	}
 	if code, out := s.do(t, adminKey, "GET", "/v1/tenants/acme/audit?n=0", ""); code != 400 || out["field"] != "n" {
 		t.Errorf("n=0: %d %v", code, out)
+	}
+
+	// An ended block is no block: lifting it says so.
+	s.do(t, adminKey, "POST", "/v1/tenants/acme/blocks", `{"policy":"chat","parts":{"user":"eve"},"seconds":1}`)
+	s.clock.t = s.clock.t.Add(2 * time.Second)
+	if code, out := s.do(t, adminKey, "DELETE", "/v1/tenants/acme/blocks?policy=chat&key="+url.QueryEscape("\x04user\x03eve"), ""); code != 200 || out["block"] != false {
+		t.Errorf("lift of an ended block: %d %v, want block false", code, out)
+	}
+
+	// A tenant's key reads its own trail only: not the trail of an
+	// earlier tenant of its id, nor the operators' names.
+	req3 := s.request(t, adminKey, "PUT", "/v1/tenants/beta", `{"tier":"free"}`)
+	req3.Body.Close()
+	if code, _ := s.do(t, adminKey, "DELETE", "/v1/tenants/beta", ""); code != 200 {
+		t.Fatal("delete beta")
+	}
+	s.clock.t = s.clock.t.Add(time.Second)
+	s.do(t, adminKey, "POST", "/v1/tenants", `{"id":"beta"}`)
+	_, key := s.do(t, adminKey, "POST", "/v1/tenants/beta/keys", `{}`)
+	code, out = s.do(t, key["token"].(string), "GET", "/v1/tenants/beta/audit", "")
+	if es := out["entries"].([]any); code != 200 || len(es) != 2 || es[1].(map[string]any)["action"] != "tenant.create" {
+		t.Errorf("the new beta's trail: %d %v, want its own create and key only", code, out)
+	}
+	if _, out := s.do(t, adminKey, "GET", "/v1/tenants/beta/audit", ""); len(out["entries"].([]any)) != 6 {
+		t.Errorf("the admin's trail of beta: %v, want both tenants' 6 entries", out)
 	}
 }
 

@@ -198,6 +198,25 @@ func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
 		for i := range out.Store {
 			out.Store[i].Buckets = nil
 		}
+	} else if len(g.bodies) > 0 {
+		// Peers' answers are sparse: every series back to each second.
+		for i := range out.Tenants {
+			out.Tenants[i].Points = dense(out.Tenants[i].Points, from, to)
+		}
+		for i := range out.Policies {
+			out.Policies[i].Points = dense(out.Policies[i].Points, from, to)
+		}
+	}
+	if !forward(r) {
+		// A peer's answer holds the seconds with counts only: an hour by
+		// tenant and policy is mostly zeros.
+		for i := range out.Tenants {
+			out.Tenants[i].Points = sparse(out.Tenants[i].Points)
+		}
+		for i := range out.Policies {
+			out.Policies[i].Points = sparse(out.Policies[i].Points)
+		}
+		out.Store = slices.DeleteFunc(out.Store, func(p insight.LatencyPoint) bool { return p.N == 0 })
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -218,7 +237,37 @@ func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, tenant s
 			one.Points = sumPoints(one.Points, o.Tenant.Points)
 		}
 	}
+	if !forward(r) {
+		one.Points = sparse(one.Points) // for a peer: the seconds with counts
+	} else if len(g.bodies) > 0 {
+		one.Points = dense(one.Points, from, to)
+	}
 	writeJSON(w, http.StatusOK, insightOut{Kinds: insightKinds(), Tenant: &one, Nodes: g.nodes, Missing: g.missing})
+}
+
+// dense returns pts with a point for every second from from to to, zero
+// where pts has none, and none outside.
+func dense(pts []insight.Point, from, to int64) []insight.Point {
+	out := make([]insight.Point, 0, to-from+1)
+	i := 0
+	for sec := from; sec <= to; sec++ {
+		for i < len(pts) && pts[i].Second < sec {
+			i++
+		}
+		if i < len(pts) && pts[i].Second == sec {
+			out = append(out, pts[i])
+			continue
+		}
+		out = append(out, insight.Point{Second: sec, Counts: make([]int32, insight.Kinds)})
+	}
+	return out
+}
+
+// sparse drops the seconds without a count, in place.
+func sparse(pts []insight.Point) []insight.Point {
+	return slices.DeleteFunc(pts, func(p insight.Point) bool {
+		return !slices.ContainsFunc(p.Counts, func(n int32) bool { return n != 0 })
+	})
 }
 
 func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -285,18 +334,30 @@ type keyState struct {
 }
 
 // keysOut labels keys and, with state, reads each one's state: a read of
-// its counter and box per key (at most 2n), the tenants' records once each.
+// its counter and box per key (at most 2n), each tenant's record once a list.
 func (h *Handler) keysOut(r *http.Request, policy string, keys []insight.KeyCount, withState bool, states map[string]*keyState) []topKeyJSON {
 	out := make([]topKeyJSON, 0, len(keys))
 	kk, canRead := h.opts.Limiter.(KeyKeeper)
 	_, configured := h.opts.Config().Policies[policy]
+	tenants := map[string]resolvedTenant{}
 	for _, k := range keys {
 		j := topKeyJSON{KeyCount: k, Label: h.keyLabel(policy, k.Key)}
 		if withState && canRead && configured {
 			id := k.Tenant + "\x00" + k.Key
 			st, ok := states[id]
 			if !ok {
-				st = h.keyStateOf(r, kk, policy, k.Tenant, k.Key)
+				rt, ok := tenants[k.Tenant]
+				if !ok {
+					rs, t, storeErr, err := h.resolve(r, k.Tenant, "", []string{policy})
+					rt = resolvedTenant{t: t, ok: err == nil && storeErr == nil}
+					if rt.ok {
+						rt.p = rs[0].Policy
+					}
+					tenants[k.Tenant] = rt
+				}
+				if rt.ok {
+					st = h.keyStateOf(r, kk, rt, k.Tenant, k.Key)
+				}
 				states[id] = st
 			}
 			j.keyState = st
@@ -314,12 +375,16 @@ type counterState struct {
 	ResetAt   time.Time `json:"resetAt"`
 }
 
-func (h *Handler) keyStateOf(r *http.Request, kk KeyKeeper, policy, tenant, key string) *keyState {
-	rs, t, storeErr, err := h.resolve(r, tenant, "", []string{policy})
-	if err != nil || storeErr != nil {
-		return nil
-	}
-	counter, box, err := kk.State(r.Context(), tenant, sluice.Check{Policy: rs[0].Policy, Key: key})
+// resolvedTenant is a tenant's record and its resolved policy, read once
+// per listing.
+type resolvedTenant struct {
+	t  *sluice.Tenant
+	p  sluice.Policy
+	ok bool
+}
+
+func (h *Handler) keyStateOf(r *http.Request, kk KeyKeeper, rt resolvedTenant, tenant, key string) *keyState {
+	counter, box, err := kk.State(r.Context(), tenant, sluice.Check{Policy: rt.p, Key: key})
 	if err != nil {
 		return nil
 	}
@@ -329,7 +394,7 @@ func (h *Handler) keyStateOf(r *http.Request, kk KeyKeeper, policy, tenant, key 
 		until := h.opts.Now().Add(box.RetryAfter).UTC()
 		st.PenaltyUntil = &until
 	}
-	if until := blockedUntil(t, policy, key, h.opts.Now()); !until.IsZero() {
+	if until := blockedUntil(rt.t, rt.p.Name, key, h.opts.Now()); !until.IsZero() {
 		until = until.UTC()
 		st.BlockedUntil = &until
 	}

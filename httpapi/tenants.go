@@ -171,12 +171,15 @@ func (h *Handler) putTenant(w http.ResponseWriter, r *http.Request, who principa
 		writeError(w, err)
 		return
 	}
+	// Blocks are changed by their own routes: a PUT keeps them, read and
+	// written under the lock of their changes on this node.
+	h.blockMu.Lock()
+	defer h.blockMu.Unlock()
 	old, err := h.opts.Tenants.GetTenant(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	// Blocks are changed by their own routes: a PUT keeps them.
 	t.CreatedAt, t.UpdatedAt, t.Blocks = old.CreatedAt, h.opts.Now().UTC(), old.Blocks
 	if err := h.opts.Tenants.UpdateTenant(r.Context(), t); err != nil {
 		writeError(w, err)

@@ -42,6 +42,9 @@ func TestDashboardSumsTheCluster(t *testing.T) {
 				acme = s.(map[string]any)
 			}
 		}
+		if acme != nil && len(acme["points"].([]any)) != 300 {
+			t.Errorf("node %d: acme's series has %d points, want one per second of 300", i, len(acme["points"].([]any)))
+		}
 		if acme == nil || allowed(acme["points"].([]any)) != 50 {
 			t.Errorf("node %d: acme's allowed over the cluster = %v, want 50 (30 + 20): %v", i, acme, out["nodes"])
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -23,6 +24,8 @@ import (
 type peer struct {
 	key    string
 	client *http.Client
+	// maxBody bounds an answer read; default 1 MiB.
+	maxBody int64
 }
 
 var _ gateway.Peer = (*peer)(nil)
@@ -56,7 +59,7 @@ func (p *peer) do(ctx context.Context, method, u, query string, body []byte, out
 		return err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, cmp.Or(p.maxBody, 1<<20)))
 	if err != nil {
 		return err
 	}

@@ -373,7 +373,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var clu *cluster
 	var cluOpt httpapi.Cluster
 	if st.nodes != nil {
-		clu = &cluster{self: c.advertise(ln), nodes: st.nodes, peer: newPeer(c.AdminKey), log: log}
+		// A peer's hour of counts by tenant and policy runs to megabytes.
+		p := newPeer(c.AdminKey)
+		p.maxBody = 64 << 20
+		clu = &cluster{self: c.advertise(ln), nodes: st.nodes, peer: p, log: log}
 		cluOpt = clu
 	}
 	var inflight sync.WaitGroup // handlers running, so that the store outlives them

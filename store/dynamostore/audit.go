@@ -14,13 +14,14 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// The audit trail: one item per entry, in the tenant's partition of its
-// own (pk tenant#a), sorted by time (sk: nanoseconds, zero-padded, this
+// The audit trail: one item per entry, in a partition per tenant (pk
+// "#audit#<tenant>": outside the tenant's own keys, "<tenant>#…", so that
+// a role scoped to the tenant (TenantPolicy) cannot touch its trail), sorted by time (sk: nanoseconds, zero-padded, this
 // node's sequence, which orders its entries of one nanosecond, and a random
 // suffix, so that two nodes' entries of one nanosecond both stay).
 // An entry is one write unit (under 1 KB) plus the tenant's records before
 // and after; reading n entries is one Query.
-func auditPK(tenant string) string { return tenant + "#a" }
+func auditPK(tenant string) string { return "#audit#" + tenant }
 
 var _ sluice.AuditLog = (*Store)(nil)
 

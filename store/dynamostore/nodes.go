@@ -11,11 +11,12 @@ import (
 )
 
 // The nodes of a cluster, for the dashboard to sum what each decided: one
-// item per node in one partition (pk "nodes#dashboard", sk the node's base
-// URL), holding until when it counts as live. A node announces itself
+// item per node in one partition (pk "#nodes", sk the node's base URL;
+// outside every tenant's keys, "<tenant>#…", so that no role scoped to a
+// tenant can name a node, to which the nodes send the admin key), holding until when it counts as live. A node announces itself
 // every few seconds (one write), a dashboard lists them (one Query, a read
 // unit per 4 KB of nodes).
-const nodesPK = "nodes#dashboard"
+const nodesPK = "#nodes"
 
 const attrUntil = "until"
 
