@@ -155,7 +155,12 @@ func TestDemoPageInBrowser(t *testing.T) {
 		chromedp.Click(`#pooled`, chromedp.ByID),
 		logHas(ctx, "Throttled: message throttled"),
 	); err != nil {
-		t.Fatalf("tab 1, send: %v", err)
+		// What the page saw, for the next reader of a failure.
+		var st, lg string
+		dctx, dcancel := context.WithTimeout(tab1, 5*time.Second)
+		derr := chromedp.Run(dctx, chromedp.Evaluate(`document.getElementById("status").textContent`, &st), chromedp.Evaluate(`document.getElementById("log").textContent`, &lg))
+		dcancel()
+		t.Fatalf("tab 1, send: %v (status %q, log %q, %v)", err, st, lg, derr)
 	}
 	if err := chromedp.Run(ctx2,
 		recvHas(`"action":"silo"`, `"type":"message"`),
