@@ -169,9 +169,7 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 	penalised := make([]bool, len(req.Checks))
 	for j := enforced; j < len(ops); j++ {
 		if box := dst[j]; !box.Allowed {
-			d := &res.Decisions[idx[j]]
-			d.Allowed, d.RetryAfter, d.Remaining = false, max(d.RetryAfter, box.RetryAfter), 0
-			d.ResetAt = maxTime(d.ResetAt, box.ResetAt)
+			hold(&res.Decisions[idx[j]], box.RetryAfter, box.ResetAt)
 			penalised[idx[j]] = true
 		}
 	}
@@ -179,9 +177,7 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 		for j := range enforced {
 			i := idx[j]
 			if until := req.Checks[i].BlockedUntil; until.After(now) {
-				d := &res.Decisions[i]
-				d.Allowed, d.RetryAfter, d.Remaining = false, max(d.RetryAfter, until.Sub(now)), 0
-				d.ResetAt = maxTime(d.ResetAt, until)
+				hold(&res.Decisions[i], until.Sub(now), until)
 				penalised[i] = true
 			}
 		}
@@ -340,7 +336,8 @@ func (e *Engine) failed(req sluice.Request, res sluice.Result, err error) (sluic
 		c := &req.Checks[i]
 		if until := c.BlockedUntil; !c.Policy.Shadow && until.After(now) {
 			// An operator's block needs no store: it holds.
-			res.Decisions[i] = sluice.Decision{Policy: c.Policy.Name, Limit: c.Policy.Capacity(), RetryAfter: until.Sub(now), ResetAt: until}
+			res.Decisions[i] = sluice.Decision{Policy: c.Policy.Name, Limit: c.Policy.Capacity()}
+			hold(&res.Decisions[i], until.Sub(now), until)
 			e.observe(req.Tenant, c, 0, Penalised)
 			continue
 		}
@@ -375,6 +372,13 @@ func (e *Engine) observe(tenant string, c *sluice.Check, hits int64, o Outcome) 
 			e.kobs.DecidedKey(tenant, c, hits, o)
 		}
 	}
+}
+
+// hold denies d until a penalty box or an operator's block opens: it
+// waits at least retryAfter and resets no sooner than resetAt.
+func hold(d *sluice.Decision, retryAfter time.Duration, resetAt time.Time) {
+	d.Allowed, d.RetryAfter, d.Remaining = false, max(d.RetryAfter, retryAfter), 0
+	d.ResetAt = maxTime(d.ResetAt, resetAt)
 }
 
 func maxTime(a, b time.Time) time.Time {

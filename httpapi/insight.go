@@ -171,12 +171,8 @@ type insightOut struct {
 }
 
 func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
-	if !h.insightReady(w) {
-		return
-	}
-	from, to, err := h.insightRange(r)
-	if err != nil {
-		writeError(w, err)
+	from, to, ok := h.insightWindow(w, r)
+	if !ok {
 		return
 	}
 	out := insightOut{Kinds: insightKinds(), Tenants: []series{}, Policies: []series{}, Store: h.opts.Insight.StoreLatency(from, to)}
@@ -186,63 +182,76 @@ func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
 	for _, p := range sorted(h.opts.Insight.Policies()) {
 		out.Policies = append(out.Policies, series{p, h.opts.Insight.Policy(p, from, to)})
 	}
-	g := h.gather(r, r.URL.Path+"?seconds="+strconv.FormatInt(to-from+1, 10))
+	g := h.gather(r, insightPath(r, from, to))
 	for _, o := range decodeEach[insightOut](h, g.bodies) {
 		out.Tenants = sumSeries(out.Tenants, o.Tenants)
 		out.Policies = sumSeries(out.Policies, o.Policies)
 		out.Store = sumLatency(out.Store, o.Store)
 	}
 	out.Nodes, out.Missing = g.nodes, g.missing
+	shape := h.pointsFor(r, g, from, to)
+	for _, ss := range [][]series{out.Tenants, out.Policies} {
+		for i := range ss {
+			ss[i].Points = shape(ss[i].Points)
+		}
+	}
 	if forward(r) {
-		// The buckets are for summing nodes: a peer's request gets them.
+		// A client's: the buckets are for summing nodes.
 		for i := range out.Store {
 			out.Store[i].Buckets = nil
 		}
-	} else if len(g.bodies) > 0 {
-		// Peers' answers are sparse: every series back to each second.
-		for i := range out.Tenants {
-			out.Tenants[i].Points = dense(out.Tenants[i].Points, from, to)
-		}
-		for i := range out.Policies {
-			out.Policies[i].Points = dense(out.Policies[i].Points, from, to)
-		}
-	}
-	if !forward(r) {
-		// A peer's answer holds the seconds with counts only: an hour by
-		// tenant and policy is mostly zeros.
-		for i := range out.Tenants {
-			out.Tenants[i].Points = sparse(out.Tenants[i].Points)
-		}
-		for i := range out.Policies {
-			out.Policies[i].Points = sparse(out.Policies[i].Points)
-		}
+	} else {
 		out.Store = slices.DeleteFunc(out.Store, func(p insight.LatencyPoint) bool { return p.N == 0 })
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, tenant string) {
-	if !h.insightReady(w) {
-		return
-	}
-	from, to, err := h.insightRange(r)
-	if err != nil {
-		writeError(w, err)
+	from, to, ok := h.insightWindow(w, r)
+	if !ok {
 		return
 	}
 	one := series{tenant, h.opts.Insight.Tenant(tenant, from, to)}
-	g := h.gather(r, r.URL.Path+"?seconds="+strconv.FormatInt(to-from+1, 10))
+	g := h.gather(r, insightPath(r, from, to))
 	for _, o := range decodeEach[insightOut](h, g.bodies) {
 		if o.Tenant != nil && o.Tenant.Name == tenant {
 			one.Points = sumPoints(one.Points, o.Tenant.Points)
 		}
 	}
-	if !forward(r) {
-		one.Points = sparse(one.Points) // for a peer: the seconds with counts
-	} else if len(g.bodies) > 0 {
-		one.Points = dense(one.Points, from, to)
-	}
+	one.Points = h.pointsFor(r, g, from, to)(one.Points)
 	writeJSON(w, http.StatusOK, insightOut{Kinds: insightKinds(), Tenant: &one, Nodes: g.nodes, Missing: g.missing})
+}
+
+// insightWindow returns the seconds a counts route asks for, or answers
+// the error: no insight kept, or a bad range.
+func (h *Handler) insightWindow(w http.ResponseWriter, r *http.Request) (from, to int64, ok bool) {
+	if !h.insightReady(w) {
+		return 0, 0, false
+	}
+	from, to, err := h.insightRange(r)
+	if err != nil {
+		writeError(w, err)
+		return 0, 0, false
+	}
+	return from, to, true
+}
+
+// insightPath is r's route for the same seconds, to ask the other nodes.
+func insightPath(r *http.Request, from, to int64) string {
+	return r.URL.Path + "?seconds=" + strconv.FormatInt(to-from+1, 10)
+}
+
+// pointsFor returns how a counts route's series leave: a peer gets the
+// seconds with counts only (an hour by tenant and policy is mostly zeros);
+// a client every second, when peers' sparse series were summed in.
+func (h *Handler) pointsFor(r *http.Request, g gathered, from, to int64) func([]insight.Point) []insight.Point {
+	switch {
+	case !forward(r):
+		return sparse
+	case len(g.bodies) > 0:
+		return func(pts []insight.Point) []insight.Point { return dense(pts, from, to) }
+	}
+	return func(pts []insight.Point) []insight.Point { return pts }
 }
 
 // dense returns pts with a point for every second from from to to, zero
@@ -298,9 +307,12 @@ func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, tenant stri
 	tops = append(tops, decodeEach[insight.Top](h, g.bodies)...)
 	top := sumTop(tops, n)
 	out := topJSON{Policy: policy, HitsBound: top.HitsBound, DenialsBound: top.DenialsBound, Nodes: g.nodes, Missing: g.missing}
-	states := map[string]*keyState{}
-	out.Hits = h.keysOut(r, policy, top.Hits, withState, states)
-	out.Denials = h.keysOut(r, policy, top.Denials, withState, states)
+	var states *stateCache
+	if withState {
+		states = &stateCache{keys: map[string]*keyState{}, tenants: map[string]resolvedTenant{}}
+	}
+	out.Hits = h.keysOut(r, policy, top.Hits, states)
+	out.Denials = h.keysOut(r, policy, top.Denials, states)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -333,38 +345,50 @@ type keyState struct {
 	BlockedUntil *time.Time    `json:"blockedUntil,omitempty"`
 }
 
-// keysOut labels keys and, with state, reads each one's state: a read of
-// its counter and box per key (at most 2n), each tenant's record once a list.
-func (h *Handler) keysOut(r *http.Request, policy string, keys []insight.KeyCount, withState bool, states map[string]*keyState) []topKeyJSON {
+// keysOut labels keys and, with states, reads each one's state: a read of
+// its counter and box per key (at most 2n), each tenant's record once.
+func (h *Handler) keysOut(r *http.Request, policy string, keys []insight.KeyCount, states *stateCache) []topKeyJSON {
 	out := make([]topKeyJSON, 0, len(keys))
 	kk, canRead := h.opts.Limiter.(KeyKeeper)
 	_, configured := h.opts.Config().Policies[policy]
-	tenants := map[string]resolvedTenant{}
 	for _, k := range keys {
 		j := topKeyJSON{KeyCount: k, Label: h.keyLabel(policy, k.Key)}
-		if withState && canRead && configured {
-			id := k.Tenant + "\x00" + k.Key
-			st, ok := states[id]
-			if !ok {
-				rt, ok := tenants[k.Tenant]
-				if !ok {
-					rs, t, storeErr, err := h.resolve(r, k.Tenant, "", []string{policy})
-					rt = resolvedTenant{t: t, ok: err == nil && storeErr == nil}
-					if rt.ok {
-						rt.p = rs[0].Policy
-					}
-					tenants[k.Tenant] = rt
-				}
-				if rt.ok {
-					st = h.keyStateOf(r, kk, rt, k.Tenant, k.Key)
-				}
-				states[id] = st
-			}
-			j.keyState = st
+		if states != nil && canRead && configured {
+			j.keyState = h.stateOf(r, kk, states, policy, k.Tenant, k.Key)
 		}
 		out = append(out, j)
 	}
 	return out
+}
+
+// stateCache holds a listing's key states and tenants, each read once.
+type stateCache struct {
+	keys    map[string]*keyState
+	tenants map[string]resolvedTenant
+}
+
+// stateOf returns a key's state, read once a listing; nil if it cannot be
+// read.
+func (h *Handler) stateOf(r *http.Request, kk KeyKeeper, c *stateCache, policy, tenant, key string) *keyState {
+	id := tenant + "\x00" + key
+	if st, ok := c.keys[id]; ok {
+		return st
+	}
+	rt, ok := c.tenants[tenant]
+	if !ok {
+		rs, t, storeErr, err := h.resolve(r, tenant, "", []string{policy})
+		rt = resolvedTenant{t: t, ok: err == nil && storeErr == nil}
+		if rt.ok {
+			rt.p = rs[0].Policy
+		}
+		c.tenants[tenant] = rt
+	}
+	var st *keyState
+	if rt.ok {
+		st = h.keyStateOf(r, kk, rt, tenant, key)
+	}
+	c.keys[id] = st
+	return st
 }
 
 // counterState is a counter read without deciding.
