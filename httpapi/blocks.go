@@ -144,25 +144,19 @@ func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, err)
 		return
 	}
-	now := h.opts.Now()
-	live := func(bs []sluice.KeyBlock) int {
-		return len(slices.DeleteFunc(slices.Clone(bs), func(b sluice.KeyBlock) bool { return !now.Before(b.Until) }))
-	}
-	blocked := live(before) != live(after)
 	penalty := false
 	if kk, ok := h.opts.Limiter.(KeyKeeper); ok {
-		rs, t, _, err := h.resolve(r, tenant, "", []string{in.Policy})
-		if err == nil && t != nil {
+		rs, t, _, rerr := h.resolve(r, tenant, "", []string{in.Policy})
+		if err = rerr; err == nil && t != nil {
 			penalty, err = kk.Lift(r.Context(), tenant, sluice.Check{Policy: rs[0].Policy, Key: key})
 		}
-		if err != nil {
-			h.audit(r, who, "lift", tenant, before, after) // the block is gone
-			writeError(w, err)
-			return
-		}
 	}
-	h.audit(r, who, "lift", tenant, before, after)
-	writeJSON(w, http.StatusOK, map[string]any{"lifted": true, "block": blocked, "penalty": penalty})
+	h.audit(r, who, "lift", tenant, before, after) // the block is gone, whatever the box
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"lifted": true, "block": len(before) != len(after), "penalty": penalty})
 }
 
 // blockKey checks a block's policy and tenant and returns the key it
@@ -210,8 +204,8 @@ func (h *Handler) blockKey(r *http.Request, tenant string, in blockRequest) (str
 	return key, nil
 }
 
-// changeBlocks rewrites tenant's blocks with change, dropping the ended
-// ones, and returns them before and after. Writes on this node are one at
+// changeBlocks rewrites tenant's live blocks with change, dropping the
+// ended ones, and returns the live ones before and those after. Writes on this node are one at
 // a time, so that two blocks made at once both stay.
 func (h *Handler) changeBlocks(ctx context.Context, tenant string, change func([]sluice.KeyBlock) []sluice.KeyBlock) (before, after []sluice.KeyBlock, err error) {
 	h.blockMu.Lock()
@@ -226,9 +220,8 @@ func (h *Handler) changeBlocks(ctx context.Context, tenant string, change func([
 		return nil, nil, err
 	}
 	now := h.opts.Now()
-	before = slices.Clone(t.Blocks)
-	live := slices.DeleteFunc(slices.Clone(t.Blocks), func(b sluice.KeyBlock) bool { return !now.Before(b.Until) })
-	t.Blocks = change(live)
+	before = slices.DeleteFunc(slices.Clone(t.Blocks), func(b sluice.KeyBlock) bool { return !now.Before(b.Until) })
+	t.Blocks = change(slices.Clone(before))
 	if len(t.Blocks) == 0 {
 		t.Blocks = nil
 	}
