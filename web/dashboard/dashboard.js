@@ -641,22 +641,30 @@
     loadAudit(id);
   }
 
-  async function loadBlocks(id) {
-    const r = await api("/v1/tenants/" + enc(id) + "/blocks");
-    const body = $("blocks").tBodies[0];
+  // fillTable fills table tableId with a row per item of list in what
+  // path answers, or says in noteId why not (what names it) or that there
+  // is none (empty).
+  async function fillTable(path, tableId, noteId, what, empty, list, row) {
+    const r = await api(path);
+    const body = $(tableId).tBodies[0];
     if (!r.ok) {
       body.replaceChildren();
-      return setText("blocks-note", r.status === 404 ? "This server keeps no operator blocks." : "Blocks: " + errText(r));
+      return setText(noteId, what + ": " + errText(r));
     }
-    const blocks = r.body.blocks || [];
-    setText("blocks-note", blocks.length ? "" : "No operator blocks.");
-    body.replaceChildren(...blocks.map((b) => el("tr", { "data-label": label(b) },
-      el("td", { text: b.policy }),
-      el("td", { class: "key", text: label(b) }),
-      el("td", { text: time(b.until) }),
-      el("td", { text: b.reason || "" }),
-      el("td", { text: b.by || "" }),
-      state.admin ? el("td", {}, el("button", { "data-testid": "lift", text: "Lift", onclick: () => lift(b.policy, id, b.key, () => loadBlocks(id)) })) : null)));
+    const items = list(r.body) || [];
+    setText(noteId, items.length ? "" : empty);
+    body.replaceChildren(...items.map(row));
+  }
+
+  function loadBlocks(id) {
+    return fillTable("/v1/tenants/" + enc(id) + "/blocks", "blocks", "blocks-note", "Blocks", "No operator blocks.", (b) => b.blocks,
+      (b) => el("tr", { "data-label": label(b) },
+        el("td", { text: b.policy }),
+        el("td", { class: "key", text: label(b) }),
+        el("td", { text: time(b.until) }),
+        el("td", { text: b.reason || "" }),
+        el("td", { text: b.by || "" }),
+        state.admin ? el("td", {}, el("button", { "data-testid": "lift", text: "Lift", onclick: () => lift(b.policy, id, b.key, () => loadBlocks(id)) })) : null));
   }
 
   // flatten lists an object's leaves by path, for the audit's changes.
@@ -697,20 +705,13 @@
     return lines.join("\n") || "(no change)";
   }
 
-  async function loadAudit(id) {
-    const r = await api("/v1/tenants/" + enc(id) + "/audit?n=50");
-    const body = $("audit").tBodies[0];
-    if (!r.ok) {
-      body.replaceChildren();
-      return setText("audit-note", r.status === 404 ? "This server keeps no audit trail." : "Audit: " + errText(r));
-    }
-    const entries = r.body.entries || [];
-    setText("audit-note", entries.length ? "" : "No changes recorded.");
-    body.replaceChildren(...entries.map((e) => el("tr", { "data-action": e.action },
-      el("td", { text: time(e.at) }),
-      el("td", { text: e.actor || "" }),
-      el("td", { text: e.action }),
-      el("td", {}, el("pre", { class: "change", text: change(e.before, e.after) })))));
+  function loadAudit(id) {
+    return fillTable("/v1/tenants/" + enc(id) + "/audit?n=50", "audit", "audit-note", "Audit", "No changes recorded.", (b) => b.entries,
+      (e) => el("tr", { "data-action": e.action },
+        el("td", { text: time(e.at) }),
+        el("td", { text: e.actor || "" }),
+        el("td", { text: e.action }),
+        el("td", {}, el("pre", { class: "change", text: change(e.before, e.after) }))));
   }
 
   // ---- try a limit ----
