@@ -62,6 +62,7 @@ type serveConfig struct {
 	WSLifetime      time.Duration
 	WSOrigins       []string
 	TenantLabels    int
+	Envoy           envoyFlags
 }
 
 func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
@@ -90,12 +91,16 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node renews its WebSocket connections' leases; a dead node's connections return within three")
 	fs.StringVar(&origins, "ws-allowed-origins", "", "comma-separated browser `origins` besides this server's own host that may open WebSocket connections: hosts (app.example.com, *.example.com) or origins (https://*.example.com)")
 	fs.IntVar(&c.TenantLabels, "metrics-tenant-labels", 0, "label the gateway's metrics by tenant for the first `N` tenants seen (the rest count as \"other\"); 0 labels none")
+	c.Envoy.register(fs)
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if err := c.Envoy.check(); err != nil {
+		return c, err
 	}
 	for _, r := range strings.Split(regions, ",") {
 		if r = strings.TrimSpace(r); r != "" {
@@ -279,7 +284,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var watcher *config.Watcher
 	cfg := config.Default()
 	current := func() *config.Config { return cfg }
-	metrics := httpapi.NewMetrics(func(policy string) bool { _, ok := current().Policies[policy]; return ok })
+	envoyCfg, err := c.Envoy.load(log)
+	if err != nil {
+		return err
+	}
+	metrics := httpapi.NewMetrics(func(policy string) bool {
+		_, ok := current().Policies[policy]
+		return ok || envoyCfg.named(policy)
+	})
 	if c.ConfigFile != "" {
 		onReload := func(ok bool) {
 			metrics.ConfigReloaded(ok)
@@ -442,6 +454,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if clu != nil {
 		wg.Go(func() { clu.announce(wctx) })
 	}
+	if envoyCfg.watcher != nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		wg.Go(func() { envoyCfg.watcher.Run(wctx, hup, c.ConfigPoll) })
+	}
 	if watcher != nil {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -459,6 +477,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer dbg.Close()
 	}
 
+	rls, err := c.Envoy.start(eng, envoyCfg, log)
+	if err != nil {
+		return err
+	}
+	defer rls.stop(0) // if serving fails: at shutdown, it has stopped
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("sluice serving", "addr", ln.Addr().String(), "store", c.Store, "data_dir", c.DataDir,
@@ -472,6 +495,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log.Info("shutting down: draining in-flight requests", "timeout", c.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
+	rlsStopped := rls.stopping(c.ShutdownTimeout) // its calls drain beside the HTTP requests
+	defer func() { <-rlsStopped }()
 	if err := srv.Shutdown(sctx); err != nil {
 		// Past the timeout: cut the connections, and give the handlers
 		// still running a moment before the store closes under them.

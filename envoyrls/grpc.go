@@ -1,0 +1,56 @@
+package envoyrls
+
+import (
+	"context"
+	"crypto/subtle"
+	"strings"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// ServiceName is the gRPC service's full name, as health checks name it.
+const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+
+// NewServer returns a gRPC server offering svc, gRPC health checking
+// (grpc.health.v1, serving for "" and ServiceName) and server reflection.
+// If token is not empty, every call but the health checks must carry the
+// metadata "authorization: Bearer <token>" (Envoy's grpc_service
+// initial_metadata). Set the health to NOT_SERVING with Shutdown before
+// stopping the server.
+func NewServer(svc *Service, token string, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+	if token != "" {
+		opts = append(opts, grpc.ChainUnaryInterceptor(bearer(token)))
+	}
+	gs := grpc.NewServer(opts...)
+	rlspb.RegisterRateLimitServiceServer(gs, svc)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	return gs, hs
+}
+
+// bearer refuses calls without the token, but health checks.
+func bearer(token string) grpc.UnaryServerInterceptor {
+	want := []byte("Bearer " + token)
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		if strings.HasPrefix(info.FullMethod, "/grpc.health.v1.Health/") {
+			return next(ctx, req)
+		}
+		md, _ := metadata.FromIncomingContext(ctx)
+		for _, v := range md.Get("authorization") {
+			if subtle.ConstantTimeCompare([]byte(v), want) == 1 {
+				return next(ctx, req)
+			}
+		}
+		return nil, status.Error(codes.Unauthenticated, "authorization: a bearer token is required (--grpc-token-file)")
+	}
+}

@@ -1,0 +1,431 @@
+// Package envoyrls is Envoy's rate limit service on Sluice:
+// envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit over gRPC,
+// configured by the YAML files of envoyproxy/ratelimit, unchanged.
+//
+// A request's domain is a Sluice tenant, "envoy:" and the domain (a name no
+// tenant of the HTTP API can have, so the two never share counters). Each
+// descriptor is matched against the domain's descriptor tree as
+// envoyproxy/ratelimit matches it, and its rule's limits are Sluice
+// policies, named after the rule, counting the descriptor's entries.
+//
+// Unlike envoyproxy/ratelimit, a request is decided all-or-nothing: it is
+// admitted only if every descriptor admits it, and a denied request
+// consumes nothing, from any descriptor. Options.PerDescriptor decides each
+// descriptor on its own instead, as envoyproxy/ratelimit does (an admitted
+// descriptor consumes even when another denies the request).
+package envoyrls
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice"
+)
+
+// tenantPrefix begins the tenant of every domain.
+const tenantPrefix = "envoy:"
+
+// Tenant returns the Sluice tenant that counts domain's requests.
+func Tenant(domain string) string { return tenantPrefix + domain }
+
+// Limiter decides requests all-or-nothing: sluice.Limiter's Check, which
+// the engine implements.
+type Limiter interface {
+	Check(ctx context.Context, req sluice.Request) (sluice.Result, error)
+}
+
+// Headers names the RateLimit response headers the service adds, as
+// envoyproxy/ratelimit's LIMIT_*_HEADER settings do; empty names add none.
+type Headers struct {
+	Limit, Remaining, Reset string
+}
+
+// DefaultHeaders are envoyproxy/ratelimit's header names.
+var DefaultHeaders = Headers{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
+
+// Options configures a Service.
+type Options struct {
+	// Limiter decides; required.
+	Limiter Limiter
+	// Config returns the configuration in force; required.
+	Config func() *Config
+	// PerDescriptor decides each descriptor on its own, as
+	// envoyproxy/ratelimit does: a descriptor within its limits consumes
+	// from them even when another denies the request.
+	PerDescriptor bool
+	// Headers, if Limit is set, adds the RateLimit headers of the
+	// descriptor nearest its limit to every answer.
+	Headers Headers
+	// Now is the clock of durations until reset. Default: time.Now.
+	Now func() time.Time
+}
+
+// Service implements the RateLimitService.
+type Service struct {
+	rlspb.UnimplementedRateLimitServiceServer
+	opts Options
+}
+
+// New returns a Service.
+func New(opts Options) *Service {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Service{opts: opts}
+}
+
+// entry is a descriptor's key and value.
+type entry struct{ key, value string }
+
+// target is what one descriptor of a request is checked against.
+type target struct {
+	rule    *Rule
+	limits  []Limit // the rule's, or the request's override
+	key     string  // the counter's key: the descriptor's entries
+	hits    int64
+	over    bool // over a limit without asking the store: a limit of 0, or more hits than it holds
+	refs    []ref
+	outcome []sluice.Decision
+}
+
+// maxHits bounds a hits_addend: more can never be admitted by any limit.
+const maxHits = sluice.MaxHits
+
+// ShouldRateLimit decides a request.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "domain: must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "descriptors: must not be empty")
+	}
+	cfg := s.opts.Config()
+	ts := make([]target, len(req.Descriptors))
+	replaced := map[string]bool{}
+	for i, d := range req.Descriptors {
+		t, err := s.resolve(cfg, req, i, d)
+		if err != nil {
+			return nil, err
+		}
+		ts[i] = t
+		if t.rule != nil {
+			for _, name := range t.rule.Replaces {
+				replaced[name] = true
+			}
+		}
+	}
+	for i := range ts {
+		if r := ts[i].rule; r != nil && r.Name != "" && replaced[r.Name] {
+			ts[i].limits = nil // replaced: not evaluated, its counters untouched
+		}
+	}
+	now := s.opts.Now()
+	tenant := Tenant(req.Domain)
+	if len(tenant) > sluice.MaxTenantLen {
+		for i := range ts {
+			if len(ts[i].limits) > 0 {
+				return nil, status.Errorf(codes.InvalidArgument, "domain: is longer than %d bytes", maxDomainLen)
+			}
+		}
+	}
+	if s.opts.PerDescriptor {
+		for i := range ts {
+			if err := s.decide(ctx, tenant, ts[i:i+1]); err != nil {
+				return nil, err
+			}
+		}
+	} else if err := s.decide(ctx, tenant, ts); err != nil {
+		return nil, err
+	}
+	return s.answer(ts, now), nil
+}
+
+// resolve finds what descriptor d, the i-th of req, is checked against.
+func (s *Service) resolve(cfg *Config, req *rlspb.RateLimitRequest, i int, d *ratelimitpb.RateLimitDescriptor) (target, error) {
+	var t target
+	if d == nil {
+		return t, nil
+	}
+	if d.GetIsNegativeHits() {
+		return t, status.Errorf(codes.InvalidArgument, "descriptors[%d].is_negative_hits: refunds are not supported", i)
+	}
+	t.hits = int64(max(1, req.GetHitsAddend()))
+	if h := d.GetHitsAddend(); h != nil {
+		t.hits = int64(min(h.GetValue(), maxHits+1))
+	}
+	entries := make([]entry, len(d.GetEntries()))
+	for j, e := range d.GetEntries() {
+		entries[j] = entry{e.GetKey(), e.GetValue()}
+	}
+	var shared []string
+	if o := d.GetLimit(); o != nil {
+		l, err := override(o)
+		if err != nil {
+			return t, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit.%v", i, err)
+		}
+		t.limits = []Limit{l}
+	} else if cfg != nil {
+		t.rule, shared = cfg.match(req.GetDomain(), entries)
+		if t.rule != nil && !t.rule.Unlimited {
+			t.limits = t.rule.Limits
+		}
+	}
+	if len(t.limits) == 0 {
+		return t, nil
+	}
+	t.key = counterKey(entries, shared)
+	for i := range t.limits {
+		if l := &t.limits[i]; !l.Policy.Shadow && l.over(t.hits) {
+			t.over = true
+		}
+	}
+	return t, nil
+}
+
+// over reports whether hits are over l whatever its state: l is a limit of
+// 0, or hits are more than it can ever hold.
+func (l *Limit) over(hits int64) bool { return l.Zero || hits > l.Policy.Capacity() }
+
+// override is a limit a request sets on its descriptor: its counters are
+// those of its descriptor's entries and its unit.
+func override(o *ratelimitpb.RateLimitDescriptor_RateLimitOverride) (Limit, error) {
+	unit, ok := overrideUnits[o.GetUnit()]
+	if !ok {
+		return Limit{}, fmt.Errorf("unit: must be SECOND to YEAR, got %v", o.GetUnit())
+	}
+	mult := uint32(1)
+	if m := o.GetUnitMultiplier(); m != nil {
+		if mult = m.GetValue(); mult == 0 {
+			return Limit{}, fmt.Errorf("unit_multiplier: must be at least 1")
+		}
+	}
+	window := time.Duration(mult) * unit.d
+	if window > sluice.MaxWindow {
+		return Limit{}, fmt.Errorf("unit_multiplier: %d %v is longer than %v", mult, o.GetUnit(), sluice.MaxWindow)
+	}
+	rpu := o.GetRequestsPerUnit()
+	l := Limit{Proto: &rlspb.RateLimitResponse_RateLimit{RequestsPerUnit: rpu, Unit: unit.unit}}
+	l.Policy = sluice.Policy{Name: fmt.Sprintf("override.%s.%d", strings.ToLower(unit.unit.String()), mult), Algorithm: sluice.FixedWindow, Limit: int64(rpu), Window: window}
+	if rpu == 0 {
+		l.Zero, l.Policy.Limit = true, 1
+	}
+	if l.Policy.Limit > sluice.MaxLimit {
+		return Limit{}, fmt.Errorf("requests_per_unit: must be at most %d, got %d", sluice.MaxLimit, rpu)
+	}
+	return l, nil
+}
+
+var overrideUnits = map[typepb.RateLimitUnit]struct {
+	d    time.Duration
+	unit rlspb.RateLimitResponse_RateLimit_Unit
+}{
+	typepb.RateLimitUnit_SECOND: units["second"],
+	typepb.RateLimitUnit_MINUTE: units["minute"],
+	typepb.RateLimitUnit_HOUR:   units["hour"],
+	typepb.RateLimitUnit_DAY:    units["day"],
+	typepb.RateLimitUnit_MONTH:  units["month"],
+	typepb.RateLimitUnit_YEAR:   units["year"],
+}
+
+// counterKey is the key of a descriptor's counters: its entries, each
+// key=value escaped as in a URL's query, joined by '&', with a
+// share_threshold entry's pattern in place of its value. One too long for
+// a Sluice key is its SHA-256.
+func counterKey(entries []entry, shared []string) string {
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		v := e.value
+		if shared != nil && shared[i] != "" {
+			v = shared[i]
+		}
+		b.WriteString(url.QueryEscape(e.key))
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(v))
+	}
+	if b.Len() > sluice.MaxKeyLen {
+		sum := sha256.Sum256([]byte(b.String()))
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return b.String()
+}
+
+// decide asks the limiter about targets ts, all-or-nothing: one request
+// of every limit of every descriptor that adds hits, unless one of them is
+// over a limit already, and one request reading the others' state.
+func (s *Service) decide(ctx context.Context, tenant string, ts []target) error {
+	over := false
+	for i := range ts {
+		over = over || ts[i].over
+	}
+	consume := sluice.Request{Tenant: tenant, Hits: 1}
+	read := sluice.Request{Tenant: tenant}
+	for i := range ts {
+		t := &ts[i]
+		t.refs = make([]ref, len(t.limits))
+		for j, l := range t.limits {
+			c := sluice.Check{Policy: l.Policy, Key: t.key, Hits: t.hits}
+			switch {
+			case l.over(t.hits):
+				t.refs[j] = ref{kind: overLimit}
+			case over || t.hits == 0:
+				c.Hits = 0
+				t.refs[j] = ref{kind: reading, i: len(read.Checks)}
+				read.Checks = append(read.Checks, c)
+			default:
+				t.refs[j] = ref{kind: consuming, i: len(consume.Checks)}
+				consume.Checks = append(consume.Checks, c)
+			}
+		}
+	}
+	if len(consume.Checks) > sluice.MaxChecks || len(read.Checks) > sluice.MaxChecks {
+		return status.Errorf(codes.InvalidArgument, "descriptors: at most %d limits can be checked in one request", sluice.MaxChecks)
+	}
+	var cres, rres sluice.Result
+	var err error
+	if len(consume.Checks) > 0 {
+		if cres, err = s.opts.Limiter.Check(ctx, consume); err != nil {
+			return limiterError(err)
+		}
+	}
+	if len(read.Checks) > 0 {
+		if rres, err = s.opts.Limiter.Check(ctx, read); err != nil {
+			return limiterError(err)
+		}
+	}
+	for i := range ts {
+		t := &ts[i]
+		t.outcome = make([]sluice.Decision, len(t.limits))
+		for j, r := range t.refs {
+			switch r.kind {
+			case overLimit:
+				shadow := t.limits[j].Policy.Shadow
+				t.outcome[j] = sluice.Decision{Allowed: shadow, Shadowed: shadow}
+			case reading:
+				// What the limit would have answered: a read consumes
+				// nothing, and says whether the hits would fit.
+				d := rres.Decisions[r.i]
+				if !d.Shadowed {
+					d.Allowed = d.Allowed && d.Remaining >= t.hits
+				}
+				t.outcome[j] = d
+			case consuming:
+				t.outcome[j] = cres.Decisions[r.i]
+			}
+		}
+	}
+	return nil
+}
+
+// ref is where a limit's decision comes from.
+type ref struct {
+	kind refKind
+	i    int // the check's index in its request
+}
+
+type refKind uint8
+
+const (
+	overLimit refKind = iota // over the limit without asking: a limit of 0, or more hits than it holds
+	reading                  // read: the request is over a limit already, or adds no hits
+	consuming                // decided, consuming if the request is admitted
+)
+
+// limiterError is the gRPC status of the limiter's error: bad input is the
+// caller's (InvalidArgument), anything else unavailable.
+func limiterError(err error) error {
+	if sluice.KindOf(err) == sluice.KindInvalid {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}
+
+// answer makes the response of decided targets.
+func (s *Service) answer(ts []target, now time.Time) *rlspb.RateLimitResponse {
+	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(ts))}
+	var nearest *rlspb.RateLimitResponse_DescriptorStatus
+	for i := range ts {
+		st := status1(&ts[i], now)
+		resp.Statuses[i] = st
+		if st.Code == rlspb.RateLimitResponse_OVER_LIMIT {
+			resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+		}
+		if st.CurrentLimit != nil && (nearest == nil || st.Code == rlspb.RateLimitResponse_OVER_LIMIT ||
+			nearest.Code != rlspb.RateLimitResponse_OVER_LIMIT && st.LimitRemaining < nearest.LimitRemaining) {
+			nearest = st
+		}
+	}
+	if h := s.opts.Headers; h.Limit != "" && nearest != nil {
+		resp.ResponseHeadersToAdd = []*corepb.HeaderValue{
+			{Key: h.Limit, Value: strconv.FormatUint(uint64(nearest.CurrentLimit.RequestsPerUnit), 10)},
+			{Key: h.Remaining, Value: strconv.FormatUint(uint64(nearest.LimitRemaining), 10)},
+			{Key: h.Reset, Value: strconv.FormatInt(nearest.DurationUntilReset.GetSeconds(), 10)},
+		}
+	}
+	return resp
+}
+
+// status1 is the status of one descriptor: over the limit if any of its
+// limits denied (that limit's), else within them (the limit with the
+// least left).
+func status1(t *target, now time.Time) *rlspb.RateLimitResponse_DescriptorStatus {
+	switch {
+	case t.rule != nil && t.rule.Unlimited:
+		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+	case len(t.limits) == 0:
+		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+	}
+	pick := -1
+	for j := range t.limits {
+		d := &t.outcome[j]
+		switch {
+		case pick < 0:
+			pick = j
+		case !d.Allowed && t.outcome[pick].Allowed:
+			pick = j
+		case d.Allowed == t.outcome[pick].Allowed && d.Remaining < t.outcome[pick].Remaining:
+			pick = j
+		}
+	}
+	d, l := &t.outcome[pick], &t.limits[pick]
+	st := &rlspb.RateLimitResponse_DescriptorStatus{
+		Code:               rlspb.RateLimitResponse_OK,
+		CurrentLimit:       l.Proto,
+		LimitRemaining:     uint32(min(max(d.Remaining, 0), math.MaxUint32)),
+		DurationUntilReset: untilReset(d, l, now),
+	}
+	if !d.Allowed {
+		st.Code, st.LimitRemaining = rlspb.RateLimitResponse_OVER_LIMIT, 0
+	}
+	return st
+}
+
+// untilReset is how long until d's limit resets, in whole seconds rounded
+// up, as envoyproxy/ratelimit reports it; for a limit of 0, the end of its
+// fixed window.
+func untilReset(d *sluice.Decision, l *Limit, now time.Time) *durationpb.Duration {
+	reset := d.ResetAt
+	if l.Zero || reset.IsZero() {
+		w := l.Policy.Window
+		reset = now.Truncate(w).Add(w)
+	}
+	left := reset.Sub(now)
+	return &durationpb.Duration{Seconds: int64((max(left, 0) + time.Second - 1) / time.Second)}
+}
