@@ -1,0 +1,121 @@
+package envoyrls
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/store/memstore"
+)
+
+func newService(t *testing.T, yaml string, now time.Time, perDescriptor bool) *Service {
+	t.Helper()
+	c, err := parse(t, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := memstore.New(memstore.Options{})
+	t.Cleanup(func() { s.Close() })
+	clock := func() time.Time { return now }
+	eng := engine.New(s, engine.Options{Now: clock})
+	return New(Options{Limiter: eng, Config: func() *Config { return c }, Now: clock, PerDescriptor: perDescriptor, Headers: DefaultHeaders})
+}
+
+func descriptor(kv ...string) *ratelimitpb.RateLimitDescriptor {
+	d := &ratelimitpb.RateLimitDescriptor{}
+	for i := 0; i < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &ratelimitpb.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+const shadowZero = `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: s
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 0}
+`
+
+// TestBadRequests: what envoyproxy/ratelimit cannot decide is refused as
+// InvalidArgument, naming the field, and consumes nothing.
+func TestBadRequests(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 30, 0, time.UTC)
+	svc := newService(t, shadowZero, now, false)
+	ctx := context.Background()
+	many := &rlspb.RateLimitRequest{Domain: "d"}
+	for i := range 17 {
+		many.Descriptors = append(many.Descriptors, descriptor("k", fmt.Sprint(i)))
+	}
+	neg := descriptor("k", "x")
+	neg.IsNegativeHits = true
+	unknownUnit := descriptor("k", "x")
+	unknownUnit.Limit = &ratelimitpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}
+	zeroMult := descriptor("k", "x")
+	zeroMult.Limit = &ratelimitpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typepb.RateLimitUnit_SECOND, UnitMultiplier: wrapperspb.UInt32(0)}
+	for _, tc := range []struct {
+		req  *rlspb.RateLimitRequest
+		want string
+	}{
+		{many, "at most 16 limits"},
+		{&rlspb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitpb.RateLimitDescriptor{neg}}, "descriptors[0].is_negative_hits"},
+		{&rlspb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitpb.RateLimitDescriptor{unknownUnit}}, "descriptors[0].limit.unit"},
+		{&rlspb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitpb.RateLimitDescriptor{zeroMult}}, "descriptors[0].limit.unit_multiplier"},
+		{&rlspb.RateLimitRequest{Domain: strings.Repeat("d", 200), Descriptors: []*ratelimitpb.RateLimitDescriptor{zeroMult}}, "descriptors[0].limit.unit_multiplier"},
+	} {
+		_, err := svc.ShouldRateLimit(ctx, tc.req)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.want, err)
+		}
+	}
+	// Nothing was consumed by the refused requests.
+	resp, err := svc.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitpb.RateLimitDescriptor{descriptor("k", "0")}})
+	if err != nil || resp.Statuses[0].LimitRemaining != 2 {
+		t.Errorf("after refusals: %v, %v; want 2 left", resp, err)
+	}
+	// A domain too long for a tenant, with a limit to check.
+	over := descriptor("k", "x")
+	over.Limit = &ratelimitpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typepb.RateLimitUnit_SECOND}
+	if _, err := svc.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: strings.Repeat("d", 200), Descriptors: []*ratelimitpb.RateLimitDescriptor{over}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "domain") {
+		t.Errorf("a long domain: %v", err)
+	}
+}
+
+// TestShadowAndZero: a shadow limit of 0 reports OK and denies nothing; the
+// duration until reset of a fixed window is its end, in whole seconds; the
+// headers are the limit nearest.
+func TestShadowAndZero(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 30, 500_000_000, time.UTC)
+	svc := newService(t, shadowZero, now, false)
+	resp, err := svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "d",
+		Descriptors: []*ratelimitpb.RateLimitDescriptor{descriptor("s", "1"), descriptor("k", "1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.OverallCode != rlspb.RateLimitResponse_OK || resp.Statuses[0].Code != rlspb.RateLimitResponse_OK {
+		t.Errorf("shadow 0: %v", resp)
+	}
+	st := resp.Statuses[1]
+	if st.LimitRemaining != 2 || st.DurationUntilReset.GetSeconds() != 30 {
+		t.Errorf("k: %v, want 2 left and 30s to the minute's end", st)
+	}
+	got := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		got[h.Key] = h.Value
+	}
+	if got["RateLimit-Limit"] != "0" && got["RateLimit-Limit"] != "3" || got["RateLimit-Reset"] != "30" {
+		t.Errorf("headers %v", got)
+	}
+}
