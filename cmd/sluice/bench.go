@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -28,6 +30,10 @@ type benchConfig struct {
 	MaxReqs  int64
 	APIKey   string
 	Policy   string
+	// GRPC, if set, is the address of Envoy's rate limit service to
+	// drive instead of POST /v1/check; URL still serves /metrics.
+	GRPC      string
+	GRPCLimit uint
 }
 
 const defaultBenchPolicy = `{"name":"bench","algorithm":"fixed_window","limit":1000000,"window":"1m"}`
@@ -42,6 +48,8 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	fs.Int64Var(&c.MaxReqs, "requests", 10_000_000, "stop after this many requests")
 	fs.StringVar(&c.APIKey, "api-key", "", "API key, if the server requires one")
 	fs.StringVar(&c.Policy, "policy", defaultBenchPolicy, "inline policy JSON of each check")
+	fs.StringVar(&c.GRPC, "grpc", "", "drive Envoy's rate limit service (ShouldRateLimit) at this loopback `address` instead of POST /v1/check; --url still reads the server's /metrics")
+	fs.UintVar(&c.GRPCLimit, "grpc-limit", 1_000_000, "with --grpc: each descriptor's limit per minute, sent as the request's override (0: none, the server's --envoy-config decides the domain \"bench\", descriptor user)")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
 	}
@@ -51,6 +59,10 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 		return c, fmt.Errorf("bench: --url %q is not a URL", c.URL)
 	case !loopback(hostPort(u)):
 		return c, fmt.Errorf("bench: --url %q is not on loopback: load is only ever sent to 127.0.0.1 or ::1", c.URL)
+	case c.GRPC != "" && !loopback(c.GRPC):
+		return c, fmt.Errorf("bench: --grpc %q is not on loopback: load is only ever sent to 127.0.0.1 or ::1", c.GRPC)
+	case c.GRPCLimit > math.MaxUint32:
+		return c, fmt.Errorf("bench: --grpc-limit must be at most %d, got %d", uint32(math.MaxUint32), c.GRPCLimit)
 	case c.Workers < 1 || c.Workers > 10_000:
 		return c, fmt.Errorf("bench: --workers must be 1 to 10000, got %d", c.Workers)
 	case c.Keys < 1:
@@ -78,6 +90,9 @@ type benchResult struct {
 	// CPUPerDecision is the server's CPU time per decision, from its
 	// process_cpu_seconds_total before and after; zero if unavailable.
 	CPUPerDecision time.Duration
+	// ClientCPUPerDecision is this process's own CPU time per decision:
+	// the load generator's, which the server's figure leaves out.
+	ClientCPUPerDecision time.Duration
 }
 
 func (r benchResult) String() string {
@@ -89,6 +104,7 @@ func (r benchResult) String() string {
 	} else {
 		s += "server CPU: unavailable (no process_cpu_seconds_total at /metrics)\n"
 	}
+	s += fmt.Sprintf("load generator CPU %.1f µs per decision\n", float64(r.ClientCPUPerDecision)/float64(time.Microsecond))
 	return s
 }
 
@@ -111,7 +127,21 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	tr := &http.Transport{MaxIdleConns: c.Workers, MaxIdleConnsPerHost: c.Workers, MaxConnsPerHost: c.Workers, IdleConnTimeout: time.Minute}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var workers []decideFunc
+	if c.GRPC != "" {
+		ws, closeAll, err := grpcWorkers(c)
+		if err != nil {
+			return benchResult{}, err
+		}
+		defer closeAll()
+		workers = ws
+	} else {
+		for range c.Workers {
+			workers = append(workers, httpWorker(c, hc, base))
+		}
+	}
 	cpu0, cpuErr := serverCPU(ctx, hc, base)
+	self0 := selfCPU()
 
 	ctx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
@@ -120,38 +150,25 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	lat := make([][]time.Duration, c.Workers)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for w := range c.Workers {
+	for w, decide := range workers {
 		wg.Go(func() {
-			var body bytes.Buffer
 			for i := w; ; i += c.Workers {
 				if ctx.Err() != nil || sent.Add(1) > c.MaxReqs {
 					return
 				}
-				body.Reset()
-				fmt.Fprintf(&body, `{"tenant":"bench","checks":[{"key":"user-%d","policy":%s}]}`, i%c.Keys, c.Policy)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/check", bytes.NewReader(body.Bytes()))
-				req.Header.Set("Content-Type", "application/json")
-				if c.APIKey != "" {
-					req.Header.Set("Authorization", "Bearer "+c.APIKey)
-				}
 				t0 := time.Now()
-				resp, err := hc.Do(req)
+				ok, err := decide(ctx, i%c.Keys)
 				if err != nil {
 					if ctx.Err() == nil {
 						errs.Add(1)
 					}
 					continue
 				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
 				lat[w] = append(lat[w], time.Since(t0))
-				switch resp.StatusCode {
-				case http.StatusOK:
+				if ok {
 					allowed.Add(1)
-				case http.StatusTooManyRequests:
+				} else {
 					denied.Add(1)
-				default:
-					errs.Add(1)
 				}
 			}
 		})
@@ -167,12 +184,54 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	if res.Requests == 0 {
 		return res, errors.New("bench: no request was answered")
 	}
+	res.ClientCPUPerDecision = (selfCPU() - self0) / time.Duration(res.Requests)
 	if cpuErr == nil {
 		if cpu1, err := serverCPU(context.Background(), hc, base); err == nil && cpu1 > cpu0 {
 			res.CPUPerDecision = time.Duration(float64(cpu1-cpu0) / float64(res.Requests))
 		}
 	}
 	return res, nil
+}
+
+// decideFunc asks for one decision on key number k: whether it was
+// admitted, or an error (a failed request, or an answer that is neither).
+type decideFunc func(ctx context.Context, k int) (bool, error)
+
+// httpWorker decides with POST /v1/check, on the client's keep-alive
+// connections.
+func httpWorker(c benchConfig, hc *http.Client, base string) decideFunc {
+	var body bytes.Buffer
+	return func(ctx context.Context, k int) (bool, error) {
+		body.Reset()
+		fmt.Fprintf(&body, `{"tenant":"bench","checks":[{"key":"user-%d","policy":%s}]}`, k, c.Policy)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/check", bytes.NewReader(body.Bytes()))
+		req.Header.Set("Content-Type", "application/json")
+		if c.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+c.APIKey)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			return true, nil
+		case http.StatusTooManyRequests:
+			return false, nil
+		}
+		return false, fmt.Errorf("status %d", resp.StatusCode)
+	}
+}
+
+// selfCPU is the CPU time this process has used, user and system.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // serverCPU reads the server's process_cpu_seconds_total from /metrics: the

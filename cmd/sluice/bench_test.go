@@ -28,6 +28,36 @@ func TestBench(t *testing.T) {
 	}
 }
 
+// TestBenchGRPC drives Envoy's rate limit service with `sluice bench
+// --grpc`: every decision admitted, and counted by the server.
+func TestBenchGRPC(t *testing.T) {
+	grpcAddr := freeAddr(t)
+	p := start(t, "--store", "memory", "--grpc-addr", grpcAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "bench", "--url", "http://"+p.addr, "--grpc", grpcAddr,
+		"--workers", "4", "--keys", "10", "--requests", "200", "--duration", "20s").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"requests 200 ", "allowed 200, denied 0, errors 0", "server CPU", "load generator CPU"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+	metrics, err := httpGet("http://" + p.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `sluice_decisions_total{outcome="allowed",policy="inline"} 200`; !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	out, err = exec.CommandContext(ctx, binary, "bench", "--url", "http://"+p.addr, "--grpc", "192.0.2.1:8081", "--duration", "1s").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not on loopback") {
+		t.Fatalf("non-loopback --grpc accepted: %v\n%s", err, out)
+	}
+}
+
 // TestMetrics: /metrics counts decisions by policy and outcome, shows the
 // configuration reloads at 0 before the first one, and /readyz answers for
 // the store.

@@ -329,6 +329,9 @@ func TestBadFlags(t *testing.T) {
 		{"serve", "--addr", "0.0.0.0:0"}, // off loopback without an admin key
 		{"serve", "--admin-key", "short"},
 		{"serve", "--config", "/nonexistent.yaml"},
+		{"serve", "--envoy-config", "testdata/envoy"}, // without --grpc-addr
+		{"serve", "--grpc-addr", "127.0.0.1:0", "--envoy-config", "/nonexistent"},
+		{"serve", "--grpc-addr", "127.0.0.1:0", "--envoy-config", "testdata/envoy-bad"},
 		{"config", "check", "/nonexistent.yaml"},
 		{"frobnicate"},
 	} {
