@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -285,12 +284,25 @@ type Penalty struct {
 // Enabled reports whether the penalty is on.
 func (p Penalty) Enabled() bool { return p.After > 0 }
 
-var policyNamePattern = regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,128}$`)
-
 // ValidPolicyName reports whether name can name a policy: 1 to 128
 // letters, digits, '.', '_', ':', '/' or '-'. Names appear in headers (as
 // Structured Field strings) and in store keys, so they are kept plain.
-func ValidPolicyName(name string) bool { return policyNamePattern.MatchString(name) }
+// Every decision checks its policies' names: a loop, not a regexp, which
+// cost a few percent of a decision's CPU.
+func ValidPolicyName(name string) bool {
+	if len(name) < 1 || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.' || c == '_' || c == ':' || c == '/' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // EffectiveBurst returns Burst, or Limit if Burst is zero.
 func (p *Policy) EffectiveBurst() int64 {

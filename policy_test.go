@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,15 @@ func TestPolicyValidate(t *testing.T) {
 				t.Fatalf("error %v is of kind %v, want invalid", err, KindOf(err))
 			}
 		})
+	}
+}
+
+// TestValidPolicyName: the loop accepts what the documented pattern does.
+func TestValidPolicyName(t *testing.T) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9._:/-]{1,128}$`)
+	for _, name := range []string{"", "a", "api", "a.b_c:d/e-f", "with space", "ü", "x*", strings.Repeat("a", 128), strings.Repeat("a", 129), "a\x00", "Z9"} {
+		if got, want := ValidPolicyName(name), pattern.MatchString(name); got != want {
+			t.Errorf("ValidPolicyName(%q) = %v, want %v", name, got, want)
+		}
 	}
 }

@@ -90,6 +90,8 @@ type benchResult struct {
 	// CPUPerDecision is the server's CPU time per decision, from its
 	// process_cpu_seconds_total before and after; zero if unavailable.
 	CPUPerDecision time.Duration
+	// FirstError is the first failed request's error, if any failed.
+	FirstError string
 	// ClientCPUPerDecision is this process's own CPU time per decision:
 	// the load generator's, which the server's figure leaves out.
 	ClientCPUPerDecision time.Duration
@@ -103,6 +105,9 @@ func (r benchResult) String() string {
 		s += fmt.Sprintf("server CPU %.1f µs per decision\n", float64(r.CPUPerDecision)/float64(time.Microsecond))
 	} else {
 		s += "server CPU: unavailable (no process_cpu_seconds_total at /metrics)\n"
+	}
+	if r.FirstError != "" {
+		s += fmt.Sprintf("first error: %s\n", r.FirstError)
 	}
 	s += fmt.Sprintf("load generator CPU %.1f µs per decision\n", float64(r.ClientCPUPerDecision)/float64(time.Microsecond))
 	return s
@@ -147,6 +152,7 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	defer cancel()
 	var sent atomic.Int64
 	var allowed, denied, errs atomic.Int64
+	var firstErr atomic.Pointer[error]
 	lat := make([][]time.Duration, c.Workers)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -161,6 +167,7 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 				if err != nil {
 					if ctx.Err() == nil {
 						errs.Add(1)
+						firstErr.CompareAndSwap(nil, &err)
 					}
 					continue
 				}
@@ -175,6 +182,9 @@ func runBench(ctx context.Context, c benchConfig) (benchResult, error) {
 	}
 	wg.Wait()
 	res := benchResult{Allowed: allowed.Load(), Denied: denied.Load(), Errors: errs.Load(), Elapsed: time.Since(start)}
+	if e := firstErr.Load(); e != nil {
+		res.FirstError = (*e).Error()
+	}
 	res.Requests = res.Allowed + res.Denied
 	all := slices.Concat(lat...)
 	slices.Sort(all)
