@@ -19,15 +19,12 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, err)
 		return
 	}
-	in, inline, err := decodeCheckBody(body)
+	in, err := decodeCheckBody(body)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	req := sluice.Request{Hits: 1}
-	if in.Hits != nil {
-		req.Hits = *in.Hits
-	}
+	req := sluice.Request{Hits: in.Hits}
 	if req.Tenant, err = h.tenantOf(in.Tenant, who); err != nil {
 		writeError(w, err)
 		return
@@ -49,7 +46,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 	case in.Key != nil:
 		err = sluice.Invalid("key", "applies to named policies: give endpoint or policies")
 	default:
-		req.Checks = inline
+		req.Checks = in.Checks
 		err = h.refuseConfiguredNames(req.Checks, "checks[%d].policy.name")
 	}
 	if err != nil {

@@ -263,19 +263,26 @@ type rawCheckRequest struct {
 	Key      map[string]string `json:"key"`
 }
 
-// decodeCheckBody decodes a POST /v1/check body: the request and, for
-// inline policies, its checks. Most bodies are valid and decode in one
-// pass; only when that fails is the body decoded again, piece by piece, for
-// an error naming the field at fault.
-func decodeCheckBody(body []byte) (wire.CheckRequest, []sluice.Check, error) {
+// slowCheckBody is decodeCheckBody by encoding/json, for any body. Most
+// bodies are valid and decode in one pass; only when that fails is the
+// body decoded again, piece by piece, for an error naming the field at
+// fault.
+func slowCheckBody(body []byte) (checkBody, error) {
 	var in wire.CheckRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil || dec.More() {
-		return in, nil, slowError(body)
+		return checkBody{}, slowError(body)
 	}
 	checks, err := decodeChecks(in.Checks)
-	return in, checks, err
+	if err != nil {
+		return checkBody{}, err
+	}
+	out := checkBody{Tenant: in.Tenant, Hits: 1, Endpoint: in.Endpoint, Policies: in.Policies, Key: in.Key, Checks: checks}
+	if in.Hits != nil {
+		out.Hits = *in.Hits
+	}
+	return out, nil
 }
 
 // slowError decodes body, piece by piece, for an error naming the field

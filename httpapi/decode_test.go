@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/wire"
@@ -59,9 +61,9 @@ func TestInvalidTextNamesTheField(t *testing.T) {
 // in their own key space, apart from configured policies' counters, even
 // one configured later under the same name.
 func TestInlineChecksInTheirSpace(t *testing.T) {
-	_, checks, err := decodeCheckBody([]byte(`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m"}}]}`))
-	if err != nil || len(checks) != 1 || checks[0].Space != sluice.SpaceInline {
-		t.Fatalf("decoded %+v, %v: want one check in the inline space", checks, err)
+	in, err := decodeCheckBody([]byte(`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m"}}]}`))
+	if err != nil || len(in.Checks) != 1 || in.Checks[0].Space != sluice.SpaceInline {
+		t.Fatalf("decoded %+v, %v: want one check in the inline space", in.Checks, err)
 	}
 }
 
@@ -78,6 +80,92 @@ func FuzzPlainText(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if plainText(body) && walkText(body) != nil {
 			t.Fatalf("%q: cleared by plainText, refused by the walk: %v", body, walkText(body))
+		}
+	})
+}
+
+// checkBodies are bodies of POST /v1/check, good and bad, for the two
+// decoders to agree on.
+var checkBodies = []string{
+	chat,
+	`{"tenant":"bench","checks":[{"key":"user-1","policy":{"name":"bench","algorithm":"fixed_window","limit":1000000,"window":"1m"}}]}`,
+	` { "tenant" : "t" , "hits" : 0 , "checks" : [ { "policy" : { "name" : "p" , "algorithm" : "token_bucket" , "limit" : 5 , "window" : "1s" , "burst" : 9 } , "key" : "k" } ] } ` + "\n",
+	`{"checks":[{"key":"a","policy":{"name":"p","algorithm":"gcra","limit":1,"window":"1s","shadow":true,"failMode":"closed","scope":"regional","leased":false}},{"key":"b","policy":{"name":"q","algorithm":"concurrency","limit":2,"leaseTTL":"30s"}}]}`,
+	`{"checks":[{"key":"a","policy":{"name":"p","algorithm":"quota","limit":10,"window":"24h","buckets":24,"calendar":"rolling"}}]}`,
+	`{"checks":[{"key":"a","policy":{"name":"p","algorithm":"quota","limit":10,"calendar":"month"}}]}`,
+	`{"checks":[]}`, `{}`, `{"hits":-3}`, `{"hits":123456789012345678}`, `{"hits":1234567890123456789}`,
+	`{"hits":99999999999999999999}`, `{"hits":1.0}`, `{"hits":1e3}`, `{"hits":01}`, `{"hits":-}`, `{"hits":null}`,
+	`{"tenant":"acme","endpoint":"chat","key":{"user":"u1","ip":"10.0.0.1"}}`,
+	`{"tenant":"acme","policies":["a","b"],"key":{}}`, `{"policies":[]}`, `{"policies":null}`, `{"key":null}`,
+	`{"tenant":"é","checks":[{"key":"ключ","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m"}}]}`,
+	`{"tenant":"a\"b"}`, `{"tenant":"\u0041"}`, `{"Tenant":"a"}`, `{"tenant":"a","tenant":"b"}`,
+	`{"key":{"a":"1"},"key":{"b":"2"}}`, `{"key":{"a":"1","a":"2"}}`,
+	`{"tenant":"a"}}`, `{"tenant":"a"} x`, `{"tenant":"a"}{}`, `{"tenant":"a"`, `{"tenant":1}`, `{"tenant":"a",}`,
+	`{"nope":1}`, `[]`, `""`, ``, `null`, "{\"tenant\":\"\xff\"}", "{\"tenant\":\"a\tb\"}",
+	`{"checks":[{"key":"k"}]}`, `{"checks":[{"key":"k","policy":null}]}`, `{"checks":[{"key":"k","policy":{}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"nope","limit":1,"window":"1m"}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1x"}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":60}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":1e99}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"token_bucket","limit":1,"window":"1s","burst":0}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m","penalty":{"after":3,"base":"1m"}}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m","calendar":"week"}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m","failMode":"maybe"}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m","scope":"local"}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m","shadow":"yes"}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m","extra":1}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"limit":2,"window":"1m"}}]}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m"}}],"endpoint":"chat"}`,
+	`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m"}},]}`,
+	`{"checks":{"key":"k"}}`, `{"checks":[1]}`, `{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m"}}`,
+}
+
+// TestCheckBodyFastPath: the bodies of every day take the fast path.
+func TestCheckBodyFastPath(t *testing.T) {
+	for _, body := range checkBodies[:7] {
+		if _, ok := fastCheckBody([]byte(body)); !ok {
+			t.Errorf("%s: not decoded by the fast path", body)
+		}
+	}
+}
+
+// TestCheckBodyDecodersAgree: what the fast path decodes, encoding/json
+// decodes alike; what it refuses, the decoder answers as encoding/json.
+func TestCheckBodyDecodersAgree(t *testing.T) {
+	for _, body := range checkBodies {
+		checkDecodersAgree(t, []byte(body))
+	}
+}
+
+// FuzzCheckBodyDecoders is TestCheckBodyDecodersAgree on any body.
+func FuzzCheckBodyDecoders(f *testing.F) {
+	for _, body := range checkBodies {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(checkDecodersAgree)
+}
+
+func checkDecodersAgree(t *testing.T, body []byte) {
+	t.Helper()
+	slow, slowErr := slowCheckBody(body)
+	got, err := decodeCheckBody(body)
+	if fmt.Sprint(err) != fmt.Sprint(slowErr) || !reflect.DeepEqual(got, slow) {
+		t.Fatalf("%q: decoded\n%#v, %v\nencoding/json:\n%#v, %v", body, got, err, slow, slowErr)
+	}
+	if fast, ok := fastCheckBody(body); ok && (slowErr != nil || !reflect.DeepEqual(fast, slow)) {
+		t.Fatalf("%q: fast path\n%#v\nencoding/json:\n%#v, %v", body, fast, slow, slowErr)
+	}
+}
+
+// FuzzSimpleDuration: the fast path's durations are time.ParseDuration's.
+func FuzzSimpleDuration(f *testing.F) {
+	for _, s := range []string{"1m", "60s", "500ms", "24h", "00s", "0", "999999999h", "1.5s", "1h30m", "5us", "5µs", "-1s", "+1s", "1x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := simpleDuration([]byte(s))
+		if want, err := time.ParseDuration(s); ok && (err != nil || got != want) {
+			t.Fatalf("%q: %v, time.ParseDuration: %v, %v", s, got, want, err)
 		}
 	})
 }
