@@ -118,8 +118,7 @@ func ParseError(op string, status int, body []byte) error {
 
 // WriteJSON answers v as JSON with status, never cached.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	setJSONHeaders(w.Header())
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do
 }
