@@ -3,7 +3,6 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -25,31 +24,70 @@ import (
 //
 // policies[i] is the policy of res.Decisions[i].
 func WriteHeaders(h http.Header, res sluice.Result, policies []sluice.Policy, now time.Time) {
-	var pol, rl strings.Builder
+	// Every value is cut from one string, in one slice of values: two
+	// allocations for a decision's headers, as Header.Set would set them.
+	var buf [256]byte
+	b := buf[:0]
+	first := true
 	for i, d := range res.Decisions {
 		if policies[i].Shadow {
 			continue // on trial: not a limit clients are held to
 		}
-		if pol.Len() > 0 {
-			pol.WriteString(", ")
-			rl.WriteString(", ")
+		if !first {
+			b = append(b, ", "...)
 		}
-		pol.WriteString(`"` + d.Policy + `";q=` + strconv.FormatInt(d.Limit, 10))
+		first = false
+		b = append(b, '"')
+		b = append(b, d.Policy...)
+		b = append(b, `";q=`...)
+		b = strconv.AppendInt(b, d.Limit, 10)
 		if w := windowSeconds(&policies[i], now); w > 0 {
-			pol.WriteString(";w=" + strconv.FormatInt(w, 10))
+			b = strconv.AppendInt(append(b, ";w="...), w, 10)
 		}
-		rl.WriteString(`"` + d.Policy + `";r=` + strconv.FormatInt(d.Remaining, 10) + ";t=" + strconv.FormatInt(wire.CeilSeconds(d.ResetAt.Sub(now)), 10))
 	}
-	h.Set("RateLimit-Policy", pol.String())
-	h.Set("RateLimit", rl.String())
+	ends := [6]int{len(b)}
+	first = true
+	for i, d := range res.Decisions {
+		if policies[i].Shadow {
+			continue
+		}
+		if !first {
+			b = append(b, ", "...)
+		}
+		first = false
+		b = append(b, '"')
+		b = append(b, d.Policy...)
+		b = strconv.AppendInt(append(b, `";r=`...), d.Remaining, 10)
+		b = strconv.AppendInt(append(b, ";t="...), wire.CeilSeconds(d.ResetAt.Sub(now)), 10)
+	}
+	ends[1] = len(b)
 	d := res.Decision
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(wire.CeilUnix(d.ResetAt), 10))
+	b = strconv.AppendInt(b, d.Limit, 10)
+	ends[2] = len(b)
+	b = strconv.AppendInt(b, d.Remaining, 10)
+	ends[3] = len(b)
+	b = strconv.AppendInt(b, wire.CeilUnix(d.ResetAt), 10)
+	ends[4] = len(b)
+	n := 5
 	if !res.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(wire.CeilSeconds(d.RetryAfter), 10))
+		b = strconv.AppendInt(b, wire.CeilSeconds(d.RetryAfter), 10)
+		ends[5] = len(b)
+		n = 6
+	}
+	all := string(b)
+	vals := make([]string, n)
+	for i, start := 0, 0; i < n; i++ {
+		vals[i] = all[start:ends[i]]
+		start = ends[i]
+	}
+	for i, name := range headerNames[:n] {
+		h[name] = vals[i : i+1 : i+1]
 	}
 }
+
+// headerNames are WriteHeaders' headers, in their canonical form (as
+// Header.Set would key them), in the order of its values.
+var headerNames = [6]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}
 
 // windowSeconds is the policy's window for the w parameter: its window, a
 // calendar month's length, or 0 (no window) for concurrency.
