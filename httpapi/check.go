@@ -14,12 +14,14 @@ import (
 )
 
 func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
-	body, err := readBody(w, r)
+	buf, body, err := readPooledBody(w, r)
 	if err != nil {
+		releaseBody(buf, body)
 		writeError(w, err)
 		return
 	}
 	in, err := decodeCheckBody(body)
+	releaseBody(buf, body) // nothing decoded refers to it
 	if err != nil {
 		writeError(w, err)
 		return
@@ -172,9 +174,10 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, req sluice.Requ
 // answer writes a decision: its headers and its body, or, for a store's
 // failure under a fail-closed policy, 503.
 func (h *Handler) answer(w http.ResponseWriter, req sluice.Request, res sluice.Result) {
-	policies := make([]sluice.Policy, len(req.Checks))
+	var held [2]sluice.Policy // most requests' policies, on the stack
+	policies := held[:0]
 	for i := range req.Checks {
-		policies[i] = req.Checks[i].Policy
+		policies = append(policies, req.Checks[i].Policy)
 	}
 	if !res.Allowed && res.Decision.FailedClosed {
 		// A fault, not a limit: unavailable, never 429.
@@ -182,7 +185,7 @@ func (h *Handler) answer(w http.ResponseWriter, req sluice.Request, res sluice.R
 		return
 	}
 	httplimit.WriteHeaders(w.Header(), res, policies, h.opts.Now())
-	writeJSON(w, statusOfResult(res), wire.FromResult(res))
+	wire.WriteResult(w, statusOfResult(res), res)
 }
 
 func statusOfResult(res sluice.Result) int {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
@@ -24,18 +25,57 @@ const MaxBodyBytes = 64 << 10
 // surrogate, which encoding/json silently turns into U+FFFD, so that keys
 // "\xff" and "\xfe" would share one counter.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, sluice.Invalid("body", "exceeds %d bytes", MaxBodyBytes)
-	}
+	b, err := readBodyInto(w, r, make([]byte, 0, 512))
 	if err != nil {
-		return nil, sluice.Invalid("body", "could not be read: %v", err)
-	}
-	if err := invalidText(b); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// readBodyInto is readBody appending to b, as io.ReadAll would.
+func readBodyInto(w http.ResponseWriter, r *http.Request, b []byte) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	for {
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return b, sluice.Invalid("body", "exceeds %d bytes", MaxBodyBytes)
+		}
+		if err != nil {
+			return b, sluice.Invalid("body", "could not be read: %v", err)
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // room to read on
+		}
+	}
+	return b, invalidText(b)
+}
+
+// bodyBufs hold the buffers of the check route's bodies, which it keeps
+// nothing of once decoded.
+var bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// readPooledBody is readBody into a buffer of bodyBufs, which
+// releaseBody returns.
+func readPooledBody(w http.ResponseWriter, r *http.Request) (*[]byte, []byte, error) {
+	bp := bodyBufs.Get().(*[]byte)
+	if cap(*bp) == 0 {
+		*bp = make([]byte, 0, 1024)
+	}
+	body, err := readBodyInto(w, r, (*bp)[:0])
+	return bp, body, err
+}
+
+// releaseBody returns a body's buffer to bodyBufs, but for a large one.
+func releaseBody(bp *[]byte, body []byte) {
+	if cap(body) <= 16<<10 {
+		*bp = body[:0]
+		bodyBufs.Put(bp)
+	}
 }
 
 // invalidText returns an error naming the first string of a JSON body that
