@@ -22,14 +22,20 @@ type checkBody struct {
 	Checks []sluice.Check
 }
 
-// decodeCheckBody decodes a POST /v1/check body: the request and, for
-// inline policies, its checks. The common shape, plain JSON of known
-// fields, is read by hand (fastCheckBody); anything else, and every error,
-// is encoding/json's (slowCheckBody), so that both give the same result
-// and every error names its field as it always has.
+// decodeCheckBody decodes a POST /v1/check body, as read by
+// readBodyInto: the request and, for inline policies, its checks. The
+// common shape, plain JSON of known fields, is read by hand
+// (fastCheckBody); anything else, and every error, is readBody's check of
+// the text (invalidText) then encoding/json's (slowCheckBody), so that
+// both give the same result and every error names its field as it always
+// has. A body the fast path reads passes invalidText: its strings are
+// plain and valid UTF-8, and no object of it has a member twice.
 func decodeCheckBody(body []byte) (checkBody, error) {
 	if in, ok := fastCheckBody(body); ok {
 		return in, nil
+	}
+	if err := invalidText(body); err != nil {
+		return checkBody{}, err
 	}
 	return slowCheckBody(body)
 }
@@ -283,6 +289,9 @@ func (p *fastParser) stringMap() (map[string]string, bool) {
 	out := map[string]string{}
 	ok := p.object(func(name []byte) bool {
 		v, ok := p.string()
+		if _, dup := out[string(name)]; dup {
+			return false // invalidText's to refuse
+		}
 		out[string(name)] = v
 		return ok
 	})

@@ -26,13 +26,17 @@ const MaxBodyBytes = 64 << 10
 // "\xff" and "\xfe" would share one counter.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := readBodyInto(w, r, make([]byte, 0, 512))
+	if err == nil {
+		err = invalidText(b)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// readBodyInto is readBody appending to b, as io.ReadAll would.
+// readBodyInto reads at most MaxBodyBytes of r's body, appending to b as
+// io.ReadAll would; readBody without the check of its text.
 func readBodyInto(w http.ResponseWriter, r *http.Request, b []byte) ([]byte, error) {
 	rd := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	for {
@@ -52,15 +56,15 @@ func readBodyInto(w http.ResponseWriter, r *http.Request, b []byte) ([]byte, err
 			b = append(b, 0)[:len(b)] // room to read on
 		}
 	}
-	return b, invalidText(b)
+	return b, nil
 }
 
 // bodyBufs hold the buffers of the check route's bodies, which it keeps
 // nothing of once decoded.
 var bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// readPooledBody is readBody into a buffer of bodyBufs, which
-// releaseBody returns.
+// readPooledBody is readBodyInto a buffer of bodyBufs, which releaseBody
+// returns. The text is not checked: decodeCheckBody does.
 func readPooledBody(w http.ResponseWriter, r *http.Request) (*[]byte, []byte, error) {
 	bp := bodyBufs.Get().(*[]byte)
 	if cap(*bp) == 0 {
