@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -31,10 +31,12 @@ func requestLog(log *slog.Logger, next http.Handler) http.Handler {
 		start := time.Now()
 		id := r.Header.Get("X-Request-Id")
 		if !saneRequestID(id) {
-			id = rand.Text()
+			id = newRequestID()
 		}
-		r.Header.Set("X-Request-Id", id)
-		w.Header().Set("X-Request-Id", id)
+		// Set, as Header.Set would, in one allocation for both.
+		ids := []string{id, id}
+		r.Header["X-Request-Id"] = ids[:1:1]
+		w.Header()["X-Request-Id"] = ids[1:2:2]
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			status := sw.status
@@ -70,6 +72,22 @@ func requestLog(log *slog.Logger, next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// newRequestID returns a new request id: 26 characters of the base32
+// alphabet, as crypto/rand.Text, of 128 random bits drawn from the
+// runtime's generator (ChaCha8, seeded by the system), which costs no
+// system call and no lock: an id tells requests apart, it guards nothing.
+func newRequestID() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	var b [26]byte
+	x, y := rand.Uint64(), rand.Uint64()
+	for i := range 13 {
+		b[i], b[13+i] = alphabet[x&31], alphabet[y&31]
+		x >>= 5
+		y >>= 5
+	}
+	return string(b[:])
 }
 
 // saneRequestID reports whether an incoming request id may be kept.

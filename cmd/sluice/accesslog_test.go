@@ -128,3 +128,16 @@ func TestRequestLog(t *testing.T) {
 		t.Fatalf("a token or session id from a path or query reached the log:\n%s", sink.b.String())
 	}
 }
+
+// TestNewRequestID: new ids are as crypto/rand.Text's, kept if sent back,
+// and distinct.
+func TestNewRequestID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 10_000 {
+		id := newRequestID()
+		if len(id) != 26 || strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" || !saneRequestID(id) || seen[id] {
+			t.Fatalf("id %q: want 26 new characters of the base32 alphabet", id)
+		}
+		seen[id] = true
+	}
+}
