@@ -5,7 +5,6 @@ package insight
 
 import (
 	"cmp"
-	"container/heap"
 	"slices"
 )
 
@@ -28,26 +27,65 @@ type entry struct {
 	pos   int
 }
 
+// entries is a min-heap by count, ties broken by the greater key first,
+// typed rather than through container/heap's interface: a sketch's Add is
+// on every decision's path. Its moves are container/heap's, so a sketch
+// holds what it held through it.
 type entries []*entry
 
-func (h entries) Len() int { return len(h) }
-func (h entries) Less(i, j int) bool {
+func (h entries) less(i, j int) bool {
 	return h[i].count < h[j].count || h[i].count == h[j].count && h[i].key > h[j].key
 }
-func (h entries) Swap(i, j int) {
+
+func (h entries) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].pos, h[j].pos = i, j
 }
-func (h *entries) Push(x any) {
-	e := x.(*entry)
+
+// push adds e, as heap.Push.
+func (h *entries) push(e *entry) {
 	e.pos = len(*h)
 	*h = append(*h, e)
+	h.up(e.pos)
 }
-func (h *entries) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+
+// fix restores the heap after the count of its i-th entry changed, as
+// heap.Fix.
+func (h entries) fix(i int) {
+	if !h.down(i) {
+		h.up(i)
+	}
+}
+
+func (h entries) up(j int) {
+	for {
+		i := (j - 1) / 2 // parent
+		if i == j || !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		j = i
+	}
+}
+
+func (h entries) down(i0 int) bool {
+	i, n := i0, len(h)
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && h.less(j2, j1) {
+			j = j2 // right child
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
 }
 
 // NewTopK returns a sketch keeping k keys, k at least 1.
@@ -62,13 +100,13 @@ func (t *TopK) Add(key string, w int64) {
 	t.total += w
 	if e, ok := t.idx[key]; ok {
 		e.count += w
-		heap.Fix(&t.h, e.pos)
+		t.h.fix(e.pos)
 		return
 	}
 	if len(t.h) < t.k {
 		e := &entry{key: key, count: w}
 		t.idx[key] = e
-		heap.Push(&t.h, e)
+		t.h.push(e)
 		return
 	}
 	// Replace the least counted key: the newcomer inherits its count,
@@ -77,7 +115,7 @@ func (t *TopK) Add(key string, w int64) {
 	delete(t.idx, e.key)
 	e.key, e.err, e.count = key, e.count, e.count+w
 	t.idx[key] = e
-	heap.Fix(&t.h, 0)
+	t.h.fix(0)
 }
 
 // Item is a kept key: Count overestimates its weight by at most Err.

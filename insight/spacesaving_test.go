@@ -1,6 +1,7 @@
 package insight
 
 import (
+	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -85,5 +86,64 @@ func BenchmarkTopKAdd(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		sk.Add(keys[i%len(keys)], 1)
+	}
+}
+
+// refTopK is TopK through container/heap, as it was first written.
+type refTopK struct {
+	k   int
+	idx map[string]*entry
+	h   refEntries
+}
+
+type refEntries []*entry
+
+func (h refEntries) Len() int           { return len(h) }
+func (h refEntries) Less(i, j int) bool { return entries(h).less(i, j) }
+func (h refEntries) Swap(i, j int)      { entries(h).swap(i, j) }
+func (h *refEntries) Push(x any) {
+	e := x.(*entry)
+	e.pos = len(*h)
+	*h = append(*h, e)
+}
+func (h *refEntries) Pop() any { panic("unused") }
+
+func (t *refTopK) add(key string, w int64) {
+	if e, ok := t.idx[key]; ok {
+		e.count += w
+		heap.Fix(&t.h, e.pos)
+		return
+	}
+	if len(t.h) < t.k {
+		e := &entry{key: key, count: w}
+		t.idx[key] = e
+		heap.Push(&t.h, e)
+		return
+	}
+	e := t.h[0]
+	delete(t.idx, e.key)
+	e.key, e.err, e.count = key, e.count, e.count+w
+	t.idx[key] = e
+	heap.Fix(&t.h, 0)
+}
+
+// TestTopKAsContainerHeap: the typed heap moves entries as container/heap
+// did, so that a sketch keeps and evicts what it always has.
+func TestTopKAsContainerHeap(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	z := rand.NewZipf(r, 1.2, 1, 500)
+	sk, ref := NewTopK(20), &refTopK{k: 20, idx: map[string]*entry{}}
+	for i := range 50_000 {
+		key, w := fmt.Sprint("k", z.Uint64()), int64(1+r.IntN(3))
+		sk.Add(key, w)
+		ref.add(key, w)
+		if i%997 != 0 {
+			continue
+		}
+		for j := range sk.h {
+			if a, b := sk.h[j], ref.h[j]; a.key != b.key || a.count != b.count || a.err != b.err || a.pos != j {
+				t.Fatalf("after %d adds, entry %d is %+v, container/heap's %+v", i+1, j, *a, *b)
+			}
+		}
 	}
 }
