@@ -20,16 +20,14 @@ func BenchmarkApplyOne(b *testing.B) {
 			p := sluice.Policy{Name: "p", Algorithm: sluice.TokenBucket, Limit: 1_000_000_000, Window: time.Second}
 			ops := make([]sluice.Op, n)
 			for i := range ops {
-				ops[i] = sluice.Op{Key: sluice.Key{Tenant: "acme", Policy: "p", Value: fmt.Sprint("user-", i)}, Policy: &p, Hits: 1}
+				ops[i] = sluice.Op{Key: sluice.Key{Tenant: "acme", Algorithm: p.Algorithm, Policy: "p", Value: fmt.Sprint("user-", i)}, Policy: &p, Hits: 1}
 			}
 			ctx := context.Background()
 			now := time.Now()
 			for _, op := range ops {
 				s.ApplyOne(ctx, now, op)
 			}
-			// Visit keys in a random order, not the order they were
-			// created in, which memory follows: real traffic does not.
-			order := rand.New(rand.NewPCG(1, 2)).Perm(n)
+			order := visitOrder(n)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				if d, err := s.ApplyOne(ctx, now, ops[order[i%n]]); err != nil || !d.Allowed {
@@ -39,3 +37,36 @@ func BenchmarkApplyOne(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScope is BenchmarkApplyOne through a Scope: the key's value
+// hashed and compared, its scope's part computed once.
+func BenchmarkScope(b *testing.B) {
+	for _, n := range []int{1, 100_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			s := New(Options{})
+			defer s.Close()
+			p := sluice.Policy{Name: "p", Algorithm: sluice.TokenBucket, Limit: 1_000_000_000, Window: time.Second}
+			apply := s.Scope("acme", sluice.SpacePolicy, &p)
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprint("user-", i)
+			}
+			ctx := context.Background()
+			now := time.Now().UnixNano()
+			for _, k := range keys {
+				apply(ctx, now, k, 1)
+			}
+			order := visitOrder(n)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if d, err := apply(ctx, now, keys[order[i%n]], 1); err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+			}
+		})
+	}
+}
+
+// visitOrder is a random order of n keys, not the order they were created
+// in, which memory follows: real traffic does not.
+func visitOrder(n int) []int { return rand.New(rand.NewPCG(1, 2)).Perm(n) }

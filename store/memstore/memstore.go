@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
@@ -93,9 +94,15 @@ type Store struct {
 }
 
 type shard struct {
+	shardState
+	// 128 bytes a shard: neighbours share neither a cache line nor the
+	// pair of lines that the CPU's prefetcher fetches together.
+	_ [128 - unsafe.Sizeof(shardState{})%128]byte
+}
+
+type shardState struct {
 	mu sync.Mutex
 	t  table
-	_  [24]byte // 64 bytes a shard: neighbours do not share a cache line
 }
 
 // New returns a Store and starts its sweep. Call Close to stop it.
@@ -136,11 +143,23 @@ func (s *Store) hash(k *sluice.Key) uint64 {
 	if s.collide != nil {
 		return s.collide(*k)
 	}
-	// Three string hashes cost less than maphash.Comparable, which also
-	// moves the key to the heap.
-	h := maphash.String(s.seed, k.Value)
-	h = (h ^ maphash.String(s.seed, k.Policy) ^ uint64(k.Space)<<56 ^ uint64(k.Algorithm)<<48) * 0x9e3779b97f4a7c15
-	return (h ^ maphash.String(s.seed, k.Tenant)) * 0xbf58476d1ce4e5b9
+	return s.valueHash(s.prefixHash(k), k.Value)
+}
+
+// prefixHash is the part of a key's hash that its prefix (tenant, space,
+// algorithm, policy, region) makes, computed once by a Scope. String hashes
+// cost less than maphash.Comparable, which also moves the key to the heap.
+func (s *Store) prefixHash(k *sluice.Key) uint64 {
+	h := (maphash.String(s.seed, k.Policy) ^ uint64(k.Space)<<56 ^ uint64(k.Algorithm)<<48) * 0x9e3779b97f4a7c15
+	if k.Region != "" {
+		h = (h ^ maphash.String(s.seed, k.Region)) * 0x9e3779b97f4a7c15
+	}
+	return h ^ maphash.String(s.seed, k.Tenant)
+}
+
+// valueHash completes a key's hash from its prefix's and its value.
+func (s *Store) valueHash(prefix uint64, v string) uint64 {
+	return (maphash.String(s.seed, v) ^ prefix) * 0xbf58476d1ce4e5b9
 }
 
 // Apply implements sluice.Store.
@@ -167,25 +186,43 @@ func (s *Store) ApplyOne(ctx context.Context, now time.Time, op sluice.Op) (slui
 		err := s.applyMany(now.UnixNano(), []sluice.Op{op}, dst[:])
 		return dst[0], err
 	}
-	h := s.hash(&op.Key)
+	var d sluice.Decision
+	err := s.applyOne(s.hash(&op.Key), nil, &op, now.UnixNano(), &d)
+	return d, err
+}
+
+// applyOne decides op, whose key's hash is h, into *d, with its shard
+// locked. If sp is not nil, it is the key's prefix, a Scope's, which a new
+// entry shares; otherwise the key is op.Key.
+func (s *Store) applyOne(h uint64, sp *prefix, op *sluice.Op, now int64, d *sluice.Decision) error {
 	sh := &s.shards[h>>s.shift]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	var d sluice.Decision
-	if e := sh.t.get(h, &op.Key); e != nil {
-		algo.UpdateOp(&op, &e.state, now.UnixNano(), &d)
-		return d, nil
+	var e *entry
+	if sp != nil {
+		e = sh.t.getScoped(h, sp, op.Key.Value)
+	} else {
+		e = sh.t.get(h, &op.Key)
+	}
+	if e != nil {
+		algo.UpdateOp(op, &e.state, now, d)
+		return nil
 	}
 	var st algo.State
-	algo.UpdateOp(&op, &st, now.UnixNano(), &d)
+	algo.UpdateOp(op, &st, now, d)
 	if !d.Allowed || op.Hits == 0 {
-		return d, nil
+		return nil
 	}
 	if sh.t.n >= s.perShard {
-		return sluice.Decision{}, sluice.ErrStoreFull
+		*d = sluice.Decision{}
+		return sluice.ErrStoreFull
 	}
-	sh.t.add(h, cloneKey(op.Key), st)
-	return d, nil
+	if sp != nil {
+		sh.t.addScoped(h, sp, op.Key.Value, st)
+	} else {
+		sh.t.add(h, &op.Key, st)
+	}
+	return nil
 }
 
 // applyMany locks every shard the ops touch, in ascending order so that
@@ -256,7 +293,7 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 		if t.n < s.perShard {
 			// Hold it from now on, admitted or not: it is the key's
 			// state.
-			t.add(hashes[i], cloneKey(ops[i].Key), st)
+			t.add(hashes[i], &ops[i].Key, st)
 			held[i] = true
 		}
 	}
@@ -288,7 +325,7 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 		if e := t.get(hashes[i], &ops[i].Key); e != nil {
 			e.state = next[i]
 		} else {
-			t.add(hashes[i], cloneKey(ops[i].Key), next[i])
+			t.add(hashes[i], &ops[i].Key, next[i])
 		}
 	}
 	return wait, nil
@@ -366,7 +403,7 @@ func (s *Store) updateLeaseLocked(now time.Time, key *sluice.Key, p *sluice.Poli
 	if e != nil {
 		e.state = next
 	} else if sh.t.n < s.perShard {
-		sh.t.add(h, cloneKey(*key), next)
+		sh.t.add(h, key, next)
 	}
 	return d, wait, nil
 }
@@ -426,13 +463,4 @@ func (s *Store) Close() error {
 	}
 	<-s.done
 	return nil
-}
-
-// cloneKey copies a key's strings, so that the store does not keep alive a
-// larger buffer the caller's strings may point into, into one allocation, so
-// that comparing a key touches one cache line or a few adjacent ones.
-func cloneKey(k sluice.Key) sluice.Key {
-	a, b := len(k.Tenant), len(k.Tenant)+len(k.Policy)
-	all := k.Tenant + k.Policy + k.Value
-	return sluice.Key{Tenant: all[:a], Space: k.Space, Algorithm: k.Algorithm, Policy: all[a:b], Value: all[b:]}
 }
