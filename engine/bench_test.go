@@ -10,13 +10,9 @@ import (
 	"github.com/sluicehq/sluice/store/memstore"
 )
 
-// BenchmarkAllow is one allowed decision on a key already held, through the
-// engine: validation, the clock, key scoping and the memory store.
-func BenchmarkAllow(b *testing.B) {
-	s := memstore.New(memstore.Options{})
-	defer s.Close()
-	e := New(s, Options{})
-	ctx := context.Background()
+// benchPolicies are policies no benchmark reaches, one per algorithm.
+func benchPolicies() []sluice.Policy {
+	var ps []sluice.Policy
 	for _, alg := range sluice.Algorithms {
 		p := sluice.Policy{Name: "p", Algorithm: alg, Limit: 1_000_000_000, Window: time.Second}
 		switch alg {
@@ -26,7 +22,20 @@ func BenchmarkAllow(b *testing.B) {
 		case sluice.Concurrency:
 			p.Limit, p.LeaseTTL = sluice.MaxLogLimit, time.Millisecond
 		}
-		b.Run(alg.String(), func(b *testing.B) {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// BenchmarkAllow is one allowed decision on a key already held, through the
+// engine: validation, the clock, key scoping and the memory store.
+func BenchmarkAllow(b *testing.B) {
+	s := memstore.New(memstore.Options{})
+	defer s.Close()
+	e := New(s, Options{})
+	ctx := context.Background()
+	for _, p := range benchPolicies() {
+		b.Run(p.Algorithm.String(), func(b *testing.B) {
 			if _, err := e.Allow(ctx, "acme", &p, "user-1", 1); err != nil {
 				b.Fatal(err)
 			}
@@ -38,6 +47,50 @@ func BenchmarkAllow(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkPrepared is BenchmarkAllow through a prepared limiter: the
+// policy validated and its keys' scope hashed once, not per decision.
+func BenchmarkPrepared(b *testing.B) {
+	s := memstore.New(memstore.Options{})
+	defer s.Close()
+	e := New(s, Options{})
+	ctx := context.Background()
+	for _, p := range benchPolicies() {
+		b.Run(p.Algorithm.String(), func(b *testing.B) {
+			l, err := e.Prepare("acme", p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := l.Allow(ctx, "user-1", 1); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.Allow(ctx, "user-1", 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClock is one read of the engine's wall clock, and of time.Now
+// for scale.
+func BenchmarkClock(b *testing.B) {
+	c := newWallClock()
+	var sum int64
+	b.Run("engine", func(b *testing.B) {
+		for b.Loop() {
+			sum += c.unixNano()
+		}
+	})
+	b.Run("time.Now", func(b *testing.B) {
+		for b.Loop() {
+			sum += time.Now().UnixNano()
+		}
+	})
+	_ = sum
 }
 
 // BenchmarkCheck is a request against four policies at once, the shape of

@@ -69,6 +69,7 @@ type Engine struct {
 	store   sluice.Store
 	one     oneApplier // store's single-op path, if it has one
 	now     func() time.Time
+	clock   *wallClock // now's, unless Options.Now replaced it
 	timeout time.Duration
 	obs     Observer
 	kobs    KeyObserver // obs, if it is one
@@ -97,13 +98,15 @@ var _ sluice.LeaseLimiter = (*Engine)(nil)
 // New returns an Engine deciding on store. The caller still owns the store
 // and closes it.
 func New(store sluice.Store, opts Options) *Engine {
+	var clock *wallClock
 	if opts.Now == nil {
-		opts.Now = newWallClock().now
+		clock = newWallClock()
+		opts.Now = clock.now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{store: store, now: opts.Now, timeout: opts.Timeout, obs: opts.Observer, log: opts.Logger}
+	e := &Engine{store: store, now: opts.Now, clock: clock, timeout: opts.Timeout, obs: opts.Observer, log: opts.Logger}
 	e.kobs, _ = opts.Observer.(KeyObserver)
 	e.one, _ = store.(oneApplier)
 	e.pool.New = func() any { return new(batch) }
@@ -389,12 +392,19 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // Allow decides hits against a single policy for key, the common case of a
-// middleware. On a key already held it allocates nothing.
+// middleware. On a key already held it allocates nothing. A caller that
+// decides many keys under one policy saves the policy's validation on each
+// decision with Prepare.
 func (e *Engine) Allow(ctx context.Context, tenant string, p *sluice.Policy, key string, hits int64) (sluice.Decision, error) {
 	if err := validateOne(tenant, p, key, hits); err != nil {
 		return sluice.Decision{}, sluice.WithOp("engine.allow", err)
 	}
-	if p.Shadow || p.Penalty.Enabled() || e.timeout > 0 || e.obs != nil {
+	return e.allow(ctx, tenant, p, key, hits)
+}
+
+// allow is Allow on valid input.
+func (e *Engine) allow(ctx context.Context, tenant string, p *sluice.Policy, key string, hits int64) (sluice.Decision, error) {
+	if e.general(p) {
 		res, err := e.Check(ctx, sluice.Request{Tenant: tenant, Hits: hits, Checks: []sluice.Check{{Policy: *p, Key: key}}})
 		return res.Decision, err
 	}
@@ -411,12 +421,24 @@ func (e *Engine) Allow(ctx context.Context, tenant string, p *sluice.Policy, key
 		e.pool.Put(b)
 	}
 	if err != nil {
-		if storeFailure(err) {
-			return e.failure(tenant, &sluice.Check{Policy: *p, Key: key}, e.now(), err), nil
-		}
-		return sluice.Decision{}, sluice.WithOp("engine.allow", err)
+		return e.allowFailed(tenant, p, key, err)
 	}
 	return d, nil
+}
+
+// general reports whether a decision under p needs Check: for its shadow
+// or penalty, for the engine's deadline, or to tell the observer.
+func (e *Engine) general(p *sluice.Policy) bool {
+	return p.Shadow || p.Penalty.Enabled() || e.timeout > 0 || e.obs != nil
+}
+
+// allowFailed answers Allow when the store failed with err: the policy's
+// fail mode decides, unless the failure is not the store's.
+func (e *Engine) allowFailed(tenant string, p *sluice.Policy, key string, err error) (sluice.Decision, error) {
+	if storeFailure(err) {
+		return e.failure(tenant, &sluice.Check{Policy: *p, Key: key}, e.now(), err), nil
+	}
+	return sluice.Decision{}, sluice.WithOp("engine.allow", err)
 }
 
 // Release returns the units of a lease taken by an allowed Check of a
