@@ -30,26 +30,49 @@ type decider interface {
 	close()
 }
 
+// sluiceDecider decides through a limiter prepared once for its policy
+// (engine.Prepared), the way an in-process user holds one per policy.
 type sluiceDecider struct {
+	l     *engine.Prepared
+	store *memstore.Store
+}
+
+// sluicePolicy is a token bucket (GCRA) no benchmark can reach.
+var sluicePolicy = sluice.Policy{Name: "api", Algorithm: sluice.TokenBucket, Limit: hugeRate, Window: time.Second}
+
+func newSluice() decider {
+	s := memstore.New(memstore.Options{})
+	l, err := engine.New(s, engine.Options{}).Prepare("acme", sluicePolicy)
+	if err != nil {
+		panic(err)
+	}
+	return &sluiceDecider{l: l, store: s}
+}
+
+func (d *sluiceDecider) allow(key string) bool {
+	dec, err := d.l.Allow(context.Background(), key, 1)
+	return err == nil && dec.Allowed
+}
+func (d *sluiceDecider) close() { d.store.Close() }
+
+// sluiceAllowDecider decides through engine.Engine.Allow, which validates
+// the policy and scopes the key on every decision.
+type sluiceAllowDecider struct {
 	eng   *engine.Engine
 	store *memstore.Store
 	p     sluice.Policy
 }
 
-func newSluice() decider {
+func newSluiceAllow() decider {
 	s := memstore.New(memstore.Options{})
-	return &sluiceDecider{
-		eng:   engine.New(s, engine.Options{}),
-		store: s,
-		p:     sluice.Policy{Name: "api", Algorithm: sluice.TokenBucket, Limit: hugeRate, Window: time.Second},
-	}
+	return &sluiceAllowDecider{eng: engine.New(s, engine.Options{}), store: s, p: sluicePolicy}
 }
 
-func (d *sluiceDecider) allow(key string) bool {
+func (d *sluiceAllowDecider) allow(key string) bool {
 	dec, err := d.eng.Allow(context.Background(), "acme", &d.p, key, 1)
 	return err == nil && dec.Allowed
 }
-func (d *sluiceDecider) close() { d.store.Close() }
+func (d *sluiceAllowDecider) close() { d.store.Close() }
 
 // xtimeDecider is how x/time/rate is used per key: a map of limiters behind
 // a mutex.
@@ -124,6 +147,7 @@ var libs = []struct {
 	new  func() decider
 }{
 	{"sluice", newSluice},
+	{"sluice-allow", newSluiceAllow},
 	{"xtime", newXTime},
 	{"golimiter", newGoLimiter},
 	{"throttled", newThrottled},
