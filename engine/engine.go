@@ -1,6 +1,23 @@
 // Package engine decides requests: it validates them, scopes every key by
 // tenant and policy, reads the clock once, and asks the store to apply all of
 // a request's checks in one atomic operation.
+//
+// Three entry points, from the most general to the fastest:
+//
+//   - Engine.Check decides a request against up to sluice.MaxChecks
+//     policies at once, all or nothing, with operators' blocks.
+//   - Engine.Allow decides one policy for one key, validating the tenant
+//     and the policy on every call.
+//   - Engine.Prepare validates a tenant and a policy once and returns a
+//     Prepared, whose Allow decides by key: the common case of an
+//     in-process caller holding one limiter per policy. On the memory
+//     store it asks the store's scope of the policy's keys
+//     (memstore.Store.Scope), which hashes and compares only the key's
+//     value.
+//
+// Allow and Prepared.Allow decide alike, on the same counters; a policy with
+// a shadow or a penalty, or an engine with a deadline or an observer, takes
+// Check's path for them.
 package engine
 
 import (

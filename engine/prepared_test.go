@@ -270,3 +270,25 @@ func TestPreparedAllocatesNothing(t *testing.T) {
 		t.Fatalf("Prepared.Allow allocates %v per call, want 0", allocs)
 	}
 }
+
+// A limiter prepared once per policy decides by key.
+func ExampleEngine_Prepare() {
+	s := memstore.New(memstore.Options{})
+	defer s.Close()
+	e := New(s, Options{})
+	perUser, err := e.Prepare("acme", sluice.Policy{Name: "per-user", Algorithm: sluice.TokenBucket, Limit: 2, Window: time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		d, err := perUser.Allow(context.Background(), "user-1", 1)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(d.Allowed, d.Remaining)
+	}
+	// Output:
+	// true 1
+	// true 0
+	// false 0
+}
