@@ -100,11 +100,13 @@ func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engi
 	now := r.now()
 	r.tenants.Add(now, tenant, int(o), 1)
 	r.policies.Add(now, c.Policy.Name, int(o), 1)
+	key := keyID(tenant, c.Key) // one string for the sketches and the sample
+	// r.mu is held for the sketches alone: every decision takes it.
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	ps := r.sketch[c.Policy.Name]
 	if ps == nil {
 		if len(r.sketch) >= r.maxPol {
+			r.mu.Unlock()
 			return
 		}
 		ps = &policySketch{hits: NewTopK(r.k), denials: NewTopK(r.k)}
@@ -113,13 +115,13 @@ func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engi
 		}
 		r.sketch[c.Policy.Name] = ps
 	}
-	key := keyID(tenant, c.Key) // one string for the sketches and the sample
-	if ps.sample != nil {
-		ps.sample.add(now, key, tenant, c.Key, max(hits, 1))
-	}
 	ps.hits.Add(key, max(hits, 1))
 	if o == engine.Denied || o == engine.Penalised {
 		ps.denials.Add(key, 1)
+	}
+	r.mu.Unlock()
+	if ps.sample != nil { // set once, and safe for concurrent use
+		ps.sample.add(now, key, tenant, c.Key, max(hits, 1))
 	}
 }
 
