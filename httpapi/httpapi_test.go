@@ -3,9 +3,11 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -253,6 +255,36 @@ func TestStoreFailureFollowsFailMode(t *testing.T) {
 		}
 		if tc.mode == "closed" && (out["error"] != "unavailable" || resp.Header.Get("Retry-After") != "1") {
 			t.Fatalf("fail closed: %v, Retry-After %q", out, resp.Header.Get("Retry-After"))
+		}
+	}
+}
+
+// TestCheckRouteAsTheMux: POST /v1/check, served without the mux, is
+// answered as through it, with the pattern it sets; any other spelling of
+// the path goes through the mux.
+func TestCheckRouteAsTheMux(t *testing.T) {
+	s := memstore.New(memstore.Options{})
+	defer s.Close()
+	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 15, 0, time.UTC)}
+	h := New(Options{Limiter: engine.New(s, engine.Options{Now: c.now}), Tenants: &memstore.Tenants{}, Now: c.now})
+	for i, target := range []string{"/v1/check", "http://example.com/v1/check", "/v1/%63heck", "/v1//check", "/v1/check/", "/v1/check?x=1"} {
+		serve := func(key string, fn http.HandlerFunc) (*httptest.ResponseRecorder, string) {
+			body := `{"checks":[{"key":"` + key + `","policy":{"name":"p","algorithm":"fixed_window","limit":9,"window":"1m"}}]}`
+			r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(body))
+			w := httptest.NewRecorder()
+			fn(w, r)
+			return w, r.Pattern
+		}
+		got, pattern := serve(fmt.Sprint("a", i), h.ServeHTTP)
+		want, wantPattern := serve(fmt.Sprint("b", i), func(w http.ResponseWriter, r *http.Request) {
+			if _, p := h.mux.Handler(r); p == "" {
+				h.ServeHTTP(w, r) // our 404 or 405
+				return
+			}
+			h.mux.ServeHTTP(w, r)
+		})
+		if got.Code != want.Code || pattern != wantPattern || got.Body.String() != want.Body.String() || !reflect.DeepEqual(got.Header(), want.Header()) {
+			t.Errorf("POST %s: %d %q %v %s, through the mux: %d %q %v %s", target, got.Code, pattern, got.Header(), got.Body, want.Code, wantPattern, want.Header(), want.Body)
 		}
 	}
 }
