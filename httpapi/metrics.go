@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +34,14 @@ type Metrics struct {
 	reloads   *prometheus.CounterVec
 	known     func(policy string) bool
 	gw        *gatewayMetrics
+	// counted holds sluice_decisions_total's counters by policy label
+	// (*outcomeCounters), each made on its first decision, as
+	// WithLabelValues would: found without hashing the labels.
+	counted sync.Map
 }
+
+// outcomeCounters are a policy label's decision counters, by outcome.
+type outcomeCounters [engine.FailedClosed + 1]atomic.Pointer[prometheus.Counter]
 
 var _ engine.Observer = (*Metrics)(nil)
 
@@ -74,7 +83,22 @@ func (m *Metrics) Decided(policy string, o engine.Outcome) {
 	if m.known != nil && !m.known(policy) {
 		policy = "inline"
 	}
-	m.decisions.WithLabelValues(policy, o.String()).Inc()
+	if o > engine.FailedClosed {
+		m.decisions.WithLabelValues(policy, o.String()).Inc()
+		return
+	}
+	v, ok := m.counted.Load(policy)
+	if !ok {
+		v, _ = m.counted.LoadOrStore(policy, new(outcomeCounters))
+	}
+	cp := &v.(*outcomeCounters)[o]
+	c := cp.Load()
+	if c == nil {
+		counter := m.decisions.WithLabelValues(policy, o.String())
+		c = &counter
+		cp.Store(c)
+	}
+	(*c).Inc()
 }
 
 // StoreDone implements engine.Observer.
