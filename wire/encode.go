@@ -47,6 +47,27 @@ func (r *CheckResponse) AppendJSON(b []byte) []byte {
 	return append(b, "]}"...)
 }
 
+// AppendResult appends the body of res's answer, FromResult(res) as
+// AppendJSON encodes it, without building it but for a denial.
+func AppendResult(b []byte, res sluice.Result) []byte {
+	if !res.Allowed {
+		out := FromResult(res) // with its error, message and violated policies
+		return out.AppendJSON(b)
+	}
+	top := FromDecision(res.Decision)
+	b = top.appendFields(append(b, `{"allowed":true,`...), false)
+	b = append(b, `,"decisions":[`...)
+	for i := range res.Decisions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		d := FromDecision(res.Decisions[i])
+		b = d.appendFields(append(b, '{'), true)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
 // appendFields appends d's members, with "allowed" if withAllowed (the
 // embedded decision of a CheckResponse has it shadowed by the top level's).
 func (d *Decision) appendFields(b []byte, withAllowed bool) []byte {
@@ -102,9 +123,8 @@ var bodies = sync.Pool{New: func() any { return new([]byte) }}
 // WriteResult answers res with status and the body of FromResult(res), as
 // WriteJSON would, in one write from a reused buffer.
 func WriteResult(w http.ResponseWriter, status int, res sluice.Result) {
-	out := FromResult(res)
 	bp := bodies.Get().(*[]byte)
-	b := append(out.AppendJSON((*bp)[:0]), '\n')
+	b := append(AppendResult((*bp)[:0], res), '\n')
 	setJSONHeaders(w.Header())
 	w.WriteHeader(status)
 	_, _ = w.Write(b) // the client may be gone; nothing to do

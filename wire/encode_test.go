@@ -37,6 +37,9 @@ func TestAppendJSONIsEncodingJSON(t *testing.T) {
 		if got := append(out.AppendJSON(nil), '\n'); !bytes.Equal(got, want) {
 			t.Errorf("AppendJSON:\n%s\nencoding/json:\n%s", got, want)
 		}
+		if got := append(AppendResult(nil, res), '\n'); !bytes.Equal(got, want) {
+			t.Errorf("AppendResult:\n%s\nencoding/json:\n%s", got, want)
+		}
 		w := httptest.NewRecorder()
 		WriteResult(w, 429, res)
 		r := httptest.NewRecorder()
@@ -71,6 +74,18 @@ func FuzzAppendJSON(f *testing.F) {
 		}
 		if got, want := append(out.AppendJSON(nil), '\n'), encodingJSON(t, out); !bytes.Equal(got, want) {
 			t.Fatalf("AppendJSON:\n%s\nencoding/json:\n%s", got, want)
+		}
+		dec := sluice.Decision{Policy: policy, Allowed: flags&1 != 0, Limit: n, Remaining: m, ResetAt: time.Unix(0, n), RetryAfter: time.Duration(m),
+			Shadowed: flags&2 != 0, FailedOpen: flags&4 != 0, FailedClosed: flags&8 != 0}
+		if flags&16 != 0 {
+			dec.Lease = sluice.Lease{ID: uint64(m), ExpiresAt: time.Unix(0, m)}
+		}
+		res := sluice.Result{Allowed: flags&32 != 0, Decision: dec, Decisions: []sluice.Decision{dec, {Policy: msg}}}
+		if flags&128 != 0 {
+			res.Decisions = nil
+		}
+		if got, want := append(AppendResult(nil, res), '\n'), encodingJSON(t, FromResult(res)); !bytes.Equal(got, want) {
+			t.Fatalf("AppendResult:\n%s\nencoding/json:\n%s", got, want)
 		}
 	})
 }
