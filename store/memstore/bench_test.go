@@ -13,7 +13,7 @@ import (
 // BenchmarkApplyOne is one allowed token-bucket decision on a key already
 // held, at the store, without the engine's validation and clock.
 func BenchmarkApplyOne(b *testing.B) {
-	for _, n := range []int{1, 100_000} {
+	for _, n := range benchKeys {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			s := New(Options{})
 			defer s.Close()
@@ -41,7 +41,7 @@ func BenchmarkApplyOne(b *testing.B) {
 // BenchmarkScope is BenchmarkApplyOne through a Scope: the key's value
 // hashed and compared, its scope's part computed once.
 func BenchmarkScope(b *testing.B) {
-	for _, n := range []int{1, 100_000} {
+	for _, n := range benchKeys {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			s := New(Options{})
 			defer s.Close()
@@ -70,3 +70,6 @@ func BenchmarkScope(b *testing.B) {
 // visitOrder is a random order of n keys, not the order they were created
 // in, which memory follows: real traffic does not.
 func visitOrder(n int) []int { return rand.New(rand.NewPCG(1, 2)).Perm(n) }
+
+// benchKeys: one hot key, and more keys than the processor's caches hold.
+var benchKeys = []int{1, 100_000}
