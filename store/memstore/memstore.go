@@ -205,7 +205,7 @@ func (s *Store) applyOne(h uint64, sp *prefix, op *sluice.Op, now int64, d *slui
 		e = sh.t.get(h, &op.Key)
 	}
 	if e != nil {
-		algo.UpdateOp(op, &e.state, now, d)
+		e.update(op, now, d)
 		return nil
 	}
 	var st algo.State
@@ -276,7 +276,7 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 	for i := range ops {
 		t := &s.shards[hashes[i]>>s.shift].t
 		if e := t.get(hashes[i], &ops[i].Key); e != nil {
-			stored[i], held[i] = e.state, true
+			stored[i], held[i] = e.state(), true
 			continue
 		}
 		if s.backing == nil {
@@ -323,7 +323,7 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 		t := &s.shards[hashes[i]>>s.shift].t
 		// An earlier op of this request may have added the key.
 		if e := t.get(hashes[i], &ops[i].Key); e != nil {
-			e.state = next[i]
+			e.setState(&next[i])
 		} else {
 			t.add(hashes[i], &ops[i].Key, next[i])
 		}
@@ -382,7 +382,7 @@ func (s *Store) updateLeaseLocked(now time.Time, key *sluice.Key, p *sluice.Poli
 	e := sh.t.get(h, key)
 	switch {
 	case e != nil:
-		st = e.state
+		st = e.state()
 	case s.backing != nil:
 		var err error
 		if st, _, err = s.backing.Load(key, p); err != nil {
@@ -401,7 +401,7 @@ func (s *Store) updateLeaseLocked(now time.Time, key *sluice.Key, p *sluice.Poli
 		}
 	}
 	if e != nil {
-		e.state = next
+		e.setState(&next)
 	} else if sh.t.n < s.perShard {
 		sh.t.add(h, key, next)
 	}

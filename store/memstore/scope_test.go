@@ -172,10 +172,10 @@ func TestSweepForgetsWholeKeys(t *testing.T) {
 	}
 }
 
-// TestLayout: an entry is two cache lines, and a shard has its own pair.
+// TestLayout: an entry is a cache line, and a shard has its own pair.
 func TestLayout(t *testing.T) {
-	if n := unsafe.Sizeof(entry{}); n != 128 {
-		t.Errorf("entry is %d bytes, want 128", n)
+	if n := unsafe.Sizeof(entry{}); n != 64 {
+		t.Errorf("entry is %d bytes, want 64", n)
 	}
 	if n := unsafe.Sizeof(shard{}); n != 128 {
 		t.Errorf("shard is %d bytes, want 128", n)

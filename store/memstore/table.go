@@ -31,43 +31,122 @@ func (p *prefix) of(k *sluice.Key) bool {
 
 // inline is how many bytes of a key's value an entry holds in itself; a
 // longer value is copied out of line.
-const inline = 23
+const inline = 13
 
-// entry is one key's state, held inline in its table's slots: 128 bytes,
-// two cache lines that the CPU fetches as a pair, holding the hash, the
-// key (its value too, if short) and the state, so that a lookup that hits
-// touches its slot and nothing else but the shared prefix and the table's
-// tags.
+// entry is one key and its state, held inline in its table's slots: 64
+// bytes, one cache line, so that a lookup that hits reads one line of the
+// table, its tag and, for a Scope, nothing else. The key is its prefix,
+// shared, and its value, here if short; the state is packed in the line
+// (State.Start, State.Count, and State.Prev or State.TAT), unless it has
+// entries or both Prev and TAT, and then it lives in ext with a value too
+// long for the line. Keeping each entry to a line keeps the tables small,
+// and at many keys the processor's cache and TLB misses, which size drives,
+// are most of a decision.
 type entry struct {
-	hash   uint64
 	prefix *prefix
-	long   string       // the value, if longer than inline
+	ext    *overflow // the value if long, the state if flagExt
+	exp    int64     // the state's Expires
+	v      [3]int64  // the state's Start, Count, and Prev or TAT (flagTAT)
+	alg    sluice.Algorithm
+	flags  uint8
 	n      uint8        // the value's length, if inline
 	short  [inline]byte // the value, if inline
-	state  algo.State
+}
+
+// Bits of entry.flags.
+const (
+	flagTAT = 1 << iota // v[2] is the TAT, not Prev
+	flagExt             // the state is ext.state
+)
+
+// overflow is the part of an entry that does not fit its line.
+type overflow struct {
+	value string // if longer than inline
+	state algo.State
 }
 
 // is reports whether the entry's key has value v.
 func (e *entry) is(v string) bool {
 	if len(v) > inline {
-		return e.long == v
+		return int(e.n) > inline && e.ext.value == v
 	}
-	return e.long == "" && int(e.n) == len(v) && string(e.short[:len(v)]) == v
+	return int(e.n) == len(v) && string(e.short[:len(v)]) == v
 }
 
 func (e *entry) setValue(v string) {
 	if len(v) > inline {
-		e.long = string(append([]byte(nil), v...)) // not the caller's buffer
+		e.n = inline + 1
+		e.overflow().value = string(append([]byte(nil), v...)) // not the caller's buffer
 		return
 	}
 	e.n = uint8(copy(e.short[:], v))
 }
 
 func (e *entry) value() string {
-	if e.long != "" {
-		return e.long
+	if int(e.n) > inline {
+		return e.ext.value
 	}
 	return string(e.short[:e.n])
+}
+
+func (e *entry) overflow() *overflow {
+	if e.ext == nil {
+		e.ext = new(overflow)
+	}
+	return e.ext
+}
+
+// state returns the entry's state.
+func (e *entry) state() algo.State {
+	if e.flags&flagExt != 0 {
+		return e.ext.state
+	}
+	var st algo.State
+	e.unpack(&st)
+	return st
+}
+
+// unpack writes the state packed in the line to *st, which must be zero.
+// Field by field: a composite literal would be built in a temporary and
+// copied, a copy that stalls on the temporary's narrow stores.
+func (e *entry) unpack(st *algo.State) {
+	st.Algorithm, st.Expires, st.Start, st.Count = e.alg, e.exp, e.v[0], e.v[1]
+	if e.flags&flagTAT != 0 {
+		st.TAT = e.v[2]
+	} else {
+		st.Prev = e.v[2]
+	}
+}
+
+// setState sets the entry's state to st, packed in its line if it fits. A
+// state once out of line stays there, where algo updates it in place.
+func (e *entry) setState(st *algo.State) {
+	e.alg, e.exp = st.Algorithm, st.Expires
+	if e.flags&flagExt != 0 || st.Entries != nil || (st.Prev != 0 && st.TAT != 0) {
+		e.overflow().state = *st
+		e.flags |= flagExt
+		return
+	}
+	e.v[0], e.v[1], e.v[2] = st.Start, st.Count, st.Prev
+	e.flags &^= flagTAT
+	if st.TAT != 0 {
+		e.v[2] = st.TAT
+		e.flags |= flagTAT
+	}
+}
+
+// update decides op at now on the entry's state into *d, keeping the new
+// state if the op is admitted.
+func (e *entry) update(op *sluice.Op, now int64, d *sluice.Decision) {
+	if e.flags&flagExt != 0 {
+		algo.UpdateOp(op, &e.ext.state, now, d)
+		e.exp = e.ext.state.Expires
+		return
+	}
+	var st algo.State
+	e.unpack(&st)
+	algo.UpdateOp(op, &st, now, d)
+	e.setState(&st)
 }
 
 func (e *entry) key() sluice.Key {
@@ -87,8 +166,9 @@ func (e *entry) key() sluice.Key {
 // tombstones, and the table shrinks after a burst of keys, which a Go map
 // never does. Not safe for concurrent use: the shard's mutex guards it.
 type table struct {
-	slots   []entry // len is a power of two, or zero
-	tags    []uint8 // one per slot: 0 if empty, else tag(hash)
+	slots   []entry  // len is a power of two, or zero
+	tags    []uint8  // one per slot: 0 if empty, else tag(hash)
+	hashes  []uint64 // one per slot, read only to rebuild
 	n       int
 	removed int     // by the last sweep
 	last    *prefix // of the last key added, shared by the next if equal
@@ -118,7 +198,7 @@ func (t *table) get(h uint64, k *sluice.Key) *entry {
 		case 0:
 			return nil
 		case tg:
-			if e := &t.slots[i]; e.hash == h && e.is(k.Value) && e.prefix.of(k) {
+			if e := &t.slots[i]; e.is(k.Value) && e.prefix.of(k) {
 				return e
 			}
 		}
@@ -136,7 +216,7 @@ func (t *table) getScoped(h uint64, p *prefix, v string) *entry {
 		case 0:
 			return nil
 		case tg:
-			if e := &t.slots[i]; e.hash == h && e.is(v) && (e.prefix == p || *e.prefix == *p) {
+			if e := &t.slots[i]; e.is(v) && (e.prefix == p || *e.prefix == *p) {
 				return e
 			}
 		}
@@ -160,19 +240,20 @@ func (t *table) addScoped(h uint64, p *prefix, v string, st algo.State) {
 	if full(t.n+1, len(t.slots)) {
 		t.rebuild(max(minSlots, 2*len(t.slots)), 0)
 	}
-	e := entry{hash: h, prefix: p, state: st}
+	e := entry{prefix: p}
 	e.setValue(v)
-	t.put(&e)
+	e.setState(&st)
+	t.put(h, &e)
 	t.n++
 }
 
-func (t *table) put(e *entry) {
+func (t *table) put(h uint64, e *entry) {
 	mask := uint64(len(t.slots) - 1)
-	i := e.hash & mask
+	i := h & mask
 	for t.tags[i] != 0 {
 		i = (i + 1) & mask
 	}
-	t.slots[i], t.tags[i] = *e, tag(e.hash)
+	t.slots[i], t.tags[i], t.hashes[i] = *e, tag(h), h
 }
 
 // sweep removes the entries whose state has expired at now, counts them in
@@ -182,7 +263,7 @@ func (t *table) sweep(now int64, keys bool) []sluice.Key {
 	var gone []sluice.Key
 	for i := range t.slots {
 		if e := &t.slots[i]; t.tags[i] != 0 {
-			if e.state.Expires > now {
+			if e.exp > now {
 				live++
 			} else if keys {
 				gone = append(gone, e.key())
@@ -208,11 +289,11 @@ func (t *table) sweep(now int64, keys bool) []sluice.Key {
 // rebuild moves the entries that have not expired at now (all of them if
 // now is zero) into a new slot array of the given size.
 func (t *table) rebuild(size int, now int64) {
-	old, tags := t.slots, t.tags
-	t.slots, t.tags = make([]entry, size), make([]uint8, size)
+	old, tags, hashes := t.slots, t.tags, t.hashes
+	t.slots, t.tags, t.hashes = make([]entry, size), make([]uint8, size), make([]uint64, size)
 	for i := range old {
-		if e := &old[i]; tags[i] != 0 && (now == 0 || e.state.Expires > now) {
-			t.put(e)
+		if e := &old[i]; tags[i] != 0 && (now == 0 || e.exp > now) {
+			t.put(hashes[i], e)
 		}
 	}
 }

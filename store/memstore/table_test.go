@@ -3,6 +3,8 @@ package memstore
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -49,5 +51,35 @@ func TestTableFull(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEntryState: every state an entry is given, packed in its line or
+// not, is the state it gives back, with its value short or long.
+func TestEntryState(t *testing.T) {
+	states := []algo.State{
+		{Algorithm: sluice.TokenBucket, TAT: 5, Expires: 5},
+		{Algorithm: sluice.FixedWindow, Start: -60, Count: 3, Expires: 0},
+		{Algorithm: sluice.SlidingWindow, Start: 60, Count: 3, Prev: 9, Expires: 180},
+		{Algorithm: sluice.Quota, Start: 1, Count: 2, Prev: 3, TAT: 4, Expires: 5}, // no line holds both
+		{Algorithm: sluice.SlidingLog, Count: 2, Expires: 9, Entries: []algo.Entry{{At: 1, N: 1}, {At: 2, N: 1}}},
+		{Algorithm: sluice.Concurrency, TAT: 7, Expires: 9, Entries: []algo.Entry{}},
+		{Algorithm: sluice.FixedWindow, Start: 1, Count: 1, Expires: 2}, // after a state out of line
+	}
+	for _, v := range []string{"k", strings.Repeat("long", 10)} {
+		var e entry
+		e.setValue(v)
+		for i, st := range states {
+			e.setState(&st)
+			if got := e.state(); !reflect.DeepEqual(got, st) || e.exp != st.Expires {
+				t.Errorf("value %q, state %d: got %+v, want %+v", v, i, got, st)
+			}
+			if e.value() != v {
+				t.Errorf("value %q, state %d: value became %q", v, i, e.value())
+			}
+		}
+		if e.flags&flagExt == 0 {
+			t.Errorf("value %q: states with entries kept in the line", v)
+		}
 	}
 }
