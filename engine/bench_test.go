@@ -30,44 +30,38 @@ func benchPolicies() []sluice.Policy {
 // BenchmarkAllow is one allowed decision on a key already held, through the
 // engine: validation, the clock, key scoping and the memory store.
 func BenchmarkAllow(b *testing.B) {
-	s := memstore.New(memstore.Options{})
-	defer s.Close()
-	e := New(s, Options{})
-	ctx := context.Background()
-	for _, p := range benchPolicies() {
-		b.Run(p.Algorithm.String(), func(b *testing.B) {
-			if _, err := e.Allow(ctx, "acme", &p, "user-1", 1); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := e.Allow(ctx, "acme", &p, "user-1", 1); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	benchDecide(b, func(e *Engine, p sluice.Policy) (decide func() (sluice.Decision, error)) {
+		return func() (sluice.Decision, error) { return e.Allow(context.Background(), "acme", &p, "user-1", 1) }
+	})
 }
 
 // BenchmarkPrepared is BenchmarkAllow through a prepared limiter: the
 // policy validated and its keys' scope hashed once, not per decision.
 func BenchmarkPrepared(b *testing.B) {
+	benchDecide(b, func(e *Engine, p sluice.Policy) (decide func() (sluice.Decision, error)) {
+		l, err := e.Prepare("acme", p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func() (sluice.Decision, error) { return l.Allow(context.Background(), "user-1", 1) }
+	})
+}
+
+// benchDecide runs, for each of benchPolicies, the decisions that newDecide
+// makes on an engine over the memory store.
+func benchDecide(b *testing.B, newDecide func(*Engine, sluice.Policy) func() (sluice.Decision, error)) {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
 	e := New(s, Options{})
-	ctx := context.Background()
 	for _, p := range benchPolicies() {
 		b.Run(p.Algorithm.String(), func(b *testing.B) {
-			l, err := e.Prepare("acme", p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := l.Allow(ctx, "user-1", 1); err != nil {
+			decide := newDecide(e, p)
+			if _, err := decide(); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := l.Allow(ctx, "user-1", 1); err != nil {
+				if _, err := decide(); err != nil {
 					b.Fatal(err)
 				}
 			}

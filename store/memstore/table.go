@@ -189,20 +189,8 @@ func tag(h uint64) uint8 { return uint8(h>>40) | 0x80 }
 // get returns the entry of k, whose hash is h, or nil. The pointer is valid
 // until the next add or sweep.
 func (t *table) get(h uint64, k *sluice.Key) *entry {
-	if t.n == 0 {
-		return nil
-	}
-	mask, tg := uint64(len(t.slots)-1), tag(h)
-	for i := h & mask; ; i = (i + 1) & mask {
-		switch t.tags[i] {
-		case 0:
-			return nil
-		case tg:
-			if e := &t.slots[i]; e.is(k.Value) && e.prefix.of(k) {
-				return e
-			}
-		}
-	}
+	p := prefix{tenant: k.Tenant, policy: k.Policy, region: k.Region, space: k.Space, alg: k.Algorithm}
+	return t.getScoped(h, &p, k.Value)
 }
 
 // getScoped is get for a key of prefix p and value v.
