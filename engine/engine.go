@@ -108,6 +108,7 @@ type batch struct {
 	ops [2 * sluice.MaxChecks]sluice.Op
 	dst [2 * sluice.MaxChecks]sluice.Decision
 	box [2 * sluice.MaxChecks]sluice.Policy
+	idx [2 * sluice.MaxChecks]int // the check of each op
 }
 
 var _ sluice.LeaseLimiter = (*Engine)(nil)
@@ -162,7 +163,7 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 		}
 	}
 	ops := b.ops[:0]
-	idx := make([]int, 0, 2*len(req.Checks)) // check of each op
+	idx := b.idx[:0]
 	boxes := 0
 	for i := range req.Checks {
 		if c := &req.Checks[i]; !c.Policy.Shadow {

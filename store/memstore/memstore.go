@@ -305,9 +305,12 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 	}
 	if s.backing != nil {
 		saved := make([]Saved, 0, n)
+		// The backing's copy of the new states: handing it next itself
+		// would move next, on the stack otherwise, to the heap.
+		states := slices.Clone(next)
 		for i := range ops {
 			if ops[i].Hits != 0 {
-				saved = append(saved, Saved{Key: &ops[i].Key, Policy: ops[i].Policy, State: &next[i]})
+				saved = append(saved, Saved{Key: &ops[i].Key, Policy: ops[i].Policy, State: &states[i]})
 			}
 		}
 		if len(saved) > 0 {
