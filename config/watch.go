@@ -19,16 +19,7 @@ type Watcher struct {
 	log  *slog.Logger
 	// OnReload, if set, is told of every reload attempt, for metrics.
 	onReload func(ok bool)
-	// sum is the hash of the file last loaded, in force or rejected. A
-	// change is found by content, never by size and modification time,
-	// which a file replaced within one tick of the clock may keep.
-	sum [sha256.Size]byte
-	// seen is the hash of a changed content the last poll read, not yet
-	// loaded: a poll loads a change only once it has read the same
-	// content twice, a poll apart, so that a file being written in place
-	// is not loaded half written.
-	seen    [sha256.Size]byte
-	hasSeen bool
+	settled  Settled
 }
 
 // NewWatcher loads file; an error there is fatal to the caller.
@@ -46,7 +37,7 @@ func NewWatcher(file string, log *slog.Logger, onReload func(ok bool)) (*Watcher
 		return nil, err
 	}
 	w.cur.Store(c)
-	w.sum = sha256.Sum256(b)
+	w.settled.Loaded(sha256.Sum256(b))
 	return w, nil
 }
 
@@ -63,9 +54,8 @@ func (w *Watcher) Reload() error {
 // load makes b, the file's content read with err, the configuration in
 // force, or rejects it.
 func (w *Watcher) load(b []byte, err error) error {
-	w.hasSeen = false
 	if err == nil {
-		w.sum = sha256.Sum256(b) // a bad file is not tried again until it changes
+		w.settled.Loaded(sha256.Sum256(b)) // a bad file is not tried again until it changes
 		var c *Config
 		if c, err = Parse(w.file, b); err == nil {
 			w.cur.Store(c)
@@ -87,12 +77,7 @@ func (w *Watcher) poll() {
 	if err != nil {
 		return // a file being replaced; look again next time
 	}
-	switch sum := sha256.Sum256(b); {
-	case sum == w.sum:
-		w.hasSeen = false
-	case !w.hasSeen || sum != w.seen:
-		w.seen, w.hasSeen = sum, true // look again next poll: it may be half written
-	default:
+	if w.settled.Poll(sha256.Sum256(b)) {
 		w.load(b, nil)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/config"
 )
 
 // Watcher holds the configuration in force and reloads its directory on
@@ -21,13 +23,7 @@ type Watcher struct {
 	cur      atomic.Pointer[Config]
 	log      *slog.Logger
 	onReload func(ok bool)
-	// sum is the hash of the files last loaded, in force or rejected;
-	// seen, of a change read by the last poll and not yet loaded: a
-	// change loads once two polls in a row read it, so that a file being
-	// written is not loaded half written.
-	sum     [sha256.Size]byte
-	seen    [sha256.Size]byte
-	hasSeen bool
+	settled  config.Settled
 }
 
 // NewWatcher loads dir; an error there is fatal to the caller. onReload,
@@ -46,7 +42,7 @@ func NewWatcher(dir string, log *slog.Logger, onReload func(ok bool)) (*Watcher,
 		return nil, err
 	}
 	w.cur.Store(c)
-	w.sum = sum(files)
+	w.settled.Loaded(sum(files))
 	return w, nil
 }
 
@@ -61,9 +57,8 @@ func (w *Watcher) Reload() error {
 }
 
 func (w *Watcher) load(files []File, err error) error {
-	w.hasSeen = false
 	if err == nil {
-		w.sum = sum(files) // a bad directory is not tried again until it changes
+		w.settled.Loaded(sum(files)) // a bad directory is not tried again until it changes
 		var c *Config
 		if c, err = Parse(files); err == nil {
 			w.cur.Store(c)
@@ -82,12 +77,7 @@ func (w *Watcher) poll() {
 	if err != nil {
 		return // being replaced; look again next time
 	}
-	switch s := sum(files); {
-	case s == w.sum:
-		w.hasSeen = false
-	case !w.hasSeen || s != w.seen:
-		w.seen, w.hasSeen = s, true
-	default:
+	if w.settled.Poll(sum(files)) {
 		w.load(files, nil)
 	}
 }
