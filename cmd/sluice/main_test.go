@@ -325,6 +325,8 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--store", "redis"},
 		{"serve", "--max-keys", "0"},
+		{"serve", "--sync-interval", "1s"},
+		{"serve", "--sync-interval", "-1ms"},
 		{"serve", "--nope"},
 		{"serve", "--addr", "0.0.0.0:0"}, // off loopback without an admin key
 		{"serve", "--admin-key", "short"},

@@ -38,6 +38,10 @@ import (
 	"github.com/sluicehq/sluice/web"
 )
 
+// maxSyncInterval bounds --sync-interval: a durable decision may wait this
+// long for its sync, on top of the sync itself.
+const maxSyncInterval = 10 * time.Millisecond
+
 // serveConfig is the configuration of `sluice serve`.
 type serveConfig struct {
 	Addr            string
@@ -49,6 +53,7 @@ type serveConfig struct {
 	AdminKeyFile    string
 	TrustedProxies  []netip.Prefix
 	MaxKeys         int
+	SyncInterval    time.Duration
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	DebugAddr       string
@@ -76,6 +81,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.RegionID, "region-id", "", "with --store dynamodb on a global table: this node's `region`, one of --regions (multi-region limits; see docs/dynamodb.md)")
 	fs.StringVar(&regions, "regions", "", "with --region-id: comma-separated ids of every `region` of the global table, the same list on every node")
 	fs.StringVar(&c.DataDir, "data-dir", "./sluice-data", "`directory` of the pebble store")
+	fs.DurationVar(&c.SyncInterval, "sync-interval", pebblestore.DefaultSyncInterval, "pebble store: least time between two syncs of its log; the durable writes that arrive meanwhile share one sync (0 syncs as soon as asked)")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML `file` of named policies, endpoints, tiers and tenants (reloaded on SIGHUP and on change)")
 	fs.DurationVar(&c.ConfigPoll, "config-poll", time.Second, "how often to look for changes to --config")
 	fs.StringVar(&c.AdminKey, "admin-key", "", "admin API key (or $SLUICE_ADMIN_KEY, or --admin-key-file); required off loopback")
@@ -141,6 +147,8 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 		return c, errors.New("serve: --regions needs --region-id, this node's region")
 	case c.Store == "pebble" && c.DataDir == "":
 		return c, errors.New("serve: --data-dir is empty")
+	case c.SyncInterval < 0 || c.SyncInterval > maxSyncInterval:
+		return c, fmt.Errorf("serve: --sync-interval must be between 0 and %v, got %v", maxSyncInterval, c.SyncInterval)
 	case c.MaxKeys <= 0:
 		return c, fmt.Errorf("serve: --max-keys must be positive, got %d", c.MaxKeys)
 	case c.ShutdownTimeout <= 0:
@@ -252,7 +260,11 @@ func openStores(ctx context.Context, c serveConfig, log *slog.Logger) (stores, e
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return stores{}, fmt.Errorf("serve: data dir: %w", err)
 	}
-	s, err := pebblestore.Open(c.DataDir, pebblestore.Options{Memory: mem, Logger: log})
+	interval := c.SyncInterval
+	if interval == 0 {
+		interval = -1 // pebblestore's "as soon as asked"; its 0 is its default
+	}
+	s, err := pebblestore.Open(c.DataDir, pebblestore.Options{Memory: mem, SyncInterval: interval, Logger: log})
 	if err != nil {
 		return stores{}, fmt.Errorf("serve: %w", err)
 	}

@@ -141,3 +141,37 @@ func TestExpiredSessionsRemoved(t *testing.T) {
 }
 
 func TestAuditConformance(t *testing.T) { storetest.RunAudit(t, open(t, t.TempDir())) }
+
+// TestSyncInterval: a durable decision right after another waits for the
+// least time between two syncs, so that others can share its sync; it is
+// still on disk when it answers. (Only a lower bound is asserted: a busy
+// machine makes it longer, never shorter.)
+func TestSyncInterval(t *testing.T) {
+	const interval = 300 * time.Millisecond
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := Open(dir, Options{SyncInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := sluice.Policy{Name: "hour", Algorithm: sluice.FixedWindow, Limit: 10, Window: time.Hour}
+	op := []sluice.Op{{Key: sluice.Key{Tenant: "acme", Policy: "hour", Value: "u"}, Policy: &hour, Hits: 1}}
+	dst := make([]sluice.Decision, 1)
+	start := time.Now()
+	for range 3 {
+		if err := s.Apply(ctx, start, op, dst); err != nil || !dst[0].Allowed {
+			t.Fatal(dst, err)
+		}
+	}
+	if took := time.Since(start); took < 2*interval-20*time.Millisecond {
+		t.Errorf("three durable decisions in a row took %v, want at least two intervals of %v between their syncs", took, interval)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir)
+	op[0].Hits = 0
+	if err := s.Apply(ctx, start, op, dst); err != nil || dst[0].Remaining != 7 {
+		t.Fatalf("after reopen: remaining %d, %v; want 7", dst[0].Remaining, err)
+	}
+}
