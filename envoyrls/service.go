@@ -219,8 +219,12 @@ func override(o *ratelimitpb.RateLimitDescriptor_RateLimitOverride) (Limit, erro
 		return Limit{}, fmt.Errorf("unit_multiplier: %d %v is longer than %v", mult, o.GetUnit(), sluice.MaxWindow)
 	}
 	rpu := o.GetRequestsPerUnit()
+	name := unit.name // the common case, without formatting one
+	if mult != 1 {
+		name = fmt.Sprintf("override.%s.%d", strings.ToLower(unit.unit.String()), mult)
+	}
 	l := Limit{Proto: &rlspb.RateLimitResponse_RateLimit{RequestsPerUnit: rpu, Unit: unit.unit}}
-	l.Policy = sluice.Policy{Name: fmt.Sprintf("override.%s.%d", strings.ToLower(unit.unit.String()), mult), Algorithm: sluice.FixedWindow, Limit: int64(rpu), Window: window}
+	l.Policy = sluice.Policy{Name: name, Algorithm: sluice.FixedWindow, Limit: int64(rpu), Window: window}
 	if rpu == 0 {
 		l.Zero, l.Policy.Limit = true, 1
 	}
@@ -230,17 +234,28 @@ func override(o *ratelimitpb.RateLimitDescriptor_RateLimitOverride) (Limit, erro
 	return l, nil
 }
 
-var overrideUnits = map[typepb.RateLimitUnit]struct {
+// overrideUnit is a unit a request's override may use, with the name of
+// its policy for a unit_multiplier of 1: override.<unit>.1.
+type overrideUnit struct {
 	d    time.Duration
 	unit rlspb.RateLimitResponse_RateLimit_Unit
-}{
-	typepb.RateLimitUnit_SECOND: units["second"],
-	typepb.RateLimitUnit_MINUTE: units["minute"],
-	typepb.RateLimitUnit_HOUR:   units["hour"],
-	typepb.RateLimitUnit_DAY:    units["day"],
-	typepb.RateLimitUnit_MONTH:  units["month"],
-	typepb.RateLimitUnit_YEAR:   units["year"],
+	name string
 }
+
+var overrideUnits = func() map[typepb.RateLimitUnit]overrideUnit {
+	m := map[typepb.RateLimitUnit]overrideUnit{}
+	for u, name := range map[typepb.RateLimitUnit]string{
+		typepb.RateLimitUnit_SECOND: "second",
+		typepb.RateLimitUnit_MINUTE: "minute",
+		typepb.RateLimitUnit_HOUR:   "hour",
+		typepb.RateLimitUnit_DAY:    "day",
+		typepb.RateLimitUnit_MONTH:  "month",
+		typepb.RateLimitUnit_YEAR:   "year",
+	} {
+		m[u] = overrideUnit{units[name].d, units[name].unit, "override." + name + ".1"}
+	}
+	return m
+}()
 
 // counterKey is the key of a descriptor's counters: its entries, each
 // key=value escaped as in a URL's query, joined by '&', with a

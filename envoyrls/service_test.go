@@ -119,3 +119,30 @@ func TestShadowAndZero(t *testing.T) {
 		t.Errorf("headers %v", got)
 	}
 }
+
+// TestOverrideNames: a request's override counts in a policy named by its
+// unit and multiplier, the same name however it is built, so that an
+// override's counters are one per unit and multiplier.
+func TestOverrideNames(t *testing.T) {
+	for _, tc := range []struct {
+		unit typepb.RateLimitUnit
+		mult *wrapperspb.UInt32Value
+		want string
+	}{
+		{typepb.RateLimitUnit_SECOND, nil, "override.second.1"},
+		{typepb.RateLimitUnit_MINUTE, wrapperspb.UInt32(1), "override.minute.1"},
+		{typepb.RateLimitUnit_HOUR, wrapperspb.UInt32(5), "override.hour.5"},
+		{typepb.RateLimitUnit_YEAR, nil, "override.year.1"},
+	} {
+		l, err := override(&ratelimitpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 7, Unit: tc.unit, UnitMultiplier: tc.mult})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Policy.Name != tc.want {
+			t.Errorf("%v × %v: policy %q, want %q", tc.unit, tc.mult.GetValue(), l.Policy.Name, tc.want)
+		}
+		if err := l.Policy.Validate(); err != nil {
+			t.Errorf("%s: %v", l.Policy.Name, err)
+		}
+	}
+}
