@@ -29,9 +29,11 @@ func NewServer(svc *Service, token string, opts ...grpc.ServerOption) (*grpc.Ser
 	if token != "" {
 		opts = append(opts, grpc.ChainUnaryInterceptor(bearer(token)))
 	}
-	// Calls run on a few long-lived goroutines, whose stacks have grown
-	// already, not on a new goroutine each whose stack grows by copying:
-	// a few percent of a call's CPU.
+	// Calls run on a few long-lived goroutines, one a core, whose stacks
+	// have grown already, not on a new goroutine each whose stack grows by
+	// copying: a tenth of a call's CPU. When every worker is busy, a call
+	// gets a goroutine of its own; a caller whose decisions wait for a
+	// store passes more, with grpc.NumStreamWorkers in opts.
 	opts = append([]grpc.ServerOption{grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))), grpc.SharedWriteBuffer(true)}, opts...)
 	gs := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(gs, svc)

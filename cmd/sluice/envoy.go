@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -95,7 +96,10 @@ type rlsServer struct {
 	done chan struct{}
 }
 
-func (f *envoyFlags) start(eng *engine.Engine, cfg envoyConfig, log *slog.Logger) (*rlsServer, error) {
+// start serves the rate limit service at --grpc-addr, if set. waits says
+// whether a decision waits for its store (a disk sync on Pebble, a round
+// trip to DynamoDB).
+func (f *envoyFlags) start(eng *engine.Engine, cfg envoyConfig, waits bool, log *slog.Logger) (*rlsServer, error) {
 	r := &rlsServer{done: make(chan struct{})}
 	if f.GRPCAddr == "" {
 		close(r.done)
@@ -114,7 +118,17 @@ func (f *envoyFlags) start(eng *engine.Engine, cfg envoyConfig, log *slog.Logger
 		headers = envoyrls.DefaultHeaders
 	}
 	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, PerDescriptor: f.PerDescriptor, Headers: headers})
-	r.gs, r.hs = envoyrls.NewServer(svc, f.token)
+	// A call waiting for its store holds its stream worker meanwhile; with
+	// one worker a core, as for the memory store, the calls behind it
+	// would each start a goroutine whose stack grows by copying (12% of
+	// the server's CPU on Pebble under load, docs/benchmarks.md). 64 a
+	// core keeps them on workers; the memory store, which never waits,
+	// does best with one.
+	workers := runtime.GOMAXPROCS(0)
+	if waits {
+		workers *= 64
+	}
+	r.gs, r.hs = envoyrls.NewServer(svc, f.token, grpc.NumStreamWorkers(uint32(workers)))
 	go func() {
 		defer close(r.done)
 		if err := r.gs.Serve(ln); err != nil {

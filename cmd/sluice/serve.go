@@ -489,7 +489,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer dbg.Close()
 	}
 
-	rls, err := c.Envoy.start(eng, envoyCfg, log)
+	rls, err := c.Envoy.start(eng, envoyCfg, c.Store != "memory", log)
 	if err != nil {
 		return err
 	}
