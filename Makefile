@@ -23,21 +23,25 @@ run: build
 	./$(BIN) serve --addr $(ADDR) --config examples/sluice.yaml
 
 DYNOXIDE := tools/node_modules/@dynoxide/linux-x64/dynoxide
+# APT_LOCK serialises this Makefile's apt-get runs, so that two checkouts
+# installing at once (two `make test` side by side) take turns rather than
+# one failing on apt's lock.
+APT_LOCK := /tmp/sluice-apt.lock
 
 ## deps: install everything the tests need: Go modules, the DynamoDB
 ## emulator (dynoxide, pinned in tools/package-lock.json) from npm, and
 ## Debian's chromium for the demo page's browser test
 deps: $(DYNOXIDE)
-	@command -v chromium >/dev/null || { \
-		echo "chromium is missing: installing Debian's chromium"; \
-		apt-get update && apt-get install -y --no-install-recommends chromium; }
+	@command -v chromium >/dev/null || flock $(APT_LOCK) sh -c 'command -v chromium >/dev/null || { \
+		echo "chromium is missing: installing it from Debian"; \
+		apt-get update && apt-get install -y --no-install-recommends chromium; }'
 	$(GO) mod download
 	cd bench && $(GO) mod download
 
 $(DYNOXIDE): tools/package.json tools/package-lock.json
-	@command -v npm >/dev/null || { \
-		echo "npm is missing: installing Debian's nodejs and npm"; \
-		apt-get update && apt-get install -y --no-install-recommends nodejs npm; }
+	@command -v npm >/dev/null || flock $(APT_LOCK) sh -c 'command -v npm >/dev/null || { \
+		echo "npm is missing: installing nodejs and npm from Debian"; \
+		apt-get update && apt-get install -y --no-install-recommends nodejs npm; }'
 	cd tools && npm ci --no-audit --no-fund
 	@touch $@
 
