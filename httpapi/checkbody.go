@@ -49,10 +49,7 @@ func decodeCheckBody(body []byte) (checkBody, error) {
 func fastCheckBody(body []byte) (checkBody, bool) {
 	p := fastParser{b: body}
 	in := checkBody{Hits: 1}
-	var seen uint8
-	ok := p.object(func(name []byte) bool {
-		var bit uint8
-		ok := false
+	ok := p.fields(func(name []byte) (bit uint16, ok bool) {
 		switch string(name) {
 		case "tenant":
 			bit = 1 << 0
@@ -73,11 +70,7 @@ func fastCheckBody(body []byte) (checkBody, bool) {
 			bit = 1 << 5
 			in.Key, ok = p.stringMap()
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return ok
+		return bit, ok
 	})
 	p.space()
 	return in, ok && p.i == len(p.b)
@@ -132,6 +125,22 @@ func (p *fastParser) object(member func(name []byte) bool) bool {
 			return false
 		}
 	}
+}
+
+// fields reads an object of known members, at most 16: field reads the
+// value of the member name and returns its bit, or 0 and false for a name
+// it does not know. A member given twice reports false, for the slow path
+// to refuse.
+func (p *fastParser) fields(field func(name []byte) (bit uint16, ok bool)) bool {
+	var seen uint16
+	return p.object(func(name []byte) bool {
+		bit, ok := field(name)
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		return true
+	})
 }
 
 // array reads an array, calling elem for each element.
@@ -304,11 +313,8 @@ func (p *fastParser) checks() ([]sluice.Check, bool) {
 	ok := p.array(func() bool {
 		var key string
 		var w wire.Policy
-		var seen uint8
 		hasPolicy := false
-		ok := p.object(func(name []byte) bool {
-			var bit uint8
-			ok := false
+		ok := p.fields(func(name []byte) (bit uint16, ok bool) {
 			switch string(name) {
 			case "key":
 				bit = 1 << 0
@@ -318,11 +324,7 @@ func (p *fastParser) checks() ([]sluice.Check, bool) {
 				hasPolicy = true
 				ok = p.policy(&w)
 			}
-			if seen&bit != 0 {
-				return false
-			}
-			seen |= bit
-			return ok
+			return bit, ok
 		})
 		if !ok || !hasPolicy {
 			return false
@@ -341,10 +343,7 @@ func (p *fastParser) checks() ([]sluice.Check, bool) {
 
 // policy reads an inline policy into w.
 func (p *fastParser) policy(w *wire.Policy) bool {
-	var seen uint16
-	return p.object(func(name []byte) bool {
-		var bit uint16
-		ok := false
+	return p.fields(func(name []byte) (bit uint16, ok bool) {
 		switch string(name) {
 		case "name":
 			bit = 1 << 0
@@ -390,11 +389,7 @@ func (p *fastParser) policy(w *wire.Policy) bool {
 			bit = 1 << 11
 			w.Scope, ok = p.word()
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return ok
+		return bit, ok
 	})
 }
 
