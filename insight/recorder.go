@@ -1,6 +1,8 @@
 package insight
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,38 +15,76 @@ import (
 // by tenant and by policy, over the last hour, and the heaviest keys of
 // each policy by hits and by denials. It implements engine.Observer and
 // engine.KeyObserver; its memory is bounded by its options whatever the
-// traffic.
+// traffic, and no tenant can take another's share of it:
+//
+//   - A configured policy (RecorderOptions.Configured) always has its
+//     series and sketches: the operator's configuration bounds how many
+//     there are.
+//   - A policy a tenant invents (an inline check's) is the tenant's own:
+//     its sketches hold that tenant's keys only, and each tenant holds at
+//     most TenantPolicies of them, of Policies over all tenants. Past
+//     either bound its decisions count under Other, and take nothing of
+//     anybody else's. A sketch with no decision over the span gives its
+//     slot up.
+//   - Forget drops a deleted tenant's counts and keys; the readers take
+//     the tenant's creation time (since), so that a tenant created again
+//     under the same id never reads the keys of the one before it, even
+//     on a node that was not told of the deletion.
 type Recorder struct {
 	now                   func() time.Time
+	configured            func(policy string) bool
 	tenants               *Series
 	policies              *Series
 	store                 *Series // latencies, one label
 	k                     int
-	maxPol                int
+	maxInvented, perTen   int
 	span                  time.Duration
 	sampled, sampleEvents int
 
-	mu     sync.Mutex
-	sketch map[string]*policySketch
+	mu       sync.Mutex
+	sketch   map[sketchID]*policySketch
+	invented map[string]int // a tenant's invented policies with sketches
+	named    map[string]int // an invented name's tenants with sketches: its policy series lives while one does
+	nInv     int            // invented policies with sketches, over all tenants
+	samples  [2]int         // sketches with a sample: configured, invented
+	swept    int64          // the second of the last sweep for idle sketches
 }
+
+// sketchID names a policy's sketches: a configured policy's by its name
+// alone, an invented one's by its tenant too.
+type sketchID struct{ tenant, policy string }
 
 type policySketch struct {
 	hits, denials *TopK
 	sample        *KeySample // nil past the policies sampled
+	born          int64      // unix ns: an invented policy's keys are of its tenant as of then
+	last          int64      // the latest second of a decision
 }
+
+func (id sketchID) invented() bool { return id.tenant != "" }
 
 // Kinds of a Recorder's series: the engine's outcomes.
 const Kinds = int(engine.FailedClosed) + 1
 
 // RecorderOptions bound a Recorder. Zero fields take the defaults.
 type RecorderOptions struct {
-	Span     time.Duration // default 1h
-	Tenants  int           // tenants with a series of their own; default 1000
-	Policies int           // policies with series and sketches of their own; default 256
-	TopK     int           // keys kept per policy sketch; default 100
+	Span    time.Duration // default 1h
+	Tenants int           // tenants with a series of their own; default 1000
+	// Configured reports whether a policy is the operator's (of the
+	// configuration): those always have their series and sketches. Nil:
+	// every policy but an inline check's (sluice.SpaceInline).
+	Configured func(policy string) bool
+	// Policies bounds the policies tenants invent (inline checks) with
+	// series and sketches of their own, over all tenants (default 256);
+	// TenantPolicies those of one tenant (default 16).
+	Policies       int
+	TenantPolicies int
+	TopK           int // keys kept per policy sketch; default 100
 	// Sampled is how many policies keep a sample of whole keys for trying
-	// a limit (default 32), each of about SampleEvents decisions (default
-	// 20,000): 16 bytes each.
+	// a limit (default 32): configured policies first come, and a quarter
+	// as many invented ones, one a tenant. Each sample holds about
+	// SampleEvents decisions (default 20,000), its bytes bounded by
+	// KeySample.
 	Sampled      int
 	SampleEvents int
 	Now          func() time.Time
@@ -61,6 +101,9 @@ func NewRecorder(o RecorderOptions) *Recorder {
 	if o.Policies <= 0 {
 		o.Policies = 256
 	}
+	if o.TenantPolicies <= 0 {
+		o.TenantPolicies = 16
+	}
 	if o.TopK <= 0 {
 		o.TopK = 100
 	}
@@ -74,11 +117,14 @@ func NewRecorder(o RecorderOptions) *Recorder {
 		o.SampleEvents = 20_000
 	}
 	return &Recorder{
-		now: o.Now, k: o.TopK, maxPol: o.Policies, span: o.Span, sampled: o.Sampled, sampleEvents: o.SampleEvents,
+		now: o.Now, configured: o.Configured, k: o.TopK, maxInvented: o.Policies, perTen: o.TenantPolicies,
+		span: o.Span, sampled: o.Sampled, sampleEvents: o.SampleEvents,
 		tenants:  NewSeries(o.Span, Kinds, o.Tenants),
 		policies: NewSeries(o.Span, Kinds, o.Policies),
 		store:    NewSeries(o.Span, latencyBuckets, 1),
-		sketch:   map[string]*policySketch{},
+		sketch:   map[sketchID]*policySketch{},
+		invented: map[string]int{},
+		named:    map[string]int{},
 	}
 }
 
@@ -99,29 +145,141 @@ func (r *Recorder) StoreDone(d time.Duration, _ error) {
 func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engine.Outcome) {
 	now := r.now()
 	r.tenants.Add(now, tenant, int(o), 1)
-	r.policies.Add(now, c.Policy.Name, int(o), 1)
 	key := keyID(tenant, c.Key) // one string for the sketches and the sample
 	// r.mu is held for the sketches alone: every decision takes it.
 	r.mu.Lock()
-	ps := r.sketch[c.Policy.Name]
+	ps, id := r.sketchLocked(now, tenant, c)
 	if ps == nil {
-		if len(r.sketch) >= r.maxPol {
-			r.mu.Unlock()
-			return
-		}
-		ps = &policySketch{hits: NewTopK(r.k), denials: NewTopK(r.k)}
-		if len(r.sketch) < r.sampled {
-			ps.sample = NewKeySample(r.span, r.sampleEvents)
-		}
-		r.sketch[c.Policy.Name] = ps
+		r.mu.Unlock()
+		r.policies.AddReserved(now, Other, int(o), 1)
+		return
 	}
-	ps.hits.Add(key, max(hits, 1))
+	ns := now.UnixNano()
+	ps.hits.Add(key, max(hits, 1), ns)
 	if o == engine.Denied || o == engine.Penalised {
-		ps.denials.Add(key, 1)
+		ps.denials.Add(key, 1, ns)
 	}
 	r.mu.Unlock()
+	// An invented name's row lives while a tenant holds a sketch of it
+	// (named): the bound on sketches bounds the rows.
+	r.policies.AddReserved(now, id.policy, int(o), 1)
 	if ps.sample != nil { // set once, and safe for concurrent use
 		ps.sample.add(now, key, tenant, c.Key, max(hits, 1))
+	}
+}
+
+// sketchLocked returns the sketches of c's policy for tenant, made if
+// there is room; nil past an invented policy's bounds. r.mu is held.
+func (r *Recorder) sketchLocked(now time.Time, tenant string, c *sluice.Check) (*policySketch, sketchID) {
+	sec := now.Unix()
+	id := sketchID{policy: c.Policy.Name}
+	if ps := r.sketch[id]; ps != nil {
+		ps.last = sec
+		return ps, id
+	}
+	if c.Space == sluice.SpaceInline || r.configured != nil && !r.configured(id.policy) {
+		id.tenant = tenant
+		if ps := r.sketch[id]; ps != nil {
+			ps.last = sec
+			return ps, id
+		}
+		if r.invented[tenant] >= r.perTen || r.nInv >= r.maxInvented {
+			r.sweepLocked(sec)
+			if r.invented[tenant] >= r.perTen || r.nInv >= r.maxInvented {
+				return nil, id
+			}
+		}
+		r.invented[tenant]++
+		r.named[id.policy]++
+		r.nInv++
+	}
+	ps := &policySketch{hits: NewTopK(r.k), denials: NewTopK(r.k), born: now.UnixNano(), last: sec}
+	if r.sampleFreeLocked(id) {
+		ps.sample = NewKeySample(r.span, r.sampleEvents)
+		r.samples[b2i(id.invented())]++
+	}
+	r.sketch[id] = ps
+	return ps, id
+}
+
+// sampleFreeLocked reports whether a new sketch of id may keep a sample:
+// configured policies up to Sampled, invented ones up to a quarter of
+// that, one a tenant. r.mu is held.
+func (r *Recorder) sampleFreeLocked(id sketchID) bool {
+	if !id.invented() {
+		return r.samples[0] < r.sampled
+	}
+	if r.samples[1] >= max(r.sampled/4, 1) {
+		return false
+	}
+	for other, ps := range r.sketch {
+		if other.tenant == id.tenant && ps.sample != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// sweepLocked drops the sketches with no decision over the span, at most
+// once a second. r.mu is held.
+func (r *Recorder) sweepLocked(sec int64) {
+	if r.swept == sec {
+		return
+	}
+	r.swept = sec
+	idle := sec - int64(r.span/time.Second)
+	for id, ps := range r.sketch {
+		if ps.last <= idle {
+			r.dropLocked(id, ps)
+		}
+	}
+}
+
+// dropLocked drops one policy's sketches. r.mu is held.
+func (r *Recorder) dropLocked(id sketchID, ps *policySketch) {
+	delete(r.sketch, id)
+	if ps.sample != nil {
+		r.samples[b2i(id.invented())]--
+	}
+	if !id.invented() {
+		return
+	}
+	r.nInv--
+	if r.invented[id.tenant]--; r.invented[id.tenant] <= 0 {
+		delete(r.invented, id.tenant)
+	}
+	if r.named[id.policy]--; r.named[id.policy] <= 0 {
+		delete(r.named, id.policy)
+		r.policies.Forget(id.policy)
+	}
+}
+
+// Forget drops what the Recorder holds of tenant (deleted): its series,
+// its invented policies, and its keys in the configured policies'
+// sketches and samples.
+func (r *Recorder) Forget(tenant string) {
+	r.tenants.Forget(tenant)
+	prefix := keyID(tenant, "")
+	mine := func(it Item) bool { return strings.HasPrefix(it.Key, prefix) }
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, ps := range r.sketch {
+		if id.tenant == tenant {
+			r.dropLocked(id, ps)
+			continue
+		}
+		ps.hits.RemoveFunc(mine)
+		ps.denials.RemoveFunc(mine)
+		if ps.sample != nil {
+			ps.sample.Forget(tenant)
+		}
 	}
 }
 
@@ -159,44 +317,102 @@ type Top struct {
 	DenialsBound int64      `json:"denialsBound"`
 }
 
-// TopKeys returns policy's n heaviest keys; only tenant's if tenant is
-// not empty (a tenant sees its own keys among the policy's heaviest).
-func (r *Recorder) TopKeys(policy, tenant string, n int) Top {
+// TopKeys returns policy's n heaviest keys: over every tenant if tenant is
+// empty; else tenant's own, as of since (the tenant's creation: keys
+// counted before it are an earlier tenant's of the same id, and are
+// dropped).
+func (r *Recorder) TopKeys(policy, tenant string, since time.Time, n int) Top {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := Top{Policy: policy, Hits: []KeyCount{}, Denials: []KeyCount{}}
-	ps := r.sketch[policy]
-	if ps == nil {
-		return t
-	}
-	pick := func(sk *TopK) []KeyCount {
-		out := []KeyCount{}
-		for _, it := range sk.Top(r.k) {
-			tn, key, _ := strings.Cut(it.Key, "\x00")
-			if tenant != "" && tn != tenant {
-				continue
+	var sketches []*policySketch
+	if tenant == "" {
+		for id, ps := range r.sketch {
+			if id.policy == policy {
+				sketches = append(sketches, ps)
 			}
-			if len(out) == n {
-				break
-			}
-			out = append(out, KeyCount{tn, key, it.Count, it.Err})
 		}
-		return out
+	} else {
+		sketches = r.tenantSketchesLocked(policy, tenant, since)
 	}
-	t.Hits, t.HitsBound = pick(ps.hits), ps.hits.Bound()
-	t.Denials, t.DenialsBound = pick(ps.denials), ps.denials.Bound()
+	prefix := keyID(tenant, "")
+	stale := func(it Item) bool { return strings.HasPrefix(it.Key, prefix) && it.Since < since.UnixNano() }
+	var hits, denials []KeyCount
+	for _, ps := range sketches {
+		if tenant != "" && !since.IsZero() {
+			ps.hits.RemoveFunc(stale)
+			ps.denials.RemoveFunc(stale)
+		}
+		hits = appendKeys(hits, ps.hits, tenant)
+		denials = appendKeys(denials, ps.denials, tenant)
+		t.HitsBound += ps.hits.Bound()
+		t.DenialsBound += ps.denials.Bound()
+	}
+	t.Hits, t.Denials = heaviest(hits, n), heaviest(denials, n)
 	return t
 }
 
+// tenantSketchesLocked returns the sketches holding tenant's keys of
+// policy: the configured policy's, or the tenant's own invented one,
+// dropped if it was made before since. r.mu is held.
+func (r *Recorder) tenantSketchesLocked(policy, tenant string, since time.Time) []*policySketch {
+	if ps := r.sketch[sketchID{policy: policy}]; ps != nil {
+		return []*policySketch{ps}
+	}
+	id := sketchID{tenant: tenant, policy: policy}
+	ps := r.sketch[id]
+	if ps == nil {
+		return nil
+	}
+	if ps.born < since.UnixNano() {
+		r.dropLocked(id, ps)
+		return nil
+	}
+	return []*policySketch{ps}
+}
+
+// appendKeys adds sk's keys to out, only tenant's if tenant is not empty.
+func appendKeys(out []KeyCount, sk *TopK, tenant string) []KeyCount {
+	for _, it := range sk.Top(sk.k) {
+		tn, key, _ := strings.Cut(it.Key, "\x00")
+		if tenant != "" && tn != tenant {
+			continue
+		}
+		out = append(out, KeyCount{tn, key, it.Count, it.Err})
+	}
+	return out
+}
+
+// heaviest returns keys' n most counted, most first.
+func heaviest(keys []KeyCount, n int) []KeyCount {
+	slices.SortFunc(keys, func(a, b KeyCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Key, b.Key))
+	})
+	if keys == nil {
+		return []KeyCount{}
+	}
+	return keys[:min(len(keys), max(n, 0))]
+}
+
 // Try replays policy p on the last seconds of the sampled traffic of the
-// policy of the same name (KeySample.Try), tenant's keys only if tenant is
-// not empty. ok is false if that policy has no sample.
-func (r *Recorder) Try(p *sluice.Policy, tenant string, seconds int, top int) (Tried, bool) {
+// policy of the same name (KeySample.Try): over every tenant if tenant is
+// empty, else tenant's keys since its creation (since). ok is false if
+// that policy has no sample.
+func (r *Recorder) Try(p *sluice.Policy, tenant string, since time.Time, seconds int, top int) (Tried, bool) {
 	r.mu.Lock()
-	ps := r.sketch[p.Name]
+	var ps *policySketch
+	if tenant == "" {
+		ps = r.sketch[sketchID{policy: p.Name}]
+	} else if all := r.tenantSketchesLocked(p.Name, tenant, since); len(all) > 0 {
+		ps = all[0]
+	}
 	r.mu.Unlock()
 	if ps == nil || ps.sample == nil {
 		return Tried{}, false
 	}
-	return ps.sample.Try(p, tenant, r.now().Add(-time.Duration(seconds)*time.Second), top), true
+	from := r.now().Add(-time.Duration(seconds) * time.Second)
+	if since.After(from) {
+		from = since
+	}
+	return ps.sample.Try(p, tenant, from, top), true
 }

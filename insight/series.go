@@ -7,21 +7,27 @@ import (
 
 // Series counts events per second over the last Span seconds, by label
 // (a tenant, a policy) and by kind (allowed, denied, ...), in bounded
-// memory: at most MaxLabels labels, the rest counted under Other. Each
-// label's counts are a ring of seconds; a second older than Span is
-// overwritten. It is safe for concurrent use.
+// memory: at most MaxLabels labels, the rest counted under Other, besides
+// the labels its owner reserves (configured policies), which always have
+// a row. Each label's counts are a ring of seconds; a second older than
+// Span is overwritten, and a label with no count in the last Span gives
+// its row up to the next label. It is safe for concurrent use.
 type Series struct {
 	span   int
 	kinds  int
 	max    int
 	mu     sync.Mutex
 	rows   map[string]*row
+	capped int   // rows counted against max: those not reserved
 	latest int64 // the latest second counted: older than Span before it is gone
+	swept  int64 // the second of the last sweep for idle rows
 }
 
 type row struct {
-	second []int64 // the unix second each slot holds
-	counts []int32 // slot*kinds + kind
+	reserved bool
+	last     int64   // the latest second counted
+	second   []int64 // the unix second each slot holds
+	counts   []int32 // slot*kinds + kind
 }
 
 // Other is the label of the events of labels past MaxLabels.
@@ -33,8 +39,19 @@ func NewSeries(span time.Duration, kinds, maxLabels int) *Series {
 	return &Series{span: max(int(span/time.Second), 1), kinds: max(kinds, 1), max: max(maxLabels, 1), rows: map[string]*row{}}
 }
 
-// Add counts n events of kind for label at now.
+// Add counts n events of kind for label at now: under Other if the
+// Series holds MaxLabels labels already.
 func (s *Series) Add(now time.Time, label string, kind int, n int32) {
+	s.add(now, label, false, kind, n)
+}
+
+// AddReserved is Add for a label that always has a row, past MaxLabels
+// (a configured policy's): the caller bounds how many there are.
+func (s *Series) AddReserved(now time.Time, label string, kind int, n int32) {
+	s.add(now, label, true, kind, n)
+}
+
+func (s *Series) add(now time.Time, label string, reserved bool, kind int, n int32) {
 	if kind < 0 || kind >= s.kinds {
 		return
 	}
@@ -47,21 +64,59 @@ func (s *Series) Add(now time.Time, label string, kind int, n int32) {
 	s.latest = max(s.latest, sec)
 	r := s.rows[label]
 	if r == nil {
-		if len(s.rows) >= s.max {
-			label = Other
+		if !reserved && s.capped >= s.max {
+			s.sweepLocked()
+		}
+		if !reserved && s.capped >= s.max {
+			label, reserved = Other, true // Other's row is not counted against max
 			r = s.rows[label]
 		}
 		if r == nil {
-			r = &row{second: make([]int64, s.span), counts: make([]int32, s.span*s.kinds)}
+			r = &row{reserved: reserved, second: make([]int64, s.span), counts: make([]int32, s.span*s.kinds)}
 			s.rows[label] = r
+			if !reserved {
+				s.capped++
+			}
 		}
 	}
+	r.last = max(r.last, sec)
 	slot := int(sec % int64(s.span))
 	if r.second[slot] != sec {
 		r.second[slot] = sec
 		clear(r.counts[slot*s.kinds : (slot+1)*s.kinds])
 	}
 	r.counts[slot*s.kinds+kind] += n
+}
+
+// sweepLocked drops the rows with no count in the last span, at most once
+// a second: a full Series with no idle row costs one pass a second, not
+// one a label. s.mu is held.
+func (s *Series) sweepLocked() {
+	if s.swept == s.latest {
+		return
+	}
+	s.swept = s.latest
+	for label, r := range s.rows {
+		if r.last <= s.latest-int64(s.span) {
+			s.deleteLocked(label, r)
+		}
+	}
+}
+
+func (s *Series) deleteLocked(label string, r *row) {
+	delete(s.rows, label)
+	if !r.reserved {
+		s.capped--
+	}
+}
+
+// Forget drops label's counts (a deleted tenant's), freeing its row.
+func (s *Series) Forget(label string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.rows[label]; r != nil {
+		s.deleteLocked(label, r)
+	}
 }
 
 // Point is one second of one label: its counts by kind.

@@ -59,3 +59,35 @@ func TestSeries(t *testing.T) {
 		t.Errorf("other: %+v", p)
 	}
 }
+
+// A full Series gives the row of a label idle for the span to the next
+// label, keeps reserved labels past its bound, and forgets a label asked
+// to.
+func TestSeriesIdleRowsAndForget(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	s := NewSeries(time.Minute, 1, 2)
+	s.Add(t0, "a", 0, 1)
+	s.Add(t0, "b", 0, 1)
+	s.Add(t0, "c", 0, 1) // full: under Other
+	s.AddReserved(t0, "cfg", 0, 1)
+	if got := s.Range(Other, t0.Unix(), t0.Unix()); got[0].Counts[0] != 1 {
+		t.Errorf("other: %+v", got)
+	}
+	if got := s.Range("cfg", t0.Unix(), t0.Unix()); got[0].Counts[0] != 1 {
+		t.Errorf("a reserved label past the bound: %+v", got)
+	}
+	t1 := t0.Add(time.Minute + time.Second)
+	s.Add(t1, "b", 0, 1) // b is live; a is idle for the span
+	s.Add(t1, "d", 0, 1)
+	if got := s.Range("d", t1.Unix(), t1.Unix()); got[0].Counts[0] != 1 {
+		t.Errorf("d, given a's idle row: %+v", got)
+	}
+	s.Forget("b")
+	s.Add(t1, "e", 0, 1)
+	if got := s.Range("e", t1.Unix(), t1.Unix()); got[0].Counts[0] != 1 {
+		t.Errorf("e, given b's forgotten row: %+v", got)
+	}
+	if got := s.Range("b", t1.Unix(), t1.Unix()); got[0].Counts[0] != 0 {
+		t.Errorf("b after Forget: %+v", got)
+	}
+}

@@ -16,6 +16,7 @@ import (
 type TopK struct {
 	k     int
 	total int64
+	floor int64 // the greatest count dropped (evicted or removed): what a newcomer may have had
 	idx   map[string]*entry
 	h     entries // a min-heap by count: the first is the one evicted
 }
@@ -24,6 +25,7 @@ type entry struct {
 	key   string
 	count int64
 	err   int64
+	since int64 // when the key came in, as the caller counts time
 	pos   int
 }
 
@@ -94,8 +96,9 @@ func NewTopK(k int) *TopK {
 	return &TopK{k: k, idx: make(map[string]*entry, k)}
 }
 
-// Add counts w (at least 1) more of key.
-func (t *TopK) Add(key string, w int64) {
+// Add counts w (at least 1) more of key at now (any clock the caller
+// keeps: Items report when each key came in, for RemoveFunc).
+func (t *TopK) Add(key string, w int64, now int64) {
 	w = max(w, 1)
 	t.total += w
 	if e, ok := t.idx[key]; ok {
@@ -104,7 +107,9 @@ func (t *TopK) Add(key string, w int64) {
 		return
 	}
 	if len(t.h) < t.k {
-		e := &entry{key: key, count: w}
+		// A free slot: the newcomer may have had up to the greatest
+		// count dropped so far (none before the sketch is full).
+		e := &entry{key: key, count: t.floor + w, err: t.floor, since: now}
 		t.idx[key] = e
 		t.h.push(e)
 		return
@@ -113,23 +118,49 @@ func (t *TopK) Add(key string, w int64) {
 	// which bounds how much it may have had before.
 	e := t.h[0]
 	delete(t.idx, e.key)
-	e.key, e.err, e.count = key, e.count, e.count+w
+	t.floor = max(t.floor, e.count)
+	e.key, e.err, e.count, e.since = key, e.count, e.count+w, now
 	t.idx[key] = e
 	t.h.fix(0)
 }
 
-// Item is a kept key: Count overestimates its weight by at most Err.
+// RemoveFunc drops the kept keys for which drop is true (a deleted
+// tenant's): their slots go to newcomers, which inherit the greatest count
+// dropped as their possible past, so every bound still holds.
+func (t *TopK) RemoveFunc(drop func(Item) bool) {
+	kept := t.h[:0]
+	for _, e := range t.h {
+		if drop(Item{e.key, e.count, e.err, e.since}) {
+			delete(t.idx, e.key)
+			t.floor = max(t.floor, e.count)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(t.h[len(kept):])
+	t.h = kept
+	for i, e := range t.h {
+		e.pos = i
+	}
+	for i := len(t.h)/2 - 1; i >= 0; i-- { // heapify, as heap.Init
+		t.h.down(i)
+	}
+}
+
+// Item is a kept key: Count overestimates its weight by at most Err;
+// Count-Err was counted since the key came in, at Since.
 type Item struct {
 	Key   string `json:"key"`
 	Count int64  `json:"count"`
 	Err   int64  `json:"error"`
+	Since int64  `json:"-"`
 }
 
 // Top returns the n most counted keys kept, most first (ties by key).
 func (t *TopK) Top(n int) []Item {
 	out := make([]Item, 0, len(t.h))
 	for _, e := range t.h {
-		out = append(out, Item{e.key, e.count, e.err})
+		out = append(out, Item{e.key, e.count, e.err, e.since})
 	}
 	slices.SortFunc(out, func(a, b Item) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Key, b.Key))

@@ -20,7 +20,7 @@ func TestTopKGuarantees(t *testing.T) {
 			for range 200_000 {
 				key := fmt.Sprint("u", z.Uint64())
 				w := int64(1 + r.IntN(3))
-				sk.Add(key, w)
+				sk.Add(key, w, 0)
 				truth[key] += w
 			}
 			var total int64
@@ -59,9 +59,9 @@ func TestTopKGuarantees(t *testing.T) {
 func TestTopKFindsTheAbuser(t *testing.T) {
 	sk := NewTopK(20)
 	for i := range 100_000 {
-		sk.Add(fmt.Sprint("k", i), 1) // every key once
+		sk.Add(fmt.Sprint("k", i), 1, 0) // every key once
 		if i%10 == 0 {
-			sk.Add("abuser", 1)
+			sk.Add("abuser", 1, 0)
 		}
 	}
 	if n := len(sk.idx); n != 20 {
@@ -85,7 +85,7 @@ func BenchmarkTopKAdd(b *testing.B) {
 	sk := NewTopK(100)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		sk.Add(keys[i%len(keys)], 1)
+		sk.Add(keys[i%len(keys)], 1, 0)
 	}
 }
 
@@ -135,7 +135,7 @@ func TestTopKAsContainerHeap(t *testing.T) {
 	sk, ref := NewTopK(20), &refTopK{k: 20, idx: map[string]*entry{}}
 	for i := range 50_000 {
 		key, w := fmt.Sprint("k", z.Uint64()), int64(1+r.IntN(3))
-		sk.Add(key, w)
+		sk.Add(key, w, 0)
 		ref.add(key, w)
 		if i%997 != 0 {
 			continue
@@ -145,5 +145,38 @@ func TestTopKAsContainerHeap(t *testing.T) {
 				t.Fatalf("after %d adds, entry %d is %+v, container/heap's %+v", i+1, j, *a, *b)
 			}
 		}
+	}
+}
+
+// Removing keys (a deleted tenant's) keeps every bound: a key that comes
+// in after is counted from the greatest count dropped, so no count is
+// under its key's weight, and none over by more than its Err.
+func TestTopKRemoveKeepsBounds(t *testing.T) {
+	sk := NewTopK(4)
+	weight := map[string]int64{}
+	add := func(key string, w int64) {
+		sk.Add(key, w, 0)
+		weight[key] += w
+	}
+	for i := range 40 {
+		add(fmt.Sprint("a", i%6), int64(i%3+1))
+	}
+	sk.RemoveFunc(func(it Item) bool { return it.Key == "a1" || it.Key == "a2" })
+	for _, it := range sk.Top(10) {
+		if it.Key == "a1" || it.Key == "a2" {
+			t.Fatalf("removed key %q still kept", it.Key)
+		}
+	}
+	for i := range 30 {
+		add(fmt.Sprint("b", i%3), 2)
+		add("a1", 1)
+	}
+	for _, it := range sk.Top(10) {
+		if it.Count < weight[it.Key] || it.Count-it.Err > weight[it.Key] {
+			t.Errorf("%s: count %d, err %d, weight %d", it.Key, it.Count, it.Err, weight[it.Key])
+		}
+	}
+	if len(sk.Top(10)) != 4 {
+		t.Errorf("kept %d keys, want 4", len(sk.Top(10)))
 	}
 }
