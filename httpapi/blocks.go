@@ -35,7 +35,7 @@ type KeyKeeper interface {
 // trail and changes neither: blocks and lifts only tighten or loosen what
 // the operator set.
 func (h *Handler) routeBlocks() {
-	h.tenantRoute("GET", "/v1/tenants/{id}/blocks", h.listBlocks)
+	h.route("GET", "/v1/tenants/{id}/blocks", h.listBlocks)
 	h.route("POST", "/v1/tenants/{id}/blocks", h.block)
 	h.route("DELETE", "/v1/tenants/{id}/blocks", h.lift)
 	h.route("GET", "/v1/tenants/{id}/audit", h.listAudit)
@@ -60,7 +60,12 @@ type blockJSON struct {
 // maxBlock is the longest block: a longer one is a limit to set.
 const maxBlock = 30 * 24 * time.Hour
 
-func (h *Handler) listBlocks(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) listBlocks(w http.ResponseWriter, r *http.Request, who principal) {
+	tenant := r.PathValue("id")
+	if !who.can(tenant) {
+		writeError(w, errForbidden)
+		return
+	}
 	t, err := h.readTenant(r.Context(), tenant)
 	if err != nil {
 		writeError(w, err)
@@ -70,6 +75,9 @@ func (h *Handler) listBlocks(w http.ResponseWriter, r *http.Request, tenant stri
 	out := []blockJSON{}
 	for _, b := range t.Blocks {
 		if now.Before(b.Until) {
+			if !who.admin {
+				b.By = operator(b.By)
+			}
 			out = append(out, blockJSON{b, h.keyLabel(b.Policy, b.Key)})
 		}
 	}
@@ -266,12 +274,56 @@ func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request, who principa
 		created := t.CreatedAt
 		entries = slices.DeleteFunc(entries, func(e sluice.AuditEntry) bool { return e.At.Before(created) })
 		for i := range entries {
-			if strings.HasPrefix(entries[i].Actor, "admin") {
-				entries[i].Actor = "admin"
-			}
+			e := &entries[i]
+			e.Actor = operator(e.Actor)
+			e.Before, e.After = hideOperators(e.Before), hideOperators(e.After)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+}
+
+// operator returns who made a change as a tenant may read it: "admin"
+// for any operator (their names, ActorHeader, are the operators' own).
+func operator(by string) string {
+	if strings.HasPrefix(by, "admin") {
+		return "admin"
+	}
+	return by
+}
+
+// hideOperators returns a recorded state with the operators' names in it
+// (blocks' "by") as a tenant may read them (operator).
+func hideOperators(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return raw
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil // not ours to show if it cannot be read
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if by, ok := e.(string); ok && k == "by" {
+					x[k] = operator(by)
+				} else {
+					x[k] = walk(e)
+				}
+			}
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		}
+		return v
+	}
+	b, err := json.Marshal(walk(v))
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // audit records a change after it is made. A failure to record it is

@@ -38,11 +38,20 @@ type gathered struct {
 // gather asks every other node for pathAndQuery, at once, unless r is
 // itself a peer's (a forwarded request is answered by this node alone).
 func (h *Handler) gather(r *http.Request, pathAndQuery string) gathered {
+	if !forward(r) {
+		return gathered{nodes: []string{h.opts.Node}}
+	}
+	return h.gatherCtx(r.Context(), pathAndQuery, peerTimeout)
+}
+
+// gatherCtx asks every other node for pathAndQuery, at once, each for at
+// most timeout.
+func (h *Handler) gatherCtx(ctx context.Context, pathAndQuery string, timeout time.Duration) gathered {
 	g := gathered{nodes: []string{h.opts.Node}}
-	if h.opts.Cluster == nil || !forward(r) {
+	if h.opts.Cluster == nil {
 		return g
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), peerTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	peers, err := h.opts.Cluster.Peers(ctx)
 	if err != nil {

@@ -105,6 +105,11 @@ type Options struct {
 	// Dashboard serves GET /dashboard and the files under it (the
 	// operator's dashboard, package web). Optional.
 	Dashboard http.Handler
+	// MaxStreams bounds the insight streams this node holds (default
+	// 256), and MaxTenantStreams those of one tenant's keys (default 4):
+	// past either a stream is refused 429 (streams.go).
+	MaxStreams       int
+	MaxTenantStreams int
 	// Now is the clock of timestamps and headers. Default time.Now.
 	Now func() time.Time
 	// Logger receives errors. Default: discard.
@@ -147,6 +152,7 @@ type Handler struct {
 	// streams is closed by CloseStreams: the insight streams end.
 	streams     chan struct{}
 	streamsOnce sync.Once
+	hub         *streamHub // the streams open, and the poller of the other nodes
 	// blockMu makes this node's changes of blocks one at a time.
 	blockMu sync.Mutex
 }
@@ -187,6 +193,7 @@ func New(opts Options) *Handler {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), allow: map[string][]string{}, streams: make(chan struct{})}
+	h.hub = newStreamHub(h, opts.MaxStreams, opts.MaxTenantStreams)
 	h.checkRoute = h.route("POST", "/v1/check", h.check)
 	h.route("POST", "/v1/leases", h.acquire)
 	h.route("POST", "/v1/leases/{token}/renew", h.renew)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -21,9 +22,9 @@ type Insight interface {
 	Policy(policy string, from, to int64) []insight.Point
 	Tenants() []string
 	Policies() []string
-	TopKeys(policy, tenant string, n int) insight.Top
+	TopKeys(policy, tenant string, since time.Time, n int) insight.Top
 	StoreLatency(from, to int64) []insight.LatencyPoint
-	Try(p *sluice.Policy, tenant string, seconds, top int) (insight.Tried, bool)
+	Try(p *sluice.Policy, tenant string, since time.Time, seconds, top int) (insight.Tried, bool)
 }
 
 // The dashboard's routes read what this node decided (package insight):
@@ -37,7 +38,12 @@ type Insight interface {
 //
 // seconds (default 60, at most 3600) is how far back; n (default 20, at
 // most 100) how many keys. A tenant's key reaches its own tenant's routes
-// only: the policy series and the admin's lists mix tenants.
+// only: the policy series and the admin's lists mix tenants. A tenant's
+// routes answer for the tenant as created last (its creation time is part
+// of its identity): what an earlier tenant of the same id decided is not
+// its. A tenant's key sees its own data alone: its keys' counts without
+// the sketches' errors and bounds (which come of every tenant's traffic),
+// and not the nodes' addresses.
 func (h *Handler) routeInsight() {
 	// The admin's routes mix tenants: a tenant's key gets 403.
 	admin := func(fn http.HandlerFunc) authedHandler {
@@ -50,17 +56,61 @@ func (h *Handler) routeInsight() {
 		}
 	}
 	h.route("GET", "/v1/insight", admin(h.insightAll))
-	h.route("GET", "/v1/insight/top", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTop(w, r, "") }))
-	h.route("GET", "/v1/insight/stream", admin(func(w http.ResponseWriter, r *http.Request) { h.insightStream(w, r, "", true) }))
+	h.route("GET", "/v1/insight/top", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTop(w, r, principal{admin: true}, "") }))
+	h.route("GET", "/v1/insight/stream", admin(func(w http.ResponseWriter, r *http.Request) {
+		h.insightStream(w, r, principal{admin: true}, "", true)
+	}))
 	h.route("POST", "/v1/insight/try", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTry(w, r, "") }))
 	h.route("GET", "/v1/insight/gateway", admin(h.insightGateway))
-	h.tenantRoute("GET", "/v1/tenants/{id}/insight", h.insightTenant)
-	h.tenantRoute("GET", "/v1/tenants/{id}/insight/top", h.insightTop)
-	h.tenantRoute("GET", "/v1/tenants/{id}/insight/stream", func(w http.ResponseWriter, r *http.Request, tenant string) {
-		h.insightStream(w, r, tenant, false)
-	})
+	// A tenant's routes: its key, or the admin's.
+	tenant := func(fn func(w http.ResponseWriter, r *http.Request, who principal, tenant string)) authedHandler {
+		return func(w http.ResponseWriter, r *http.Request, who principal) {
+			tenant := r.PathValue("id")
+			if !who.can(tenant) {
+				writeError(w, errForbidden)
+				return
+			}
+			fn(w, r, who, tenant)
+		}
+	}
+	h.route("GET", "/v1/tenants/{id}/insight", tenant(h.insightTenant))
+	h.route("GET", "/v1/tenants/{id}/insight/top", tenant(h.insightTop))
+	h.route("GET", "/v1/tenants/{id}/insight/stream", tenant(func(w http.ResponseWriter, r *http.Request, who principal, tenant string) {
+		h.insightStream(w, r, who, tenant, false)
+	}))
 	h.tenantRoute("POST", "/v1/tenants/{id}/insight/try", h.insightTry)
 }
+
+// tenantSince returns when tenant was created, as the tenant routes of
+// insight read it: zero for a tenant of the configuration file, or one
+// deleted and not created again (the admin's view of what it left).
+func (h *Handler) tenantSince(ctx context.Context, tenant string) (time.Time, error) {
+	t, err := h.readTenant(ctx, tenant)
+	switch {
+	case err == nil:
+		return t.CreatedAt, nil
+	case sluice.KindOf(err) == sluice.KindNotFound:
+		if _, ok := h.opts.Config().Tenants[tenant]; ok {
+			return time.Time{}, nil
+		}
+		return time.Time{}, err
+	}
+	return time.Time{}, err
+}
+
+// insightSince is tenantSince for a route's answer: a tenant that is not
+// found reads from the start (the admin's, as the key of a deleted tenant
+// is gone); a store that fails answers the error.
+func (h *Handler) insightSince(w http.ResponseWriter, r *http.Request, tenant string) (time.Time, bool) {
+	since, err := h.tenantSince(r.Context(), tenant)
+	if err != nil && sluice.KindOf(err) != sluice.KindNotFound {
+		writeError(w, err)
+		return time.Time{}, false
+	}
+	return since, true
+}
+
+func errKindUnavailable(err error) bool { return sluice.KindOf(err) == sluice.KindUnavailable }
 
 // tryRequest is the body of a try: the policy proposed, in place of the
 // one of the same name whose past traffic it is tried on.
@@ -99,7 +149,7 @@ func (h *Handler) insightTry(w http.ResponseWriter, r *http.Request, tenant stri
 		writeError(w, err.(*sluice.Error).In("policy"))
 		return
 	}
-	seconds, top := 3600, 20
+	seconds, top, ok := 3600, 20, false
 	if in.Seconds != nil {
 		if seconds = *in.Seconds; seconds < 1 || seconds > 3600 {
 			writeError(w, sluice.Invalid("seconds", "must be 1 to 3600, got %d", seconds))
@@ -112,7 +162,13 @@ func (h *Handler) insightTry(w http.ResponseWriter, r *http.Request, tenant stri
 			return
 		}
 	}
-	tried, ok := h.opts.Insight.Try(&p, tenant, seconds, top)
+	var since time.Time
+	if tenant != "" {
+		if since, ok = h.insightSince(w, r, tenant); !ok {
+			return
+		}
+	}
+	tried, ok := h.opts.Insight.Try(&p, tenant, since, seconds, top)
 	if !ok {
 		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("no sampled traffic of a policy named %q on this node", p.Name)})
 		return
@@ -166,7 +222,7 @@ type insightOut struct {
 	Tenant   *series                `json:"tenant,omitempty"`
 	Policies []series               `json:"policies,omitempty"`
 	Store    []insight.LatencyPoint `json:"store,omitempty"`
-	Nodes    []string               `json:"nodes"`
+	Nodes    []string               `json:"nodes,omitempty"` // the admin's alone
 	Missing  []string               `json:"missing,omitempty"`
 }
 
@@ -206,12 +262,16 @@ func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, who principal, tenant string) {
 	from, to, ok := h.insightWindow(w, r)
 	if !ok {
 		return
 	}
-	one := series{tenant, h.opts.Insight.Tenant(tenant, from, to)}
+	since, ok := h.insightSince(w, r, tenant)
+	if !ok {
+		return
+	}
+	one := series{tenant, h.tenantPoints(tenant, since, from, to)}
 	g := h.gather(r, insightPath(r, from, to))
 	for _, o := range decodeEach[insightOut](h, g.bodies) {
 		if o.Tenant != nil && o.Tenant.Name == tenant {
@@ -219,7 +279,23 @@ func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, tenant s
 		}
 	}
 	one.Points = h.pointsFor(r, g, from, to)(one.Points)
-	writeJSON(w, http.StatusOK, insightOut{Kinds: insightKinds(), Tenant: &one, Nodes: g.nodes, Missing: g.missing})
+	out := insightOut{Kinds: insightKinds(), Tenant: &one}
+	if who.admin {
+		out.Nodes, out.Missing = g.nodes, g.missing
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// tenantPoints returns tenant's seconds from from to to, zeros before
+// since (its creation: those of an earlier tenant of the same id).
+func (h *Handler) tenantPoints(tenant string, since time.Time, from, to int64) []insight.Point {
+	pts := h.opts.Insight.Tenant(tenant, from, to)
+	for i := range pts {
+		if pts[i].Second < since.Unix() {
+			clear(pts[i].Counts)
+		}
+	}
+	return pts
 }
 
 // insightWindow returns the seconds a counts route asks for, or answers
@@ -279,9 +355,16 @@ func sparse(pts []insight.Point) []insight.Point {
 	})
 }
 
-func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, tenant string) {
+func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, who principal, tenant string) {
 	if !h.insightReady(w) {
 		return
+	}
+	var since time.Time
+	if tenant != "" {
+		var ok bool
+		if since, ok = h.insightSince(w, r, tenant); !ok {
+			return
+		}
 	}
 	policy := r.URL.Query().Get("policy")
 	if !sluice.ValidPolicyName(policy) {
@@ -302,11 +385,24 @@ func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	// Each node's lists are cut at maxTop, not n, so that a key heavy
 	// over the cluster but not on one node is still summed.
-	tops := []insight.Top{h.opts.Insight.TopKeys(policy, tenant, maxTop)}
+	tops := []insight.Top{h.opts.Insight.TopKeys(policy, tenant, since, maxTop)}
 	g := h.gather(r, r.URL.Path+"?policy="+url.QueryEscape(policy)+"&n="+strconv.Itoa(maxTop))
 	tops = append(tops, decodeEach[insight.Top](h, g.bodies)...)
 	top := sumTop(tops, n)
-	out := topJSON{Policy: policy, HitsBound: top.HitsBound, DenialsBound: top.DenialsBound, Nodes: g.nodes, Missing: g.missing}
+	out := topJSON{Policy: policy}
+	if who.admin {
+		out.HitsBound, out.DenialsBound = &top.HitsBound, &top.DenialsBound
+		out.Nodes, out.Missing = g.nodes, g.missing
+	} else {
+		// A shared sketch's errors and bounds come of every tenant's
+		// traffic: a tenant sees what its keys were counted since they
+		// came in, at least their weight.
+		for _, ks := range [][]insight.KeyCount{top.Hits, top.Denials} {
+			for i := range ks {
+				ks[i].Count, ks[i].Err = ks[i].Count-ks[i].Err, 0
+			}
+		}
+	}
 	var states *stateCache
 	if withState {
 		states = &stateCache{keys: map[string]*keyState{}, tenants: map[string]resolvedTenant{}}
@@ -321,10 +417,10 @@ func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, tenant stri
 type topJSON struct {
 	Policy       string       `json:"policy"`
 	Hits         []topKeyJSON `json:"hits"`
-	HitsBound    int64        `json:"hitsBound"`
+	HitsBound    *int64       `json:"hitsBound,omitempty"` // the admin's alone, as Nodes
 	Denials      []topKeyJSON `json:"denials"`
-	DenialsBound int64        `json:"denialsBound"`
-	Nodes        []string     `json:"nodes"`
+	DenialsBound *int64       `json:"denialsBound,omitempty"`
+	Nodes        []string     `json:"nodes,omitempty"`
 	Missing      []string     `json:"missing,omitempty"`
 }
 
@@ -425,30 +521,6 @@ func (h *Handler) keyStateOf(r *http.Request, kk KeyKeeper, rt resolvedTenant, t
 	return st
 }
 
-// streamPeers adds the other nodes' counts of second sec to a stream's:
-// a request to each node per second and stream, answered from memory.
-func (h *Handler) streamPeers(r *http.Request, out []series, tenant string, all bool, sec int64) []series {
-	path := "/v1/insight?seconds=3"
-	if !all {
-		path = "/v1/tenants/" + url.PathEscape(tenant) + "/insight?seconds=3"
-	}
-	g := h.gather(r, path)
-	for _, o := range decodeEach[insightOut](h, g.bodies) {
-		theirs := o.Tenants
-		if o.Tenant != nil {
-			theirs = []series{*o.Tenant}
-		}
-		for i := range theirs {
-			theirs[i].Points = slices.DeleteFunc(theirs[i].Points, func(p insight.Point) bool { return p.Second != sec })
-			if len(theirs[i].Points) == 0 {
-				theirs[i].Points = []insight.Point{{Second: sec, Counts: make([]int32, insight.Kinds)}}
-			}
-		}
-		out = sumSeries(out, theirs)
-	}
-	return out
-}
-
 // insightGateway: GET /v1/insight/gateway, the gateway's live counts on
 // this node and its refusals since the start.
 func (h *Handler) insightGateway(w http.ResponseWriter, r *http.Request) {
@@ -483,37 +555,52 @@ func sorted(s []string) []string {
 
 // insightStream streams, every second, the last whole second's counts as
 // Server-Sent Events (event "second", data a JSON Point per series) until
-// the client goes: the admin's every tenant's, a tenant's its own.
-func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, tenant string, all bool) {
+// the client goes, its key or tenant goes (event "end", data the reason),
+// or the server shuts down: the admin's every tenant's, a tenant's its
+// own. Streams are bounded and re-checked (streams.go).
+func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, who principal, tenant string, all bool) {
 	if !h.insightReady(w) {
 		return
 	}
+	var since time.Time
+	if !all {
+		var err error
+		if since, err = h.tenantSince(r.Context(), tenant); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	leave, ok := h.hub.enter(tenant, who.admin)
+	if !ok {
+		what := "the most"
+		if !who.admin {
+			what = "its tenant's most"
+		}
+		refuseStream(w, what)
+		return
+	}
+	defer leave()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // held open: the server's write timeout is for ordinary requests
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+	tick := h.hub.next()
+	sec := h.opts.Now().Unix() - 1
 	for {
-		sec := h.opts.Now().Unix() - 1
+		peers := h.hub.last()
 		var out []series
 		if all {
 			for _, t := range sorted(h.opts.Insight.Tenants()) {
 				out = append(out, series{t, h.opts.Insight.Tenant(t, sec, sec)})
 			}
 		} else {
-			out = append(out, series{tenant, h.opts.Insight.Tenant(tenant, sec, sec)})
+			out = append(out, series{tenant, h.tenantPoints(tenant, since, sec, sec)})
 		}
-		out = h.streamPeers(r, out, tenant, all, sec)
-		b, err := json.Marshal(out)
-		if err != nil {
-			return
+		if peers.sec == sec {
+			out = addPeers(out, peers.tenants, all, sec)
 		}
-		if _, err := fmt.Fprintf(w, "event: second\ndata: %s\n\n", b); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
+		if !writeEvent(w, rc, "second", out) {
 			return
 		}
 		select {
@@ -521,7 +608,41 @@ func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, tenant s
 			return
 		case <-h.streams:
 			return
-		case <-tick.C:
+		case <-tick:
+		}
+		tick, sec = h.hub.next(), h.hub.last().sec
+		if why := h.streamGone(r, tenant, all, since); why != "" {
+			writeEvent(w, rc, "end", map[string]string{"reason": why})
+			return
 		}
 	}
+}
+
+// addPeers adds the other nodes' counts of second sec to a stream's
+// series: every tenant's for all, else the stream's one.
+func addPeers(out []series, peers map[string]insight.Point, all bool, sec int64) []series {
+	if all {
+		theirs := make([]series, 0, len(peers))
+		for t, p := range peers {
+			theirs = append(theirs, series{t, []insight.Point{p}})
+		}
+		return sumSeries(out, theirs)
+	}
+	if p, ok := peers[out[0].Name]; ok && p.Second == sec {
+		out[0].Points = sumPoints(out[0].Points, []insight.Point{p})
+	}
+	return out
+}
+
+// writeEvent writes one Server-Sent Event and flushes it; false if the
+// client is gone.
+func writeEvent(w http.ResponseWriter, rc *http.ResponseController, event string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return false
+	}
+	return rc.Flush() == nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/store/memstore"
 )
 
@@ -37,11 +38,13 @@ func newService(t *testing.T) *service {
 	}
 	s := memstore.New(memstore.Options{})
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 15, 0, time.UTC)}
+	rec := insight.NewRecorder(insight.RecorderOptions{Now: c.now, Configured: func(p string) bool { _, ok := cfg.Policies[p]; return ok }})
 	h := New(Options{
-		Limiter:  engine.New(s, engine.Options{Now: c.now}),
+		Limiter:  engine.New(s, engine.Options{Now: c.now, Observer: rec}),
 		Tenants:  &memstore.Tenants{},
 		Config:   func() *config.Config { return cfg },
 		AdminKey: adminKey,
+		Insight:  rec,
 		Now:      c.now,
 	})
 	srv := httptest.NewServer(h)

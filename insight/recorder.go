@@ -2,6 +2,7 @@ package insight
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -396,23 +397,53 @@ func heaviest(keys []KeyCount, n int) []KeyCount {
 
 // Try replays policy p on the last seconds of the sampled traffic of the
 // policy of the same name (KeySample.Try): over every tenant if tenant is
-// empty, else tenant's keys since its creation (since). ok is false if
-// that policy has no sample.
+// empty (every tenant's sample of an invented name, summed), else
+// tenant's keys since its creation (since). ok is false if that policy
+// has no sample.
 func (r *Recorder) Try(p *sluice.Policy, tenant string, since time.Time, seconds int, top int) (Tried, bool) {
 	r.mu.Lock()
-	var ps *policySketch
-	if tenant == "" {
-		ps = r.sketch[sketchID{policy: p.Name}]
-	} else if all := r.tenantSketchesLocked(p.Name, tenant, since); len(all) > 0 {
-		ps = all[0]
+	var samples []*KeySample
+	add := func(ps *policySketch) {
+		if ps != nil && ps.sample != nil {
+			samples = append(samples, ps.sample)
+		}
+	}
+	switch {
+	case tenant != "":
+		for _, ps := range r.tenantSketchesLocked(p.Name, tenant, since) {
+			add(ps)
+		}
+	case r.sketch[sketchID{policy: p.Name}] != nil:
+		add(r.sketch[sketchID{policy: p.Name}])
+	default:
+		for id, ps := range r.sketch {
+			if id.policy == p.Name {
+				add(ps)
+			}
+		}
 	}
 	r.mu.Unlock()
-	if ps == nil || ps.sample == nil {
+	if len(samples) == 0 {
 		return Tried{}, false
 	}
 	from := r.now().Add(-time.Duration(seconds) * time.Second)
 	if since.After(from) {
 		from = since
 	}
-	return ps.sample.Try(p, tenant, from, top), true
+	out := Tried{Rate: 1, Who: []KeyCount{}}
+	var variance float64
+	for _, s := range samples {
+		t := s.Try(p, tenant, from, top)
+		out.Rate = min(out.Rate, t.Rate)
+		out.Keys += t.Keys
+		out.Heavy += t.Heavy
+		out.Events += t.Events
+		out.Denied += t.Denied
+		out.DeniedSampled += t.DeniedSampled
+		variance += t.StdErr * t.StdErr // the samples are independent
+		out.Who = append(out.Who, t.Who...)
+	}
+	out.StdErr = math.Sqrt(variance)
+	out.Who = heaviest(out.Who, top)
+	return out, true
 }

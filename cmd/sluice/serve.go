@@ -300,10 +300,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	metrics := httpapi.NewMetrics(func(policy string) bool {
+	configured := func(policy string) bool {
 		_, ok := current().Policies[policy]
 		return ok || envoyCfg.named(policy)
-	})
+	}
+	metrics := httpapi.NewMetrics(configured)
 	if c.ConfigFile != "" {
 		onReload := func(ok bool) {
 			metrics.ConfigReloaded(ok)
@@ -347,7 +348,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if st.local {
 		timeout = 0
 	}
-	rec := insight.NewRecorder(insight.RecorderOptions{})
+	rec := insight.NewRecorder(insight.RecorderOptions{Configured: configured})
 	eng := engine.New(st.counters, engine.Options{Timeout: timeout, Observer: engine.Observers(metrics, rec), Logger: log})
 	// Closed before the store (defers run last first): a node leaving
 	// withdraws its shares of the upstreams from the store.
@@ -412,7 +413,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Sessions:         st.sessions,
 		Gateway:          gw,
 		OnSessionDeleted: gw.CloseSession,
-		OnTenantDeleted:  gw.CloseTenant,
+		OnTenantDeleted: func(id string) {
+			gw.CloseTenant(id)
+			rec.Forget(id)
+		},
 		Config:           current,
 		AdminKey:         c.AdminKey,
 		TrustedProxies:   c.TrustedProxies,

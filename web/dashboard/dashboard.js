@@ -446,8 +446,11 @@
     setText("abuse-error", "");
     const top = r.body;
     setText("abuse-updated", "updated " + new Date().toLocaleTimeString());
-    setText("abuse-denials-bound", "Any key denied more than " + fmt.format(top.denialsBound || 0) + " times is listed; no count is over by more.");
-    setText("abuse-hits-bound", "Any key with more than " + fmt.format(top.hitsBound || 0) + " hits is listed; no count is over by more.");
+    // A tenant's view has no bounds: they are of every tenant's traffic,
+    // and its counts are its own keys' alone (at least what is shown).
+    const bounded = top.hitsBound !== undefined;
+    setText("abuse-denials-bound", bounded ? "Any key denied more than " + fmt.format(top.denialsBound || 0) + " times is listed; no count is over by more." : "Counts are at least what is shown.");
+    setText("abuse-hits-bound", bounded ? "Any key with more than " + fmt.format(top.hitsBound || 0) + " hits is listed; no count is over by more." : "");
     abuseRows("abuse-denials", policy, top.denials || []);
     abuseRows("abuse-hits", policy, top.hits || []);
   }
