@@ -417,19 +417,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			gw.CloseTenant(id)
 			rec.Forget(id)
 		},
-		Config:           current,
-		AdminKey:         c.AdminKey,
-		TrustedProxies:   c.TrustedProxies,
-		StoreTimeout:     timeout,
-		Upstreams:        upstreams,
-		Insight:          rec,
-		Ready:            st.ready,
-		Metrics:          metrics.Handler(),
-		Page:             web.Handler(),
-		Dashboard:        web.Dashboard(),
-		GatewayStats:     gw.Stats,
-		GatewayRefusals:  metrics.Refusals,
-		Logger:           log,
+		Config:          current,
+		AdminKey:        c.AdminKey,
+		TrustedProxies:  c.TrustedProxies,
+		StoreTimeout:    timeout,
+		Upstreams:       upstreams,
+		Insight:         rec,
+		Ready:           st.ready,
+		Metrics:         metrics.Handler(),
+		Page:            web.Handler(),
+		Dashboard:       web.Dashboard(),
+		GatewayStats:    gw.Stats,
+		GatewayRefusals: metrics.Refusals,
+		Logger:          log,
 	})
 	srv := &http.Server{
 		Handler: requestLog(log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
