@@ -30,6 +30,9 @@ type Config struct {
 // HasPolicy reports whether name is the policy of a rule's limit.
 func (c *Config) HasPolicy(name string) bool { return c.policies[name] }
 
+// HasDomain reports whether domain is configured; a nil Config has none.
+func (c *Config) HasDomain(domain string) bool { return c != nil && c.domains[domain] != nil }
+
 // Domains returns the domains' names, sorted.
 func (c *Config) Domains() []string {
 	ds := make([]string, 0, len(c.domains))

@@ -178,6 +178,12 @@ func (s *Service) resolve(cfg *Config, req *rlspb.RateLimitRequest, i int, d *ra
 		if err != nil {
 			return t, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit.%v", i, err)
 		}
+		if !cfg.HasDomain(req.GetDomain()) {
+			// As envoyproxy/ratelimit: a domain not configured has no
+			// limits, not even a request's own, and is not counted, so
+			// that callers cannot make tenants of any name they like.
+			return t, nil
+		}
 		t.limits = []Limit{l}
 	} else if cfg != nil {
 		t.rule, shared = cfg.match(req.GetDomain(), entries)

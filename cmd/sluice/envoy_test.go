@@ -288,12 +288,23 @@ func TestEnvoyReadmeExamples(t *testing.T) {
 		d := desc("anything", "x")
 		d.Limit = &ratelimitpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typepb.RateLimitUnit_HOUR}
 		for i := range 2 {
-			wantStatus(t, "override", r.ask("no_such_domain", d).Statuses[0], ok, 2, uint32(1-i))
+			wantStatus(t, "override", r.ask("internal", d).Statuses[0], ok, 2, uint32(1-i))
 		}
-		resp := r.ask("no_such_domain", d)
+		resp := r.ask("internal", d)
 		wantStatus(t, "override, third", resp.Statuses[0], over, 2, 0)
 		if s := resp.Statuses[0].DurationUntilReset.GetSeconds(); s < 1 || s > 3600 {
 			t.Errorf("duration until reset %ds, want within the hour", s)
+		}
+	})
+
+	t.Run("a domain not configured: OK, nothing counted, even with a request's limit", func(t *testing.T) {
+		d := desc("anything", "x")
+		d.Limit = &ratelimitpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typepb.RateLimitUnit_HOUR}
+		for range 3 {
+			resp := r.ask("no_such_domain", d)
+			if resp.OverallCode != ok || resp.Statuses[0].Code != ok || resp.Statuses[0].CurrentLimit != nil {
+				t.Fatalf("an unknown domain: %v, want OK without a limit", resp)
+			}
 		}
 	})
 
