@@ -23,29 +23,36 @@ import (
 //     it would have.
 //   - It starts with every key (p = 1). Over its bound, it halves p,
 //     keeping a light key only if its hash falls under p, and keeping the
-//     heaviest keys (about the heavyKeys with the most decisions) whatever
-//     their hash: on skewed traffic a few keys hold most of the denials,
-//     and an estimate that missed them would be far off whatever its
-//     stated error.
-//   - Over its bound, it shrinks whichever is larger: the light keys
-//     (halving p) or the largest heavy key, whose decisions it coarsens
-//     into buckets, one per interval of a width (with their count and
-//     hits), widening the intervals until the key takes half the bytes it
-//     did. A key's buckets are at most span/width + 2 however many
-//     decisions it gets, so one key at any rate stays within its share.
-//     Light keys are kept exact.
+//     heaviest keys it holds (about the heavyKeys with the most decisions)
+//     whatever their hash: on skewed traffic a few keys hold most of the
+//     denials, and an estimate that missed them would be far off whatever
+//     its stated error. (A key that p leaves out is not seen again,
+//     however heavy it turns.)
+//   - Over its bound, it shrinks whichever is larger: the light keys, by
+//     halving p, or the largest heavy key, whose decisions it coarsens
+//     into buckets of a width, one per interval with the count and hits of
+//     its decisions: the narrowest width at which the buckets of the time
+//     its log covers could take at most half the bytes its log took,
+//     however its decisions fall. Whatever a key's rate, its buckets are
+//     at most span/width + 2, so one key at any rate stays within its
+//     share. Light keys are kept exact (a key that was heavy keeps its
+//     buckets).
 //
 // Its bound is Bound bytes: 64 bytes per event of the max it is made with
 // (room for max events of 16 bytes with the keys holding them), and at
-// least 64 KiB. Bytes, its estimate of the heap it holds (keys, their
+// least 64 KiB. Bytes, its estimate of the heap it holds (its keys, their
 // names, logs and tables, each as the allocator rounds it), never exceeds
-// the bound after an Add returns.
+// the bound when an Add returns.
 //
-// Add costs O(1) amortised: a key's log is a ring, expired from its head;
-// a sweep of a few keys per Add expires the keys that stopped; halving p
-// drops a table of keys at once; only coarsening a key touches all its
-// records, rarely (when it is the largest part of a full sample). No Add
-// sorts.
+// Add costs O(1) amortised, and sorts nothing. A key's log is a queue in
+// chunks of 256 records, expired from its head as the key adds, grown and
+// freed a chunk at a time; each Add also sweeps 16 slots of the tables of
+// keys, dropping keys whose last decision is past the span; halving p
+// drops a table of keys at once. Only coarsening a key passes over all its
+// records, holding the lock for that pass (up to about a millisecond at
+// the default bound): a hot key's history doubles some seven times in its
+// first hour, each time coarsened, and the sample's share of the heaviest
+// keys changes rarely after.
 //
 // Try replays a policy on the sample: the heavy keys' denials exactly,
 // plus the light keys' over p (Horvitz-Thompson), with the standard error
@@ -112,8 +119,8 @@ type keyLog struct {
 	tl     int32 // len(tenant)
 	wi     int8  // the width of new buckets, widths[wi]; -1: exact
 	heavy  bool  // in KeySample.heavy
-	events ring[event]
-	bucket ring[bucket]
+	events deque[event]
+	bucket deque[bucket]
 }
 
 func (l *keyLog) tenant() string { return l.id[:l.tl] }
@@ -216,6 +223,7 @@ func (s *KeySample) add(now time.Time, id, tenant, _ string, hits int64) {
 	if sl == nil {
 		lv := level(h)
 		if lv < s.shift {
+			s.sweepLocked(t) // however few keys p keeps, every decision sweeps
 			s.mu.Unlock()
 			return
 		}
@@ -268,7 +276,7 @@ func (s *KeySample) account(tb *table, d int) {
 // settleLocked accounts for the change of l's rings since it was last
 // settled.
 func (s *KeySample) settleLocked(l *keyLog) {
-	r := l.events.bytes() + l.bucket.bytes()
+	r := l.events.bytes + l.bucket.bytes
 	if d := r - l.rings; d != 0 {
 		l.rings = r
 		s.account(l.home, d)
@@ -277,7 +285,7 @@ func (s *KeySample) settleLocked(l *keyLog) {
 
 // putLocked adds l, settled, to tb.
 func (s *KeySample) putLocked(tb *table, l *keyLog) {
-	l.rings = l.events.bytes() + l.bucket.bytes()
+	l.rings = l.events.bytes + l.bucket.bytes
 	l.home = tb
 	s.account(tb, tb.put(slot{l.hash, l.last(), l})+l.bytes())
 }
@@ -385,17 +393,7 @@ func (l *keyLog) append(t, hits int64) {
 		l.events.push(event{t, hits})
 		return
 	}
-	a := align(t, widths[l.wi])
-	if n := l.bucket.n; n > 0 {
-		b := l.bucket.at(n - 1)
-		if a <= b.t && b.n < math.MaxUint32 {
-			b.n++
-			b.hits += hits
-			return
-		}
-		a = max(a, b.t)
-	}
-	l.bucket.push(bucket{t: a, hits: hits, n: 1, w: uint8(l.wi)})
+	l.appendBucket(t, hits, 1, int(l.wi))
 }
 
 // align returns the start of the interval of width w holding t.
@@ -543,11 +541,11 @@ func (s *KeySample) coarsenLocked(l *keyLog, now int64) bool {
 	var recBytes int
 	if l.wi < 0 {
 		first, last = l.events.at(0).t, l.events.at(l.events.n-1).t
-		recBytes = l.events.bytes()
+		recBytes = l.events.bytes
 	} else {
 		b := l.bucket.at(l.bucket.n - 1)
 		first, last = l.bucket.at(0).t, b.t+widths[b.w]
-		recBytes = l.bucket.bytes()
+		recBytes = l.bucket.bytes
 	}
 	extent := max(last-first, 0)
 	wi := int(l.wi) + 1
@@ -567,58 +565,60 @@ func (l *keyLog) coarsen(wi int) {
 	l.gen++
 	l.popped = 0
 	if l.wi < 0 {
-		n := 0
-		var at int64 = math.MinInt64
-		for i := range l.events.n {
-			if a := align(l.events.at(i).t, w); a > at {
-				at = a
-				n++
-			}
-		}
-		l.bucket.resize(n)
 		for i := range l.events.n {
 			e := l.events.at(i)
-			l.appendBucket(align(e.t, w), e.hits, 1, wi)
+			l.appendBucket(e.t, e.hits, 1, wi)
 		}
-		l.events = ring[event]{}
+		l.events.pop(l.events.n)
 		l.wi = int8(wi)
 		return
 	}
-	// In place: the write index never passes the read index.
-	out := 0
+	// In place: the write index never passes the read index. A bucket
+	// merges into the one before if it starts before that one's new end
+	// (they are in order, and each width divides the next).
+	out, end := 0, int64(math.MinInt64)
 	for i := range l.bucket.n {
 		b := *l.bucket.at(i)
-		a := align(b.t, w)
 		if out > 0 {
 			c := l.bucket.at(out - 1)
-			if a <= c.t && uint64(c.n)+uint64(b.n) <= math.MaxUint32 {
+			if b.t < end && uint64(c.n)+uint64(b.n) <= math.MaxUint32 {
 				c.n += b.n
 				c.hits += b.hits
 				continue
 			}
-			a = max(a, c.t)
+			if b.t < end { // c is full: b starts another bucket of c's interval
+				*l.bucket.at(out) = bucket{t: c.t, hits: b.hits, n: b.n, w: uint8(wi)}
+				out++
+				continue
+			}
 		}
+		a := align(b.t, w)
 		*l.bucket.at(out) = bucket{t: a, hits: b.hits, n: b.n, w: uint8(wi)}
 		out++
+		end = a + w
 	}
-	l.bucket.n = out
-	l.bucket.resize(out)
+	l.bucket.truncate(out)
 	l.wi = int8(wi)
 }
 
-// appendBucket merges n decisions of hits at a into l's last bucket, or
-// starts a bucket at a; the ring has room.
-func (l *keyLog) appendBucket(a, hits int64, n uint32, wi int) {
+// appendBucket merges n decisions of hits at t into l's last bucket if t
+// is before its end, or starts a bucket of widths[wi] holding t, or at the
+// last's start if t is earlier (decisions a little out of order).
+func (l *keyLog) appendBucket(t, hits int64, n uint32, wi int) {
+	a := int64(math.MinInt64)
 	if k := l.bucket.n; k > 0 {
 		b := l.bucket.at(k - 1)
-		if a <= b.t && uint64(b.n)+uint64(n) <= math.MaxUint32 {
-			b.n += n
-			b.hits += hits
-			return
+		if t < b.t+widths[b.w] {
+			if uint64(b.n)+uint64(n) <= math.MaxUint32 {
+				b.n += n
+				b.hits += hits
+				return
+			}
+			a = b.t // b is full: another bucket of its interval
 		}
 		a = max(a, b.t)
 	}
-	l.bucket.push(bucket{t: a, hits: hits, n: n, w: uint8(wi)})
+	l.bucket.push(bucket{t: max(a, align(t, widths[wi])), hits: hits, n: n, w: uint8(wi)})
 }
 
 // bytes is what l takes on the heap, its table's slot aside, as last
@@ -627,74 +627,108 @@ func (l *keyLog) bytes() int { return keyLogBytes + allocSize(len(l.id), false) 
 
 var keyLogBytes = allocSize(int(unsafe.Sizeof(keyLog{})), true)
 
-// ring is a queue in a circular buffer whose every element is a slot
-// (len(buf) == cap(buf), allocated at a size class of the allocator, so
-// that its bytes are what it takes).
-type ring[T any] struct {
-	buf     []T
-	head, n int
+// chunkLen is the elements of a deque's chunk: 4 KiB of events, 6 KiB of
+// buckets, both size classes of the allocator.
+const chunkLen = 256
+
+// deque is a queue in chunks of chunkLen elements: it grows by a chunk,
+// never copying, and frees each chunk as it empties, so that no queue
+// however long allocates or copies more than a chunk at a time. A queue
+// of fewer elements has one shorter chunk, grown by doubling.
+type deque[T any] struct {
+	chunks [][]T // each chunk's len is its cap; all are chunkLen long but a lone first one
+	head   int   // the first element's index in chunks[0]
+	n      int
+	bytes  int // its chunks' and its list's, as the allocator takes them
 }
 
-func (r *ring[T]) at(i int) *T {
-	j := r.head + i
-	if j >= len(r.buf) {
-		j -= len(r.buf)
-	}
-	return &r.buf[j]
+func (d *deque[T]) at(i int) *T {
+	j := d.head + i
+	return &d.chunks[j/chunkLen][j%chunkLen]
 }
 
-func (r *ring[T]) bytes() int { return len(r.buf) * int(unsafe.Sizeof(*new(T))) }
-
-// push appends v, growing the buffer by half (a quarter past 256
-// elements) when full: O(1) amortised.
-func (r *ring[T]) push(v T) {
-	if r.n == len(r.buf) {
-		c := len(r.buf)
-		if c < 256 {
-			r.resize(max(2, c*2))
-		} else {
-			r.resize(c + c/4)
-		}
+// push appends v: O(1) amortised, and a chunk of chunkLen at most
+// allocated or copied.
+func (d *deque[T]) push(v T) {
+	j := d.head + d.n
+	switch {
+	case len(d.chunks) == 0:
+		d.setFirst(2)
+	case len(d.chunks) == 1 && len(d.chunks[0]) < chunkLen && j == len(d.chunks[0]):
+		d.setFirst(2 * d.n) // grow the lone short chunk, its elements to its front
+	case j == len(d.chunks)*chunkLen:
+		d.bytes -= allocSize(cap(d.chunks)*int(unsafe.Sizeof(d.chunks[0])), true)
+		d.chunks = append(d.chunks, make([]T, chunkLen))
+		d.bytes += allocSize(cap(d.chunks)*int(unsafe.Sizeof(d.chunks[0])), true) + chunkLen*int(unsafe.Sizeof(v))
 	}
-	*r.at(r.n) = v
-	r.n++
+	d.n++
+	*d.at(d.n - 1) = v
 }
 
-// pop drops the first k elements, halving the buffer once it is a
-// quarter full.
-func (r *ring[T]) pop(k int) {
-	r.head += k
-	if r.head >= len(r.buf) {
-		r.head -= len(r.buf)
+// setFirst moves the elements of a deque of one chunk or none to the
+// front of a new lone chunk of at least c (> n) elements, at most chunkLen.
+func (d *deque[T]) setFirst(c int) {
+	c = min(c, chunkLen)
+	buf := slices.Grow([]T(nil), c)
+	buf = buf[:min(cap(buf), chunkLen)]
+	if d.n > 0 {
+		copy(buf, d.chunks[0][d.head:d.head+d.n])
 	}
-	r.n -= k
-	if r.n == 0 {
-		r.head = 0
+	d.free()
+	d.chunks = append(d.chunks, buf)
+	d.bytes = allocSize(cap(d.chunks)*int(unsafe.Sizeof(d.chunks[0])), true) + allocSize(len(buf)*int(unsafe.Sizeof(buf[0])), false)
+}
+
+// free drops every chunk.
+func (d *deque[T]) free() {
+	d.chunks, d.head, d.bytes = nil, 0, 0
+}
+
+// pop drops the first k elements, freeing the chunks they leave empty,
+// and shortening a lone chunk once a quarter full.
+func (d *deque[T]) pop(k int) {
+	d.head += k
+	d.n -= k
+	switch {
+	case d.n == 0:
+		d.free()
+		d.n = 0
+		return
+	case d.head >= chunkLen:
+		drop := d.head / chunkLen
+		copy(d.chunks, d.chunks[drop:])
+		clear(d.chunks[len(d.chunks)-drop:])
+		d.chunks = d.chunks[:len(d.chunks)-drop]
+		d.head -= drop * chunkLen
+		d.bytes -= drop * chunkLen * int(unsafe.Sizeof(*new(T)))
 	}
-	if len(r.buf) > 4 && r.n <= len(r.buf)/4 {
-		r.resize(2 * r.n)
+	if len(d.chunks) == 1 && len(d.chunks[0]) > 4 && d.n <= len(d.chunks[0])/4 {
+		d.setFirst(2 * d.n)
 	}
 }
 
-// resize moves the elements to a buffer of at least c (>= n) slots, the
-// allocator's size class.
-func (r *ring[T]) resize(c int) {
-	if c == 0 {
-		r.buf, r.head = nil, 0
+// truncate keeps the first n elements, freeing the chunks past them.
+func (d *deque[T]) truncate(n int) {
+	if n == 0 {
+		d.free()
+		d.n = 0
 		return
 	}
-	buf := slices.Grow([]T(nil), c)
-	buf = buf[:cap(buf)]
-	if r.n > 0 {
-		k := copy(buf, r.buf[r.head:min(r.head+r.n, len(r.buf))])
-		copy(buf[k:], r.buf[:r.n-k])
+	d.n = n
+	keep := (d.head+n-1)/chunkLen + 1
+	if drop := len(d.chunks) - keep; drop > 0 {
+		clear(d.chunks[keep:])
+		d.chunks = d.chunks[:keep]
+		d.bytes -= drop * chunkLen * int(unsafe.Sizeof(*new(T)))
 	}
-	r.buf, r.head = buf, 0
+	if len(d.chunks) == 1 && len(d.chunks[0]) > 4 && d.n <= len(d.chunks[0])/4 {
+		d.setFirst(2 * d.n)
+	}
 }
 
 // expired returns how many of the first events are older than cut: a
 // galloping search, O(log k) for k expired.
-func expired(r *ring[event], cut int64) int {
+func expired(r *deque[event], cut int64) int {
 	if r.n == 0 || r.at(0).t >= cut {
 		return 0
 	}
@@ -864,7 +898,7 @@ const tryChunk = 256
 // through the algorithm as a store would decide them), only those of
 // tenant if not empty, and estimates what it would have denied. It holds
 // the sample's lock to list the keys, then for tryChunk records at a
-// time, never while it replays.
+// time, never while it replays or allocates.
 func (s *KeySample) Try(p *sluice.Policy, tenant string, from time.Time, top int) Tried {
 	s.mu.Lock()
 	var logs []*keyLog
@@ -885,6 +919,7 @@ func (s *KeySample) Try(p *sluice.Policy, tenant string, from time.Time, top int
 		res     []result
 		events  []event
 		buckets []bucket
+		c       = new(tryCopy)
 		out     = Tried{Who: []KeyCount{}}
 		f       = from.UnixNano()
 	)
@@ -893,7 +928,7 @@ func (s *KeySample) Try(p *sluice.Policy, tenant string, from time.Time, top int
 			continue
 		}
 		var heavy, ok bool
-		events, buckets, heavy, ok = s.copySince(l, f, events[:0], buckets[:0])
+		events, buckets, heavy, ok = s.copySince(l, f, c, events[:0], buckets[:0])
 		if !ok {
 			continue
 		}
@@ -952,10 +987,17 @@ func (tb *table) appendKeys(dst []*keyLog) []*keyLog {
 	return dst
 }
 
+// tryCopy is where Try copies a chunk of a key's records under the lock,
+// to append them to its own copy after: nothing allocates under the lock.
+type tryCopy struct {
+	events  [tryChunk]event
+	buckets [tryChunk]bucket
+}
+
 // copySince appends l's records since from to events and buckets,
 // tryChunk at a time under the lock, starting again if the key is
 // coarsened meanwhile; ok is false if l left the sample.
-func (s *KeySample) copySince(l *keyLog, from int64, events []event, buckets []bucket) (_ []event, _ []bucket, heavy, ok bool) {
+func (s *KeySample) copySince(l *keyLog, from int64, c *tryCopy, events []event, buckets []bucket) (_ []event, _ []bucket, heavy, ok bool) {
 	gen, next := -1, 0 // next: the record to copy, counted from the last rewrite
 	for {
 		s.mu.Lock()
@@ -969,17 +1011,21 @@ func (s *KeySample) copySince(l *keyLog, from int64, events []event, buckets []b
 		}
 		i := max(next-l.popped, 0) // records expired meanwhile are skipped
 		end := min(i+tryChunk, l.records())
+		ne, nb := 0, 0
 		for ; i < end; i++ {
 			if l.wi < 0 {
-				events = append(events, *l.events.at(i))
+				c.events[ne] = *l.events.at(i)
+				ne++
 			} else {
-				buckets = append(buckets, *l.bucket.at(i))
+				c.buckets[nb] = *l.bucket.at(i)
+				nb++
 			}
 		}
 		next = l.popped + end
 		done := end == l.records()
 		heavy = l.heavy
 		s.mu.Unlock()
+		events, buckets = append(events, c.events[:ne]...), append(buckets, c.buckets[:nb]...)
 		if done {
 			return events, buckets, heavy, true
 		}
