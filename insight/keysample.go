@@ -109,18 +109,18 @@ const (
 // keyLog is one key's decisions: exact events while it is not coarsened
 // (wi < 0), buckets of the width widths[wi] once it is. Never both.
 type keyLog struct {
-	id     string // tenant "\x00" key
-	hash   uint64
-	count  int64 // decisions held
-	rings  int   // its rings' bytes when last settled
-	gen    int   // counts rewrites of its records (coarsening), for Try's copies
-	popped int   // records expired from the head since the last rewrite
-	home   *table
-	tl     int32 // len(tenant)
-	wi     int8  // the width of new buckets, widths[wi]; -1: exact
-	heavy  bool  // in KeySample.heavy
-	events deque[event]
-	bucket deque[bucket]
+	id       string // tenant "\x00" key
+	hash     uint64
+	count    int64 // decisions held
+	logBytes int   // its logs' bytes when last settled
+	gen      int   // counts rewrites of its records (coarsening), for Try's copies
+	popped   int   // records expired from the head since the last rewrite
+	home     *table
+	tl       int32 // len(tenant)
+	wi       int8  // the width of new buckets, widths[wi]; -1: exact
+	heavy    bool  // in KeySample.heavy
+	events   deque[event]
+	bucket   deque[bucket]
 }
 
 func (l *keyLog) tenant() string { return l.id[:l.tl] }
@@ -273,19 +273,19 @@ func (s *KeySample) account(tb *table, d int) {
 	}
 }
 
-// settleLocked accounts for the change of l's rings since it was last
+// settleLocked accounts for the change of l's logs' bytes since it was last
 // settled.
 func (s *KeySample) settleLocked(l *keyLog) {
 	r := l.events.bytes + l.bucket.bytes
-	if d := r - l.rings; d != 0 {
-		l.rings = r
+	if d := r - l.logBytes; d != 0 {
+		l.logBytes = r
 		s.account(l.home, d)
 	}
 }
 
 // putLocked adds l, settled, to tb.
 func (s *KeySample) putLocked(tb *table, l *keyLog) {
-	l.rings = l.events.bytes + l.bucket.bytes
+	l.logBytes = l.events.bytes + l.bucket.bytes
 	l.home = tb
 	s.account(tb, tb.put(slot{l.hash, l.last(), l})+l.bytes())
 }
@@ -512,10 +512,10 @@ func (s *KeySample) largestHeavyLocked() (x, big *keyLog) {
 		if l == nil {
 			continue
 		}
-		if big == nil || l.rings > big.rings {
+		if big == nil || l.logBytes > big.logBytes {
 			big = l
 		}
-		if l.records() >= 2 && int(l.wi) < len(widths)-1 && (x == nil || l.rings > x.rings) {
+		if l.records() >= 2 && int(l.wi) < len(widths)-1 && (x == nil || l.logBytes > x.logBytes) {
 			x = l
 		}
 	}
@@ -552,10 +552,10 @@ func (s *KeySample) coarsenLocked(l *keyLog, now int64) bool {
 	for wi < len(widths)-1 && allocSize(int(extent/widths[wi]+2)*int(unsafe.Sizeof(bucket{})), false) > recBytes/2 {
 		wi++
 	}
-	before := l.rings
+	before := l.logBytes
 	l.coarsen(wi)
 	s.settleLocked(l)
-	return l.rings < before
+	return l.logBytes < before
 }
 
 // coarsen rewrites l's records as buckets of widths[wi], wider than its
@@ -623,7 +623,7 @@ func (l *keyLog) appendBucket(t, hits int64, n uint32, wi int) {
 
 // bytes is what l takes on the heap, its table's slot aside, as last
 // settled.
-func (l *keyLog) bytes() int { return keyLogBytes + allocSize(len(l.id), false) + l.rings }
+func (l *keyLog) bytes() int { return keyLogBytes + allocSize(len(l.id), false) + l.logBytes }
 
 var keyLogBytes = allocSize(int(unsafe.Sizeof(keyLog{})), true)
 
