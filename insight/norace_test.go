@@ -1,0 +1,5 @@
+//go:build !race
+
+package insight
+
+const raceOn = false
