@@ -4,10 +4,16 @@ package insight
 func (s *KeySample) Forget(tenant string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, l := range s.keys {
-		if l.tenant == tenant {
-			s.n -= len(l.events)
-			delete(s.keys, id)
+	var logs []*keyLog
+	for _, tb := range s.levels {
+		if tb != nil {
+			logs = tb.appendKeys(logs)
+		}
+	}
+	logs = s.heavy.appendKeys(logs)
+	for _, l := range logs {
+		if l.tenant() == tenant && l.live() {
+			s.removeLocked(l)
 		}
 	}
 }

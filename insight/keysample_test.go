@@ -469,3 +469,26 @@ func TestKeySampleTryWhileAdding(t *testing.T) {
 		t.Errorf("after %d tries: %+v: the sample never halved p or coarsened a key, while tried", tries, got)
 	}
 }
+
+// Forget drops a tenant's keys, light and heavy, and none of another's.
+func TestKeySampleForget(t *testing.T) {
+	s := NewKeySample(time.Hour, 1000)
+	t0 := time.Unix(1_000_000, 0)
+	for i := range 200 {
+		s.Add(t0.Add(time.Duration(i)*time.Millisecond), "acme", fmt.Sprint("k", i%40), 1)
+		s.Add(t0.Add(time.Duration(i)*time.Millisecond), "beta", fmt.Sprint("k", i%7), 1)
+	}
+	p := &sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Hour}
+	before := s.Try(p, "beta", time.Time{}, 10)
+	s.Forget("acme")
+	if got := s.Try(p, "acme", time.Time{}, 10); got.Events != 0 || got.Keys != 0 {
+		t.Errorf("acme after Forget: %+v", got)
+	}
+	if got := s.Try(p, "beta", time.Time{}, 10); got.Events != before.Events || got.Keys != before.Keys {
+		t.Errorf("beta after acme's Forget: %+v, before %+v", got, before)
+	}
+	s.Add(t0.Add(time.Second), "acme", "new", 1)
+	if got := s.Try(p, "acme", time.Time{}, 10); got.Events != 1 {
+		t.Errorf("acme's new key: %+v", got)
+	}
+}
