@@ -444,8 +444,8 @@ func TestKeySampleTryWhileAdding(t *testing.T) {
 				default:
 				}
 				now := t0.Add(time.Duration(clock.Add(int64(time.Millisecond))))
-				key := "hot"
-				if r.IntN(2) == 0 {
+				key := "hot" // most decisions: the hot keys outgrow their share and are coarsened
+				if r.IntN(4) == 0 {
 					key = fmt.Sprint("k", r.IntN(20_000))
 				}
 				s.Add(now, fmt.Sprint("t", g), key, 1+r.Int64N(2))
@@ -453,9 +453,10 @@ func TestKeySampleTryWhileAdding(t *testing.T) {
 		}()
 	}
 	p := &sluice.Policy{Name: "api", Algorithm: sluice.TokenBucket, Limit: 10, Window: time.Second}
-	tries := 0
+	tries, halved, coarse := 0, false, false
 	for ; tries < 20 || clock.Load() < int64(30*time.Second); tries++ { // three spans: keys expire
 		got := s.Try(p, "", time.Time{}, 3)
+		halved, coarse = halved || got.Rate < 1, coarse || got.Coarse > 0
 		if got.Coarse > got.Events || got.Keys > got.Events || got.Heavy > heavyKeys || got.Bytes > got.Bound || float64(got.DeniedSampled) > float64(got.Events) {
 			t.Errorf("try: %+v", got)
 		}
@@ -465,8 +466,10 @@ func TestKeySampleTryWhileAdding(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
-	if got := s.Try(p, "", time.Time{}, 3); got.Rate == 1 || got.Coarse == 0 {
-		t.Errorf("after %d tries: %+v: the sample never halved p or coarsened a key, while tried", tries, got)
+	// How far the adders got between two tries depends on the machine's
+	// load: what counts is that some try saw each.
+	if !halved || !coarse {
+		t.Errorf("over %d tries, halved p: %v, coarsened a key: %v; want both seen while tried", tries, halved, coarse)
 	}
 }
 
