@@ -454,7 +454,10 @@ func TestKeySampleTryWhileAdding(t *testing.T) {
 	}
 	p := &sluice.Policy{Name: "api", Algorithm: sluice.TokenBucket, Limit: 10, Window: time.Second}
 	tries, halved, coarse := 0, false, false
-	for ; tries < 20 || clock.Load() < int64(30*time.Second); tries++ { // three spans: keys expire
+	// Three spans at least, so that keys expire, and on until some try
+	// has seen p halved and a key coarsened (how far the adders get
+	// between two tries depends on the machine), up to 300 s of decisions.
+	for ; tries < 20 || clock.Load() < int64(30*time.Second) || !(halved && coarse) && clock.Load() < int64(300*time.Second); tries++ {
 		got := s.Try(p, "", time.Time{}, 3)
 		halved, coarse = halved || got.Rate < 1, coarse || got.Coarse > 0
 		if got.Coarse > got.Events || got.Keys > got.Events || got.Heavy > heavyKeys || got.Bytes > got.Bound || float64(got.DeniedSampled) > float64(got.Events) {
