@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -400,11 +401,110 @@ func decodeStrict(data []byte, v any, prefix string) error {
 		return sluice.Invalid(join(prefix, typ.Field), "must be %s, got %s", typ.Type, typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		return sluice.Invalid(join(prefix, name), "is not a known field")
+		field := join(prefix, name)
+		if path, ok := unknownField(data, reflect.TypeOf(v), prefix); ok && strings.HasSuffix(path, name) {
+			field = path
+		}
+		return sluice.Invalid(field, "is not a known field")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return sluice.Invalid(join(prefix, ""), "is truncated JSON")
 	}
 	return sluice.Invalid(join(prefix, ""), "is not valid: %v", err)
+}
+
+// unknownField returns the path, under prefix, of the first member of
+// data that typ has no field for, in the order encoding/json meets them,
+// and true; or false if it finds none. encoding/json names an unknown
+// member alone ("windw"), not where it is ("checks[1].policy.windw").
+// Members are matched to fields as encoding/json matches them: by the
+// name in the field's tag, or its Go name, exactly or else in any case.
+// A value of a type that decodes itself (json.Unmarshaler: durations, raw
+// values) is not looked into, nor one whose JSON kind its type does not
+// take (encoding/json's type error, not an unknown field).
+func unknownField(data []byte, typ reflect.Type, prefix string) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var walk func(t reflect.Type, path string) (string, bool, error)
+	walk = func(t reflect.Type, path string) (string, bool, error) {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false, err
+		}
+		d, isDelim := tok.(json.Delim)
+		if !isDelim {
+			return "", false, nil
+		}
+		if t == nil || reflect.PointerTo(t).Implements(unmarshaler) || t.Kind() == reflect.Interface {
+			t = nil // skip the value
+		}
+		i := 0
+		for dec.More() {
+			var elem reflect.Type
+			var at string
+			switch {
+			case d == '{':
+				tok, err := dec.Token()
+				if err != nil {
+					return "", false, err
+				}
+				name, _ := tok.(string)
+				at = join(path, name)
+				switch {
+				case t == nil:
+				case t.Kind() == reflect.Struct:
+					f, ok := jsonField(t, name)
+					if !ok {
+						return at, true, nil
+					}
+					elem = f
+				case t.Kind() == reflect.Map:
+					elem = t.Elem()
+				}
+			default:
+				at = fmt.Sprintf("%s[%d]", path, i)
+				if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+					elem = t.Elem()
+				}
+				i++
+			}
+			if at, found, err := walk(elem, at); found || err != nil {
+				return at, found, err
+			}
+		}
+		_, err = dec.Token() // the closing delimiter
+		return "", false, err
+	}
+	path, found, _ := walk(typ, prefix)
+	return path, found
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// jsonField returns the type of the field of struct t that encoding/json
+// decodes the member name into, and true; or false if there is none.
+func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
+	var folded reflect.Type
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+			continue // promoted fields are visited themselves
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return f.Type, true
+		}
+		if folded == nil && strings.EqualFold(tag, name) {
+			folded = f.Type
+		}
+	}
+	return folded, folded != nil
 }
 
 func want(v any) string {
