@@ -19,12 +19,13 @@
 // Every response body is JSON. A decision answers 200 when allowed and 429
 // when denied, with the IETF RateLimit headers, the X-RateLimit-* headers
 // and Retry-After; bad input answers 400 with an error naming the field and
-// counts nothing; unknown routes 404; a missing or unknown key 401; a key
-// reaching for another tenant 403.
+// counts nothing, and a body over MaxBodyBytes 413; unknown routes 404; a
+// missing or unknown key 401; a key reaching for another tenant 403.
 package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -324,7 +325,15 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeError and writeJSON answer through the wire package: one error body
-// and one table from error kinds to statuses for every transport.
-func writeError(w http.ResponseWriter, err error) { wire.WriteError(w, err) }
+// and one table from error kinds to statuses for every transport. A body
+// over MaxBodyBytes is the one invalid input answered 413 rather than 400,
+// with the same body, naming the field "body".
+func writeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, errBodyTooLarge) {
+		wire.WriteJSON(w, http.StatusRequestEntityTooLarge, wire.ErrorOf(err))
+		return
+	}
+	wire.WriteError(w, err)
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) { wire.WriteJSON(w, status, v) }
