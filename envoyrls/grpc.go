@@ -21,13 +21,14 @@ const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
 // NewServer returns a gRPC server offering svc, gRPC health checking
 // (grpc.health.v1, serving for "" and ServiceName) and server reflection.
-// If token is not empty, every call but the health checks must carry the
-// metadata "authorization: Bearer <token>" (Envoy's grpc_service
-// initial_metadata). Set the health to NOT_SERVING with Shutdown before
+// If token is not empty, every call but the health checks, streams
+// (reflection) included, must carry the metadata "authorization: Bearer
+// <token>" (Envoy's grpc_service initial_metadata). Set the health to NOT_SERVING with Shutdown before
 // stopping the server.
 func NewServer(svc *Service, token string, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	if token != "" {
-		opts = append(opts, grpc.ChainUnaryInterceptor(bearer(token)))
+		unary, stream := bearer(token)
+		opts = append(opts, grpc.ChainUnaryInterceptor(unary), grpc.ChainStreamInterceptor(stream))
 	}
 	// Calls run on a few long-lived goroutines, one a core, whose stacks
 	// have grown already, not on a new goroutine each whose stack grows by
@@ -45,19 +46,34 @@ func NewServer(svc *Service, token string, opts ...grpc.ServerOption) (*grpc.Ser
 	return gs, hs
 }
 
-// bearer refuses calls without the token, but health checks.
-func bearer(token string) grpc.UnaryServerInterceptor {
+// bearer refuses calls without the token, but health checks: unary calls
+// and streams (server reflection, health's Watch) alike, so that nothing
+// but health answers without it.
+func bearer(token string) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	want := []byte("Bearer " + token)
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-		if strings.HasPrefix(info.FullMethod, "/grpc.health.v1.Health/") {
-			return next(ctx, req)
+	check := func(ctx context.Context, method string) error {
+		if strings.HasPrefix(method, "/grpc.health.v1.Health/") {
+			return nil
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
 		for _, v := range md.Get("authorization") {
 			if subtle.ConstantTimeCompare([]byte(v), want) == 1 {
-				return next(ctx, req)
+				return nil
 			}
 		}
-		return nil, status.Error(codes.Unauthenticated, "authorization: a bearer token is required (--grpc-token-file)")
+		return status.Error(codes.Unauthenticated, "authorization: a bearer token is required (--grpc-token-file)")
 	}
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		if err := check(ctx, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) error {
+		if err := check(ss.Context(), info.FullMethod); err != nil {
+			return err
+		}
+		return next(srv, ss)
+	}
+	return unary, stream
 }

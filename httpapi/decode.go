@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,8 +18,17 @@ import (
 	"github.com/sluicehq/sluice/wire"
 )
 
-// MaxBodyBytes caps a request body.
+// MaxBodyBytes caps a request body: a larger one is refused 413, with the
+// error body naming the field "body" (errBodyTooLarge).
 const MaxBodyBytes = 64 << 10
+
+// maxDrainBytes bounds what the server reads of a body it refuses as too
+// large (drainRefused).
+const maxDrainBytes = 16 << 20
+
+// errBodyTooLarge refuses a body over MaxBodyBytes; writeError answers it
+// 413.
+var errBodyTooLarge = sluice.Invalid("body", "exceeds %d bytes", MaxBodyBytes)
 
 // readBody reads at most MaxBodyBytes of r's body, and refuses text that
 // JSON would not carry as it is: invalid UTF-8, or an escaped lone
@@ -36,18 +46,24 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 // readBodyInto reads at most MaxBodyBytes of r's body, appending to b as
-// io.ReadAll would; readBody without the check of its text.
+// io.ReadAll would; readBody without the check of its text. A longer body
+// is errBodyTooLarge, and drained (drainRefused).
 func readBodyInto(w http.ResponseWriter, r *http.Request, b []byte) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	if r.ContentLength > MaxBodyBytes {
+		drainRefused(w, r, false)
+		return b, errBodyTooLarge
+	}
+	start := len(b)
+	rd := io.LimitReader(r.Body, MaxBodyBytes+1)
 	for {
 		n, err := rd.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
+		if len(b)-start > MaxBodyBytes {
+			drainRefused(w, r, true)
+			return b, errBodyTooLarge
+		}
 		if err == io.EOF {
 			break
-		}
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return b, sluice.Invalid("body", "exceeds %d bytes", MaxBodyBytes)
 		}
 		if err != nil {
 			return b, sluice.Invalid("body", "could not be read: %v", err)
@@ -57,6 +73,29 @@ func readBodyInto(w http.ResponseWriter, r *http.Request, b []byte) ([]byte, err
 		}
 	}
 	return b, nil
+}
+
+// drainRefused reads and discards the rest of the body of a request
+// refused as too large, up to maxDrainBytes, before the answer. Most
+// clients send the whole body before they read the answer, and a server
+// that closes a connection with data unread resets it (net/http closes
+// one whose body is left unread past a few hundred KiB): the reset
+// discards the answer the client has not read yet, which then sees
+// "connection reset by peer" instead of the 413. Drained, the connection
+// even stays open for the next request. read reports whether any of the
+// body was read: a client that asked to be told first (Expect:
+// 100-continue) and was told nothing has sent nothing, and is answered at
+// once. A body declared over maxDrainBytes is not read, nor one past it:
+// the connection closes after the answer, and a client still sending may
+// see the reset.
+func drainRefused(w http.ResponseWriter, r *http.Request, read bool) {
+	if !read && (r.ContentLength > maxDrainBytes || strings.EqualFold(r.Header.Get("Expect"), "100-continue")) {
+		w.Header().Set("Connection", "close")
+		return
+	}
+	if _, err := io.CopyN(io.Discard, r.Body, maxDrainBytes); err != io.EOF {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // bodyBufs hold the buffers of the check route's bodies, which it keeps
@@ -400,11 +439,110 @@ func decodeStrict(data []byte, v any, prefix string) error {
 		return sluice.Invalid(join(prefix, typ.Field), "must be %s, got %s", typ.Type, typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		return sluice.Invalid(join(prefix, name), "is not a known field")
+		field := join(prefix, name)
+		if path, ok := unknownField(data, reflect.TypeOf(v), prefix); ok && strings.HasSuffix(path, name) {
+			field = path
+		}
+		return sluice.Invalid(field, "is not a known field")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return sluice.Invalid(join(prefix, ""), "is truncated JSON")
 	}
 	return sluice.Invalid(join(prefix, ""), "is not valid: %v", err)
+}
+
+// unknownField returns the path, under prefix, of the first member of
+// data that typ has no field for, in the order encoding/json meets them,
+// and true; or false if it finds none. encoding/json names an unknown
+// member alone ("windw"), not where it is ("checks[1].policy.windw").
+// Members are matched to fields as encoding/json matches them: by the
+// name in the field's tag, or its Go name, exactly or else in any case.
+// A value of a type that decodes itself (json.Unmarshaler: durations, raw
+// values) is not looked into, nor one whose JSON kind its type does not
+// take (encoding/json's type error, not an unknown field).
+func unknownField(data []byte, typ reflect.Type, prefix string) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var walk func(t reflect.Type, path string) (string, bool, error)
+	walk = func(t reflect.Type, path string) (string, bool, error) {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false, err
+		}
+		d, isDelim := tok.(json.Delim)
+		if !isDelim {
+			return "", false, nil
+		}
+		if t == nil || reflect.PointerTo(t).Implements(unmarshaler) || t.Kind() == reflect.Interface {
+			t = nil // skip the value
+		}
+		i := 0
+		for dec.More() {
+			var elem reflect.Type
+			var at string
+			switch {
+			case d == '{':
+				tok, err := dec.Token()
+				if err != nil {
+					return "", false, err
+				}
+				name, _ := tok.(string)
+				at = join(path, name)
+				switch {
+				case t == nil:
+				case t.Kind() == reflect.Struct:
+					f, ok := jsonField(t, name)
+					if !ok {
+						return at, true, nil
+					}
+					elem = f
+				case t.Kind() == reflect.Map:
+					elem = t.Elem()
+				}
+			default:
+				at = fmt.Sprintf("%s[%d]", path, i)
+				if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+					elem = t.Elem()
+				}
+				i++
+			}
+			if at, found, err := walk(elem, at); found || err != nil {
+				return at, found, err
+			}
+		}
+		_, err = dec.Token() // the closing delimiter
+		return "", false, err
+	}
+	path, found, _ := walk(typ, prefix)
+	return path, found
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// jsonField returns the type of the field of struct t that encoding/json
+// decodes the member name into, and true; or false if there is none.
+func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
+	var folded reflect.Type
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+			continue // promoted fields are visited themselves
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return f.Type, true
+		}
+		if folded == nil && strings.EqualFold(tag, name) {
+			folded = f.Type
+		}
+	}
+	return folded, folded != nil
 }
 
 func want(v any) string {

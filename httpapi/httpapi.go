@@ -19,12 +19,16 @@
 // Every response body is JSON. A decision answers 200 when allowed and 429
 // when denied, with the IETF RateLimit headers, the X-RateLimit-* headers
 // and Retry-After; bad input answers 400 with an error naming the field and
-// counts nothing; unknown routes 404; a missing or unknown key 401; a key
-// reaching for another tenant 403.
+// counts nothing, and a body over MaxBodyBytes 413; unknown routes 404; a
+// missing or unknown key 401; a key reaching for another tenant 403. Before
+// any route, a request of a host the server does not answer, or a page's
+// request of another origin that would change state, answers 403
+// (browser.go).
 package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -66,8 +70,25 @@ type Options struct {
 	Config func() *config.Config
 	// AdminKey, if set, is required of every /v1 request as
 	// "Authorization: Bearer <key>", or a tenant's API key. Empty: no
-	// authentication, for a server bound to loopback.
+	// authentication, for a server bound to loopback, which then answers
+	// only loopback hosts and AllowedHosts.
 	AdminKey string
+	// AllowedHosts are the host names, besides loopback ones, that the
+	// server answers: patterns matched as path.Match does, in any case,
+	// against a request's Host with its port and without ("sluice.internal",
+	// "*.corp.example.com", "sluice.internal:8443"). A server without
+	// AdminKey answers only these and loopback names (localhost, 127.0.0.1,
+	// [::1], any port), so that a page whose name is pointed at loopback
+	// (DNS rebinding) reads nothing; with AdminKey, only if some are given.
+	// Other requests answer 403 (browser.go).
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins, besides the server's own,
+	// whose pages may make requests that change state (POST, PUT, PATCH,
+	// DELETE): host patterns ("app.example.com", "*.example.com") or, with
+	// a scheme, origin patterns ("https://*.example.com"), as the gateway's.
+	// A request whose Origin is neither answers 403 before any route;
+	// requests without one (not from a page) are let through (browser.go).
+	AllowedOrigins []string
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed
 	// when finding a client's IP.
 	TrustedProxies []netip.Prefix
@@ -155,6 +176,9 @@ type Handler struct {
 	hub         *streamHub // the streams open, and the poller of the other nodes
 	// blockMu makes this node's changes of blocks one at a time.
 	blockMu sync.Mutex
+	// checkHost: the server answers only loopback and allowed hosts
+	// (Options.AllowedHosts).
+	checkHost bool
 }
 
 // CloseStreams ends the requests held open to stream (insight): for a
@@ -192,7 +216,8 @@ func New(opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), allow: map[string][]string{}, streams: make(chan struct{})}
+	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), allow: map[string][]string{}, streams: make(chan struct{}),
+		checkHost: opts.AdminKey == "" || len(opts.AllowedHosts) > 0}
 	h.hub = newStreamHub(h, opts.MaxStreams, opts.MaxTenantStreams)
 	h.checkRoute = h.route("POST", "/v1/check", h.check)
 	h.route("POST", "/v1/leases", h.acquire)
@@ -284,8 +309,14 @@ func (h *Handler) tenantRoute(method, path string, fn func(w http.ResponseWriter
 }
 
 // ServeHTTP routes r, answering unknown routes 404 and known paths with the
-// wrong method 405, in JSON like every other error.
+// wrong method 405, in JSON like every other error. A request of a host
+// the server does not answer, or a page's request of another origin that
+// would change state, is refused 403 first (browser.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h.checkBrowser(r); err != nil {
+		writeError(w, err)
+		return
+	}
 	if r.Method == http.MethodPost && r.URL.Path == "/v1/check" && r.URL.RawPath == "" {
 		// The route of nearly every request, served as the mux would
 		// serve it, with the pattern it would set (which the access log
@@ -331,7 +362,15 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeError and writeJSON answer through the wire package: one error body
-// and one table from error kinds to statuses for every transport.
-func writeError(w http.ResponseWriter, err error) { wire.WriteError(w, err) }
+// and one table from error kinds to statuses for every transport. A body
+// over MaxBodyBytes is the one invalid input answered 413 rather than 400,
+// with the same body, naming the field "body".
+func writeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, errBodyTooLarge) {
+		wire.WriteJSON(w, http.StatusRequestEntityTooLarge, wire.ErrorOf(err))
+		return
+	}
+	wire.WriteError(w, err)
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) { wire.WriteJSON(w, status, v) }

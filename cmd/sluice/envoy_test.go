@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -415,7 +416,9 @@ func TestEnvoyPerDescriptor(t *testing.T) {
 }
 
 // TestEnvoyToken: with --grpc-token-file, a call without the token is
-// refused, one with it answered, and health checks need none.
+// refused, one with it answered, and health checks need none; streams
+// too: server reflection (the service list and descriptors) needs it,
+// health's Watch does not.
 func TestEnvoyToken(t *testing.T) {
 	grpcAddr := freeAddr(t)
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -440,6 +443,49 @@ func TestEnvoyToken(t *testing.T) {
 	}
 	if h, err := healthpb.NewHealthClient(r.conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health without a token: %v, %v", h, err)
+	}
+	watch, err := healthpb.NewHealthClient(r.conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := watch.Recv(); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health's watch without a token: %v, %v", h, err)
+	}
+
+	// reflect asks server reflection for the services, then the file of the
+	// rate limit service, on one stream, and returns what it answered.
+	reflect := func(ctx context.Context) (services []string, files int, err error) {
+		stream, err := reflectionpb.NewServerReflectionClient(r.conn).ServerReflectionInfo(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer stream.CloseSend()
+		for _, req := range []*reflectionpb.ServerReflectionRequest{
+			{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}},
+			{MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "envoy.service.ratelimit.v3.RateLimitService"}},
+		} {
+			if err := stream.Send(req); err != nil {
+				break // the answer to Recv tells why
+			}
+			resp, err := stream.Recv()
+			if err != nil {
+				return services, files, err
+			}
+			for _, s := range resp.GetListServicesResponse().GetService() {
+				services = append(services, s.Name)
+			}
+			files += len(resp.GetFileDescriptorResponse().GetFileDescriptorProto())
+		}
+		return services, files, nil
+	}
+	if services, files, err := reflect(ctx); status.Code(err) != codes.Unauthenticated || len(services) > 0 || files > 0 {
+		t.Errorf("reflection without the token: %v, %d files, %v; want Unauthenticated and nothing", services, files, err)
+	}
+	if services, files, err := reflect(bad); status.Code(err) != codes.Unauthenticated || len(services) > 0 || files > 0 {
+		t.Errorf("reflection with a wrong token: %v, %d files, %v; want Unauthenticated and nothing", services, files, err)
+	}
+	if services, files, err := reflect(good); err != nil || !slices.Contains(services, "envoy.service.ratelimit.v3.RateLimitService") || files == 0 {
+		t.Errorf("reflection with the token: %v, %d files, %v", services, files, err)
 	}
 }
 

@@ -278,7 +278,7 @@ func TestGracefulDrain(t *testing.T) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(patience))
 	body := `{"tenant":"acme","checks":[{"policy":{"name":"p","algorithm":"token_bucket","limit":5,"window":"1s"}}]}`
-	fmt.Fprintf(conn, "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
+	fmt.Fprintf(conn, "POST /v1/check HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", p.addr, len(body))
 	br := bufio.NewReader(conn)
 	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
 		t.Fatalf("no 100 Continue: %q %v", line, err)

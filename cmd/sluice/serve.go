@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"path"
@@ -66,13 +67,15 @@ type serveConfig struct {
 	WSIdle          time.Duration
 	WSLifetime      time.Duration
 	WSOrigins       []string
+	AllowedHosts    []string // besides loopback names, answered without an admin key
+	AllowedOrigins  []string // besides the server's own, for requests that change state
 	TenantLabels    int
 	Envoy           envoyFlags
 }
 
 func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
-	var proxies, origins string
+	var proxies, origins, hosts, apiOrigins string
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`address` to listen on")
 	fs.StringVar(&c.Store, "store", "pebble", "state store: pebble (embedded, durable), memory, or dynamodb (shared by many nodes)")
@@ -96,6 +99,8 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&c.WSLifetime, "ws-max-lifetime", 2*time.Hour, "close any WebSocket connection after this long")
 	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node renews its WebSocket connections' leases; a dead node's connections return within three")
 	fs.StringVar(&origins, "ws-allowed-origins", "", "comma-separated browser `origins` besides this server's own host that may open WebSocket connections: hosts (app.example.com, *.example.com) or origins (https://*.example.com)")
+	fs.StringVar(&hosts, "allowed-hosts", "", "comma-separated host `names` besides loopback ones (localhost, 127.0.0.1, [::1]) that this server answers: without an admin key it answers no other, so that no web page can reach it by pointing its own name at loopback (DNS rebinding); with one, only these if any are given. Patterns as in --ws-allowed-origins, with a port or for any (sluice.internal, *.corp.example.com, sluice.internal:8443)")
+	fs.StringVar(&apiOrigins, "allowed-origins", "", "comma-separated browser `origins` besides this server's own whose pages may send requests that change state (POST, PUT, PATCH, DELETE); others are refused 403. Patterns as in --ws-allowed-origins")
 	fs.IntVar(&c.TenantLabels, "metrics-tenant-labels", 0, "label the gateway's metrics by tenant for the first `N` tenants seen (the rest count as \"other\"); 0 labels none")
 	c.Envoy.register(fs)
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")
@@ -117,14 +122,14 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	if c.TrustedProxies, err = httplimit.ParsePrefixes(proxies); err != nil {
 		return c, fmt.Errorf("serve: --trusted-proxies: %w", err)
 	}
-	for _, o := range strings.Split(origins, ",") {
-		if o = strings.TrimSpace(o); o == "" {
-			continue
-		}
-		if err := checkOriginPattern(o); err != nil {
-			return c, fmt.Errorf("serve: --ws-allowed-origins: %w", err)
-		}
-		c.WSOrigins = append(c.WSOrigins, o)
+	if c.WSOrigins, err = patterns("ws-allowed-origins", origins, false); err != nil {
+		return c, err
+	}
+	if c.AllowedOrigins, err = patterns("allowed-origins", apiOrigins, false); err != nil {
+		return c, err
+	}
+	if c.AllowedHosts, err = patterns("allowed-hosts", hosts, true); err != nil {
+		return c, err
 	}
 	if c.AdminKey == "" {
 		c.AdminKey = os.Getenv("SLUICE_ADMIN_KEY")
@@ -169,6 +174,25 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 		return c, errors.New("serve: the admin key must be at least 16 characters")
 	}
 	return c, nil
+}
+
+// patterns parses the comma-separated origin patterns of flag (host
+// patterns alone if hosts), each checked by checkOriginPattern.
+func patterns(flag, list string, hosts bool) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if hosts && strings.Contains(p, "/") {
+			return nil, fmt.Errorf("serve: --%s: %q is not a host name: give it without a scheme or a path", flag, p)
+		}
+		if err := checkOriginPattern(p); err != nil {
+			return nil, fmt.Errorf("serve: --%s: %w", flag, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // checkOriginPattern refuses an origin pattern that is malformed, or whose
@@ -419,6 +443,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		},
 		Config:          current,
 		AdminKey:        c.AdminKey,
+		AllowedHosts:    c.allowedHosts(ln),
+		AllowedOrigins:  c.AllowedOrigins,
 		TrustedProxies:  c.TrustedProxies,
 		StoreTimeout:    timeout,
 		Upstreams:       upstreams,
@@ -581,6 +607,24 @@ func debugMux() *http.ServeMux {
 	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return m
 }
+
+// allowedHosts returns the hosts the server answers besides loopback
+// names, when it answers only some (httpapi.Options.AllowedHosts): those
+// of --allowed-hosts, and the host of its advertised URL, by which the
+// other nodes reach it.
+func (c serveConfig) allowedHosts(ln net.Listener) []string {
+	if c.AdminKey != "" && len(c.AllowedHosts) == 0 {
+		return nil // any host: the key is the wall
+	}
+	hosts := slices.Clip(c.AllowedHosts)
+	if u, err := url.Parse(c.advertise(ln)); err == nil && u.Hostname() != "" {
+		// Literally: a pattern's special characters escaped.
+		hosts = append(hosts, patternEscaper.Replace(u.Hostname()))
+	}
+	return hosts
+}
+
+var patternEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`)
 
 // advertise returns the node's base URL for other nodes.
 func (c serveConfig) advertise(ln net.Listener) string {
