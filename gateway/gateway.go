@@ -400,8 +400,10 @@ func (g *Gateway) deliver(ctx context.Context, m queue.Message) error {
 // without waiting for its connection (PostToConnection), so that a call
 // waits for that node, never for one slow client of it. A connection gone
 // there (410, or closed for too slow) is deregistered and skipped; the
-// fan-out goes on, and the first other failure is returned. The caller
-// holds done's lock.
+// fan-out goes on, and the first other failure is returned. A node that
+// failed is not called again in this delivery: the next one tries it
+// again, so that a node that hangs holds the worker for one WriteTimeout,
+// not one per connection. The caller holds done's lock.
 func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, frames ...[]byte) error {
 	if g.opts.Registry == nil || g.opts.Peer == nil {
 		return nil
@@ -411,8 +413,9 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 		return g.unavailable("registry", c.tenant, err)
 	}
 	var failed error
+	var down map[string]bool // nodes that failed in this delivery
 	for _, r := range regs {
-		if done.conns[r.Conn] {
+		if done.conns[r.Conn] || down[r.Node] {
 			continue
 		}
 		for _, f := range frames {
@@ -430,6 +433,10 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 		case err != nil:
 			g.log.Warn("gateway: delivering to another node", "node", r.Node, "err", err)
 			failed = cmp.Or(failed, err)
+			if down == nil {
+				down = map[string]bool{}
+			}
+			down[r.Node] = true
 			c.sess.invalidate(true) // the node may be gone: read again next time
 			continue
 		}

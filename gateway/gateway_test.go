@@ -822,6 +822,33 @@ func TestFailedRemoteDeliveryRetried(t *testing.T) {
 	}
 }
 
+// TestNodeThatFailsCalledOncePerDelivery: a node that cannot be reached
+// holds a delivery for one call, not one per connection it holds: its
+// other connections wait for the delivery made again. Five deliveries,
+// then the sender is told the message was not delivered.
+func TestNodeThatFailsCalledOncePerDelivery(t *testing.T) {
+	reg := &memstore.Registry{}
+	p := &flakyPeer{failures: 1 << 30}
+	f := newFixture(t, roomy, Options{Registry: reg, Node: "http://self", Peer: p, RenewEvery: 50 * time.Millisecond})
+	f.session(t, "s1")
+	a := f.mustDial(t, "acme", "s1")
+	defer a.Close(websocket.StatusNormalClosure, "")
+	for i := range 3 {
+		reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Conn: fmt.Sprintf("s1.remote%d", i), Node: "http://down", ExpiresAt: f.clock.now().Add(time.Hour)})
+	}
+	f.g.SessionChanged("acme", "s1", true)
+	write(t, a, `{"action":"pooled","data":1,"id":"m1"}`)
+	if m := read(t, a); m["type"] != "echo" {
+		t.Fatalf("echo: %v", m)
+	}
+	if m := read(t, a); m["error"] != "Not Delivered" {
+		t.Fatalf("after five failed deliveries: %v", m)
+	}
+	if n := p.calls.Load(); n != 5 {
+		t.Fatalf("%d calls to the node that cannot be reached, want 5: one per delivery", n)
+	}
+}
+
 // flakyPeer fails its first posts, then takes them.
 type flakyPeer struct {
 	failures int64
