@@ -47,21 +47,25 @@ type conn struct {
 	cancel    context.CancelFunc
 }
 
-// outbox is a connection's frames waiting to be written, bounded in bytes.
-// A sender waits while it is full (back-pressure: a reader stops reading
-// its own client's socket, a queue's worker stops taking messages), and a
-// client that takes no frame for the write timeout while some wait is
-// dropped: a slow reader that reads is never dropped, however large the
-// burst.
+// outbox is a connection's frames waiting to be written, bounded in bytes
+// (Options.SendBuffer). Nothing that sends to it ever waits for it: not a
+// queue's worker in a fan-out, not the management API, not another node.
+// A frame that does not fit closes the connection (1008): its client has
+// fallen a whole outbox behind, and it is its problem alone. The only
+// wait is the connection's own: its reader takes its client's next
+// message only once the outbox is at most half full, so that a client
+// that does not read what it is sent is not read either, and the other
+// half is room for frames from the rest of the session. A client that
+// reads keeps every frame while the writer drains the outbox as fast as
+// the client takes them.
 type outbox struct {
-	mu       sync.Mutex
-	frames   [][]byte
-	size     int
-	writing  bool          // a writer goroutine is draining the frames
-	open     bool          // the WebSocket is open: frames may be written
-	stopped  bool          // the connection is closing: no more frames
-	space    chan struct{} // closed, and made anew, whenever frames are written
-	progress time.Time     // when the client last took a frame, or frames began to wait
+	mu      sync.Mutex
+	frames  [][]byte
+	size    int           // bytes of the frames waiting, and of the one being written
+	writing bool          // a writer goroutine is draining the frames
+	open    bool          // the WebSocket is open: frames may be written
+	stopped bool          // the connection is closing: no more frames
+	space   chan struct{} // closed, and made anew, whenever frames are written
 }
 
 // frame is a client's message.
@@ -200,6 +204,13 @@ func (c *conn) readLoop() {
 			return
 		}
 		c.touch()
+		// The client's own back-pressure: its messages wait while its
+		// outbox is over half full, until its writer has written
+		// enough, or the connection closes (the writer closes it if
+		// the client takes no frame within the write timeout).
+		if !c.out.waitRoom(c.g.opts.SendBuffer/2, c.done) {
+			continue // closing: read on, to the close handshake
+		}
 		// A store that hangs cannot hold the connection past its own
 		// close nor the gateway's.
 		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
@@ -217,7 +228,7 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	defer func() { c.g.opts.Observer.Message(c.tenant, outcome) }()
 	if err := json.Unmarshal(b, &f); err != nil || (f.Action != "silo" && f.Action != "pooled") {
 		outcome = "invalid"
-		c.send(ctx, mustJSON(map[string]any{"error": "Bad Request", "message": `want {"action": "silo" | "pooled", "data": ...}`}))
+		c.send(mustJSON(map[string]any{"error": "Bad Request", "message": `want {"action": "silo" | "pooled", "data": ...}`}))
 		return
 	}
 	lim := sluice.Check{Policy: sluice.Policy{Name: policyTenantMessage, Algorithm: sluice.SlidingWindow, Limit: c.settings.MessagesPerMinute, Window: time.Minute}, Space: sluice.SpaceInternal}
@@ -228,12 +239,12 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 			c.g.log.Warn("gateway: deciding a message failed", "tenant", c.tenant, "err", err)
 		}
 		outcome = "unavailable"
-		c.send(ctx, mustJSON(map[string]any{"error": "Service Unavailable", "message": "limiter unavailable; try again", "id": f.ID}))
+		c.send(mustJSON(map[string]any{"error": "Service Unavailable", "message": "limiter unavailable; try again", "id": f.ID}))
 		return
 	}
 	if !res.Allowed {
 		outcome = "throttled"
-		c.send(ctx, mustJSON(map[string]any{"error": "Too Many Requests", "message": "message throttled: messagesPerMinute", "retryAfterMs": res.Decision.RetryAfter.Milliseconds(), "id": f.ID}))
+		c.send(mustJSON(map[string]any{"error": "Too Many Requests", "message": "message throttled: messagesPerMinute", "retryAfterMs": res.Decision.RetryAfter.Milliseconds(), "id": f.ID}))
 		return
 	}
 	// Activity refreshes the session: one write per tenth of the TTL at
@@ -272,56 +283,39 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	}
 	if errors.Is(err, queue.ErrClosed) {
 		outcome = "unavailable"
-		c.send(ctx, mustJSON(map[string]any{"error": "Service Unavailable", "message": "the server is shutting down", "id": f.ID}))
+		c.send(mustJSON(map[string]any{"error": "Service Unavailable", "message": "the server is shutting down", "id": f.ID}))
 		return
 	}
 	switch {
 	case errors.Is(err, queue.ErrFull):
 		outcome = "queue_full"
-		c.send(ctx, mustJSON(map[string]any{"error": "Queue Full", "message": "the " + f.Action + " queue is full; try again", "id": f.ID}))
+		c.send(mustJSON(map[string]any{"error": "Queue Full", "message": "the " + f.Action + " queue is full; try again", "id": f.ID}))
 	case errors.Is(err, queue.ErrDuplicate):
 		outcome = "duplicate"
-		c.send(ctx, mustJSON(map[string]any{"duplicate": true, "message": "a message with this id was sent in the last 5 minutes", "id": f.ID}))
+		c.send(mustJSON(map[string]any{"duplicate": true, "message": "a message with this id was sent in the last 5 minutes", "id": f.ID}))
 	}
 }
 
-// send queues a frame for the client, waiting while its outbox is full
-// until there is room, ctx ends, or the client has taken no frame for the
-// write timeout: then the client is dropped (1008). A frame larger than the
-// outbox goes alone. It reports false only if ctx ended before the frame
-// was queued; a connection closing takes no more frames, and reports true:
-// there is nothing to deliver to.
-func (c *conn) send(ctx context.Context, b []byte) bool {
+// send queues a frame for the client, and never waits: whoever sends (a
+// queue's worker, the management API for another node, the connection's
+// own reader) is never held by this client. A frame that does not fit in
+// the outbox closes the connection instead (1008, too slow): dropping the
+// frame would leave the client connected and missing messages, and
+// keeping it would let one client's memory grow without bound. A frame
+// larger than the whole outbox goes alone into an empty one. It reports
+// whether the frame was queued: false for a connection closing, or closed
+// by this frame.
+func (c *conn) send(b []byte) bool {
 	o := &c.out
 	o.mu.Lock()
-	for !o.stopped && o.size > 0 && o.size+len(b) > c.g.opts.SendBuffer {
-		wait := c.g.opts.WriteTimeout - time.Since(o.progress)
-		if wait <= 0 {
-			o.mu.Unlock()
-			c.close(websocket.StatusPolicyViolation, "too slow: took no frame for the write timeout")
-			return true
-		}
-		space := o.space
-		o.mu.Unlock()
-		t := time.NewTimer(wait)
-		select {
-		case <-space:
-		case <-t.C:
-		case <-ctx.Done():
-		case <-c.done:
-		}
-		t.Stop()
-		if ctx.Err() != nil {
-			return false
-		}
-		o.mu.Lock()
-	}
 	if o.stopped {
 		o.mu.Unlock()
-		return true
+		return false
 	}
-	if o.size == 0 {
-		o.progress = time.Now() // the client is waited for from now
+	if o.size > 0 && o.size+len(b) > c.g.opts.SendBuffer {
+		o.mu.Unlock()
+		c.close(websocket.StatusPolicyViolation, "too slow: more frames waiting than the send buffer holds")
+		return false
 	}
 	if o.space == nil {
 		o.space = make(chan struct{})
@@ -331,6 +325,26 @@ func (c *conn) send(ctx context.Context, b []byte) bool {
 	c.startWriterLocked()
 	o.mu.Unlock()
 	return true
+}
+
+// waitRoom waits until the outbox holds at most mark bytes, and reports
+// true then; false if it is stopped or done is closed first. Only the
+// connection's own reader waits here.
+func (o *outbox) waitRoom(mark int, done <-chan struct{}) bool {
+	o.mu.Lock()
+	for !o.stopped && o.size > mark {
+		space := o.space // not nil while frames wait
+		o.mu.Unlock()
+		select {
+		case <-space:
+		case <-done:
+			return false
+		}
+		o.mu.Lock()
+	}
+	stopped := o.stopped
+	o.mu.Unlock()
+	return !stopped
 }
 
 // startWriterLocked starts the writer if frames wait, the WebSocket is
@@ -394,7 +408,6 @@ func (c *conn) drain() {
 		}
 		o.mu.Lock()
 		o.size = max(o.size-len(b), 0)
-		o.progress = time.Now()
 		if o.space != nil {
 			close(o.space)
 			o.space = make(chan struct{})

@@ -63,11 +63,20 @@ type Options struct {
 	IdleTimeout time.Duration
 	// MaxLifetime closes any connection. Default 2h.
 	MaxLifetime time.Duration
-	// SendBuffer caps the bytes of the frames waiting for one connection.
-	// A sender waits while it is full, and a client that takes no frame
-	// for WriteTimeout meanwhile is dropped (1008). Default 1 MiB.
+	// SendBuffer caps the bytes of the frames waiting for one connection
+	// (its outbox), and so its memory: at most SendBuffer times the
+	// connections per server. Nothing waits for room in it: a frame for
+	// a connection whose outbox it would overflow closes the connection
+	// (1008, too slow), at once. The connection's own reader takes its
+	// client's next message only once the outbox is at most half full
+	// (back-pressure on that client alone); the other half is what the
+	// client may fall behind the rest of its session. A client that
+	// reads keeps every frame of a burst of any length, as long as it
+	// stays within the outbox of it. Default 1 MiB.
 	SendBuffer int
-	// WriteTimeout drops a client that does not take a frame. Default 5s.
+	// WriteTimeout closes a client that does not take a frame being
+	// written within it (1008), however roomy its outbox; it bounds each
+	// call to another node too. Default 5s.
 	WriteTimeout time.Duration
 	// ExpiryEvery is how often the sessions whose known expiry has passed
 	// are read again. Default 1s.
@@ -296,7 +305,7 @@ func (g *Gateway) queueOptions(o queue.Options) queue.Options {
 	o.DeadLetter = func(m queue.Message, err error) {
 		j := m.Body.(job)
 		g.log.Warn("gateway: message dropped after its deliveries failed", "tenant", m.Tenant, "receives", m.Receives, "err", err)
-		j.from.send(j.from.ctx, mustJSON(map[string]any{"error": "Not Delivered", "message": "the message could not be delivered to every connection of the session", "id": j.f.ID}))
+		j.from.send(mustJSON(map[string]any{"error": "Not Delivered", "message": "the message could not be delivered to every connection of the session", "id": j.f.ID}))
 	}
 	return o
 }
@@ -347,10 +356,12 @@ func newFanout() *fanout {
 
 // deliver is the queues' consumer (the sample's contract): it echoes the
 // message to its sender, and sends the message and the reply to every
-// other connection of the session, on this node and on others. A
-// connection gone or too slow is skipped; the fan-out goes on. A node that
-// could not be reached fails the delivery, which the queue makes again,
-// for the connections not reached yet.
+// other connection of the session, on this node and on others. It never
+// waits for one connection: a frame goes into each connection's outbox
+// without waiting, and a connection whose outbox it overflows is closed
+// (conn.send); a connection gone or too slow is skipped, and the fan-out
+// goes on. A node that could not be reached fails the delivery, which the
+// queue makes again, for the connections not reached yet.
 func (g *Gateway) deliver(ctx context.Context, m queue.Message) error {
 	j := m.Body.(job)
 	c, f := j.from, j.f
@@ -366,33 +377,33 @@ func (g *Gateway) deliver(ctx context.Context, m queue.Message) error {
 	defer func() { g.opts.Observer.Delivered(f.Action, start.Sub(j.at), g.opts.Now().Sub(start)) }()
 	// This node's connections, each with what it still lacks: the echo
 	// for the sender, the message and the reply for the others. A send
-	// that could not queue before ctx ended fails the delivery, which
-	// goes again for what is missing.
+	// does not wait, and a connection it does not reach (closing, or
+	// closed by it for too slow) is not tried again.
 	echo := [][]byte{mustJSON(map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID})}
-	var failed error
 	for _, p := range g.peers(c.tenant, c.session) {
 		frames := [][]byte{msg, reply}
 		if p == c {
 			frames = echo
 		}
-		for j.done.sent[p] < len(frames) {
-			if !p.send(ctx, frames[j.done.sent[p]]) {
-				failed = ctx.Err()
+		for ; j.done.sent[p] < len(frames); j.done.sent[p]++ {
+			if !p.send(frames[j.done.sent[p]]) {
+				j.done.sent[p] = len(frames)
 				break
 			}
-			j.done.sent[p]++
 		}
-	}
-	if failed != nil {
-		return failed
 	}
 	return g.deliverRemote(ctx, c, j.done, msg, reply)
 }
 
 // deliverRemote sends the message and the reply to the session's
-// connections on other nodes not reached yet. A connection gone there
-// (410) is deregistered and skipped; the fan-out goes on, and the first
-// other failure is returned. The caller holds done's lock.
+// connections on other nodes not reached yet. The other node queues them
+// without waiting for its connection (PostToConnection), so that a call
+// waits for that node, never for one slow client of it. A connection gone
+// there (410, or closed for too slow) is deregistered and skipped; the
+// fan-out goes on, and the first other failure is returned. A node that
+// failed is not called again in this delivery: the next one tries it
+// again, so that a node that hangs holds the worker for one WriteTimeout,
+// not one per connection. The caller holds done's lock.
 func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, frames ...[]byte) error {
 	if g.opts.Registry == nil || g.opts.Peer == nil {
 		return nil
@@ -402,8 +413,9 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 		return g.unavailable("registry", c.tenant, err)
 	}
 	var failed error
+	var down map[string]bool // nodes that failed in this delivery
 	for _, r := range regs {
-		if done.conns[r.Conn] {
+		if done.conns[r.Conn] || down[r.Node] {
 			continue
 		}
 		for _, f := range frames {
@@ -421,6 +433,10 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 		case err != nil:
 			g.log.Warn("gateway: delivering to another node", "node", r.Node, "err", err)
 			failed = cmp.Or(failed, err)
+			if down == nil {
+				down = map[string]bool{}
+			}
+			down[r.Node] = true
 			c.sess.invalidate(true) // the node may be gone: read again next time
 			continue
 		}

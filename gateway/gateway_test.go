@@ -137,8 +137,14 @@ func (f *fixture) peekInternal(tenant string, p sluice.Policy, key string) (slui
 
 func (f *fixture) session(t *testing.T, id string) {
 	t.Helper()
+	f.sessionOf(t, "acme", id)
+}
+
+// sessionOf makes a session of tenant.
+func (f *fixture) sessionOf(t *testing.T, tenant, id string) {
+	t.Helper()
 	now := f.clock.now()
-	if err := f.sessions.CreateSession(context.Background(), sluice.Session{Tenant: "acme", ID: id, CreatedAt: now, ExpiresAt: now.Add(time.Duration(f.settings.SessionTTL) * time.Second)}); err != nil {
+	if err := f.sessions.CreateSession(context.Background(), sluice.Session{Tenant: tenant, ID: id, CreatedAt: now, ExpiresAt: now.Add(time.Duration(f.settings.SessionTTL) * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -163,10 +169,15 @@ func (f *fixture) mustDial(t *testing.T, tenant, session string) *websocket.Conn
 }
 
 func (f *fixture) dial(tenant, session string) (*websocket.Conn, *http.Response, error) {
+	return f.dialWith(tenant, session, nil)
+}
+
+// dialWith is dial with the client's options.
+func (f *fixture) dialWith(tenant, session string, opts *websocket.DialOptions) (*websocket.Conn, *http.Response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	u := "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/v1/ws?tenant=" + tenant + "&session=" + session
-	ws, resp, err := websocket.Dial(ctx, u, nil)
+	ws, resp, err := websocket.Dial(ctx, u, opts)
 	if err != nil {
 		return ws, resp, err
 	}
@@ -811,6 +822,33 @@ func TestFailedRemoteDeliveryRetried(t *testing.T) {
 	}
 }
 
+// TestNodeThatFailsCalledOncePerDelivery: a node that cannot be reached
+// holds a delivery for one call, not one per connection it holds: its
+// other connections wait for the delivery made again. Five deliveries,
+// then the sender is told the message was not delivered.
+func TestNodeThatFailsCalledOncePerDelivery(t *testing.T) {
+	reg := &memstore.Registry{}
+	p := &flakyPeer{failures: 1 << 30}
+	f := newFixture(t, roomy, Options{Registry: reg, Node: "http://self", Peer: p, RenewEvery: 50 * time.Millisecond})
+	f.session(t, "s1")
+	a := f.mustDial(t, "acme", "s1")
+	defer a.Close(websocket.StatusNormalClosure, "")
+	for i := range 3 {
+		reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Conn: fmt.Sprintf("s1.remote%d", i), Node: "http://down", ExpiresAt: f.clock.now().Add(time.Hour)})
+	}
+	f.g.SessionChanged("acme", "s1", true)
+	write(t, a, `{"action":"pooled","data":1,"id":"m1"}`)
+	if m := read(t, a); m["type"] != "echo" {
+		t.Fatalf("echo: %v", m)
+	}
+	if m := read(t, a); m["error"] != "Not Delivered" {
+		t.Fatalf("after five failed deliveries: %v", m)
+	}
+	if n := p.calls.Load(); n != 5 {
+		t.Fatalf("%d calls to the node that cannot be reached, want 5: one per delivery", n)
+	}
+}
+
 // flakyPeer fails its first posts, then takes them.
 type flakyPeer struct {
 	failures int64
@@ -890,17 +928,20 @@ func TestMessagesCostLittleOfTheSessionStore(t *testing.T) {
 
 // TestBurstDropsNoReaderThatReads: another member's 1,000-frame burst,
 // back to back, reaches a member that reads as it goes, whole and in
-// order: a reader is never dropped for a burst, however large.
+// order. Its 2 MiB are twice the default outbox: the reader keeps them
+// because its writer drains the outbox while the burst arrives, and
+// nothing in the fan-out waits for it.
 func TestBurstDropsNoReaderThatReads(t *testing.T) {
 	s := roomy
 	s.MessagesPerMinute = 100_000
-	f := newFixture(t, s, Options{SendBuffer: 16 << 10})
+	f := newFixture(t, s, Options{})
 	f.session(t, "s1")
 	sender := f.mustDial(t, "acme", "s1")
 	defer sender.Close(websocket.StatusNormalClosure, "")
 	reader := f.mustDial(t, "acme", "s1")
 	defer reader.Close(websocket.StatusNormalClosure, "")
 	const burst = 1000
+	kib := strings.Repeat("x", 1<<10) // each message's data: 1,000 of them, twice each, 2 MiB in all
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	go func() { // the sender reads its echoes, as a client does
@@ -912,7 +953,7 @@ func TestBurstDropsNoReaderThatReads(t *testing.T) {
 	}()
 	go func() {
 		for i := range burst {
-			if err := sender.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `{"action":"pooled","data":%d}`, i)); err != nil {
+			if err := sender.Write(ctx, websocket.MessageText, fmt.Appendf(nil, `{"action":"pooled","data":{"i":%d,"pad":%q}}`, i, kib)); err != nil {
 				return
 			}
 		}
@@ -928,8 +969,8 @@ func TestBurstDropsNoReaderThatReads(t *testing.T) {
 		if m["type"] != "message" {
 			continue // its reply
 		}
-		if m["data"] != float64(next) {
-			t.Fatalf("message %v, want %d: out of order", m["data"], next)
+		if d, _ := m["data"].(map[string]any); d["i"] != float64(next) {
+			t.Fatalf("message %.40v, want %d: out of order", m["data"], next)
 		}
 		next++
 	}
@@ -973,25 +1014,25 @@ func TestFloodingSenderThrottledNotClosed(t *testing.T) {
 	}
 }
 
-// TestClientThatDoesNotReadIsDropped: a member that takes no frame for the
-// write timeout while frames wait for it is dropped (1008); the others go
-// on.
+// TestClientThatDoesNotReadIsDropped: a member that takes no frame being
+// written within the write timeout is dropped by its writer (1008),
+// however roomy its outbox; the others go on.
 func TestClientThatDoesNotReadIsDropped(t *testing.T) {
 	s := roomy
 	s.MessagesPerMinute = 100_000
 	closes := &closeRecorder{}
-	f := newFixture(t, s, Options{SendBuffer: 1 << 10, WriteTimeout: 200 * time.Millisecond, Observer: closes})
+	f := newFixture(t, s, Options{SendBuffer: 256 << 20, WriteTimeout: 200 * time.Millisecond, Observer: closes})
+	f.smallSocketBuffers()
 	f.session(t, "s1")
 	sender := f.mustDial(t, "acme", "s1")
 	defer sender.Close(websocket.StatusNormalClosure, "")
 	sender.SetReadLimit(1 << 20)
-	deaf := f.mustDial(t, "acme", "s1")
-	defer deaf.Close(websocket.StatusNormalClosure, "")
+	deaf, id := f.dialDeaf(t, "acme", "s1")
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	// Large frames, so that the deaf member's socket buffers fill too.
 	big := strings.Repeat("x", 32<<10)
-	for i := 0; f.g.Stats().Connections == 2; i++ {
+	for i := 0; !f.closed("acme", id); i++ {
 		if i > 10_000 {
 			t.Fatal("the member that does not read was never dropped")
 		}

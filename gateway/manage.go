@@ -80,11 +80,16 @@ func (g *Gateway) owner(ctx context.Context, tenant, id string, forward bool) (s
 	return "", ErrGone
 }
 
-// PostToConnection sends data to a connection as a frame.
+// PostToConnection sends data to a connection as a frame. It queues the
+// frame without waiting for the client to take it: a connection whose
+// outbox it would overflow is closed (1008) and answers ErrGone, as one
+// closing does.
 func (g *Gateway) PostToConnection(ctx context.Context, tenant, id string, data []byte, forward bool) error {
 	c, err := g.lookup(tenant, id)
 	if err == nil {
-		c.send(ctx, data)
+		if !c.send(data) {
+			return ErrGone
+		}
 		return nil
 	}
 	node, err := g.owner(ctx, tenant, id, forward)

@@ -29,6 +29,14 @@ type benchWSConfig struct {
 	Fanout   int
 	Burst    int
 	APIKey   string
+	// The Slow fields: the slow-reader phase (wsBench.hostage), an
+	// attack beside a victim tenant's pooled messages.
+	Slow      int
+	SlowFrame int
+	SlowRate  int
+	SlowQueue string
+	SlowFor   time.Duration
+	SlowDeaf  bool
 }
 
 // burstReaders is how many connections of the burst's session read it.
@@ -45,6 +53,12 @@ func parseBenchWS(args []string, stdout, stderr io.Writer) (benchWSConfig, error
 	fs.IntVar(&c.Fanout, "fanout", 100, "connections of one session that each message of its sender reaches, for the fan-out's latency (0: skip)")
 	fs.IntVar(&c.Burst, "burst", 1_000, fmt.Sprintf("frames one sender sends back to back to a session of %d readers (0: skip)", burstReaders))
 	fs.StringVar(&c.APIKey, "api-key", "", "admin key, if the server requires one")
+	fs.IntVar(&c.Slow, "slow", 0, "sessions of another tenant, each with a member that never reads (dialled again when dropped) and a sender of --slow-frame frames, while a victim tenant's pooled round trip is measured alone and beside them (0: skip)")
+	fs.IntVar(&c.SlowFrame, "slow-frame", 32<<10, "`bytes` of data in each frame the --slow senders send")
+	fs.IntVar(&c.SlowRate, "slow-rate", 0, "frames a second each --slow sender sends (0: back to back)")
+	fs.StringVar(&c.SlowQueue, "slow-queue", "pooled", "the queue of the --slow senders' frames: pooled (the victim's) or silo")
+	fs.BoolVar(&c.SlowDeaf, "slow-deaf", true, "give each --slow session a member that never reads; false: the senders' load alone, for comparison")
+	fs.DurationVar(&c.SlowFor, "slow-duration", 10*time.Second, "how long the victim's round trips are measured, alone and beside the --slow attack (at most 5m)")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
 	}
@@ -68,6 +82,12 @@ func parseBenchWS(args []string, stdout, stderr io.Writer) (benchWSConfig, error
 		return c, errors.New("bench-ws: --fanout must be 0 to 1000")
 	case c.Burst < 0 || c.Burst > 100_000:
 		return c, errors.New("bench-ws: --burst must be 0 to 100000")
+	case c.Slow < 0 || c.Slow > 100 || c.SlowFrame < 1 || c.SlowFrame > 120<<10 || c.SlowRate < 0 || c.SlowRate > 10_000:
+		return c, errors.New("bench-ws: --slow must be 0 to 100, --slow-frame 1 to 122880 and --slow-rate 0 to 10000")
+	case c.SlowFor < 100*time.Millisecond || c.SlowFor > 5*time.Minute:
+		return c, errors.New("bench-ws: --slow-duration must be in [100ms, 5m]")
+	case c.SlowQueue != "pooled" && c.SlowQueue != "silo":
+		return c, errors.New("bench-ws: --slow-queue must be pooled or silo")
 	}
 	return c, nil
 }
@@ -126,7 +146,12 @@ func benchWS(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if c.Burst > 0 {
-		return b.burst()
+		if err := b.burst(); err != nil {
+			return err
+		}
+	}
+	if c.Slow > 0 {
+		return b.hostage()
 	}
 	return nil
 }
@@ -154,12 +179,18 @@ func (b *wsBench) call(method, path, body string) (map[string]any, error) {
 // session makes a session of the tenant and returns the query that
 // connects to it.
 func (b *wsBench) session() (string, error) {
-	out, err := b.call("PUT", "/v1/tenants/"+benchTenant+"/sessions", "")
+	return b.sessionOf(benchTenant)
+}
+
+// sessionOf makes a session of tenant and returns the query that connects
+// to it.
+func (b *wsBench) sessionOf(tenant string) (string, error) {
+	out, err := b.call("PUT", "/v1/tenants/"+tenant+"/sessions", "")
 	if err != nil {
 		return "", err
 	}
 	id, _ := out["id"].(string)
-	return benchTenant + "&session=" + url.QueryEscape(id), nil
+	return tenant + "&session=" + url.QueryEscape(id), nil
 }
 
 // dial connects to session s on node (an index of b.bases; -1: the nodes
@@ -168,6 +199,12 @@ func (b *wsBench) session() (string, error) {
 // Retry-After, as a client should, a few times; a 429 below the limit is
 // a failure of the bench.
 func (b *wsBench) dial(s string, node int) (*websocket.Conn, error) {
+	ws, _, err := b.dialID(s, node)
+	return ws, err
+}
+
+// dialID is dial, returning the connection's id too.
+func (b *wsBench) dialID(s string, node int) (*websocket.Conn, string, error) {
 	dctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
 	defer cancel()
 	if node < 0 {
@@ -179,8 +216,11 @@ func (b *wsBench) dial(s string, node int) (*websocket.Conn, error) {
 		if err == nil {
 			ws.SetReadLimit(1 << 20)
 		}
-		if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable || try == 10 {
-			return ws, err
+		if err == nil {
+			return ws, resp.Header.Get("Sluice-Connection"), nil
+		}
+		if resp == nil || resp.StatusCode != http.StatusServiceUnavailable || try == 10 {
+			return nil, "", err
 		}
 		b.unavailable.Add(1)
 		wait := time.Second
@@ -190,7 +230,7 @@ func (b *wsBench) dial(s string, node int) (*websocket.Conn, error) {
 		select {
 		case <-time.After(wait):
 		case <-dctx.Done():
-			return nil, err
+			return nil, "", err
 		}
 	}
 }
@@ -614,4 +654,240 @@ func (b *wsBench) burst() error {
 		return fmt.Errorf("bench-ws: burst: %d readers dropped; sender: %v", dropped.Load(), senderErr.Load())
 	}
 	return nil
+}
+
+// The tenants of the slow-reader phase: the attacker, whose members never
+// read, and the victim, whose pooled messages share the queue's workers.
+const (
+	slowTenant   = "bench-ws-slow"
+	victimTenant = "bench-ws-victim"
+)
+
+// hostage measures whether one tenant's clients that never read hold
+// another tenant's pooled messages. A victim tenant's one connection
+// sends pooled messages at 100 a second for c.SlowFor, and their round
+// trips are measured alone, then, after 2 seconds of it, while c.Slow
+// sessions of another tenant each hold a member that never reads
+// (dialled again as soon as the server drops it) and a sender of
+// c.SlowFrame-byte frames (back to back, or c.SlowRate a second), which
+// reads its echoes. All on the first node.
+func (b *wsBench) hostage() error {
+	c := b.c
+	for _, t := range []struct {
+		id            string
+		conns, perSes int
+	}{{victimTenant, 10, 10}, {slowTenant, 8*c.Slow + 20, 20}} {
+		body := fmt.Sprintf(`{"id":%q,"settings":{"tenantConnections":%d,"connectionsPerSession":%d,"tenantPerMinute":1000000000,"sessionPerMinute":1000000000,"sessionTTL":3600,"messagesPerMinute":1000000000}}`, t.id, t.conns, t.perSes)
+		if _, err := b.call("POST", "/v1/tenants", body); err != nil {
+			return err
+		}
+	}
+	s, err := b.sessionOf(victimTenant)
+	if err != nil {
+		return err
+	}
+	ws, err := b.dial(s, 0)
+	if err != nil {
+		return fmt.Errorf("bench-ws: slow: victim: %w", err)
+	}
+	defer ws.CloseNow()
+	messages := int(c.SlowFor / (10 * time.Millisecond))
+	v := &victim{ws: ws, rtts: make([]time.Duration, 2*messages)}
+	vctx, vstop := context.WithCancel(b.ctx)
+	var reader sync.WaitGroup
+	reader.Go(func() { readFrames(vctx, ws, v.echo) })
+	defer reader.Wait()
+	defer vstop()
+	alone, err := v.round(b.ctx, 0, messages)
+	if err != nil {
+		return err
+	}
+	actx, stop := context.WithCancel(b.ctx)
+	var attack sync.WaitGroup
+	var sent, dialled, dropped atomic.Int64
+	failed := make(chan error, c.Slow)
+	for range c.Slow {
+		s, err := b.sessionOf(slowTenant)
+		if err != nil {
+			stop()
+			attack.Wait()
+			return err
+		}
+		attack.Go(func() {
+			if err := b.attackSession(actx, s, &sent, &dialled, &dropped); err != nil {
+				failed <- err
+			}
+		})
+	}
+	time.Sleep(2 * time.Second) // the attack under way: the socket buffers of the members that never read fill
+	beside, err := v.round(b.ctx, messages, messages)
+	stop()
+	attack.Wait()
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-failed:
+		return fmt.Errorf("bench-ws: slow: %w", err)
+	default:
+	}
+	deaf := "members that never read"
+	if !c.SlowDeaf {
+		deaf = "no member that never reads"
+	}
+	rate := "back to back"
+	if c.SlowRate > 0 {
+		rate = fmt.Sprintf("%d/s each", c.SlowRate)
+	}
+	a50, a99 := percentiles(alone)
+	v50, v99 := percentiles(beside)
+	fmt.Fprintf(b.out, "slow readers: a victim tenant's pooled round trip, %d messages at 100/s each time: alone p50 %v p99 %v max %v; beside %d sessions of another tenant, %s, senders of %d-byte frames (%s, %s): p50 %v p99 %v max %v (p99 %.1fx alone); %d of %d echoes back; the attack: %d frames sent, %d members that never read dialled, %d of them dropped by the server\n",
+		messages, a50, a99, alone[len(alone)-1], c.Slow, deaf, c.SlowFrame, c.SlowQueue, rate, v50, v99, beside[len(beside)-1], float64(v99)/float64(max(a99, 1)), len(beside), messages, sent.Load(), dialled.Load(), dropped.Load())
+	return nil
+}
+
+// victim is the victim tenant's connection, and the round trips of its
+// messages by sequence (zero: no echo yet).
+type victim struct {
+	ws   *websocket.Conn
+	mu   sync.Mutex
+	rtts []time.Duration
+	got  int
+	all  chan struct{} // closed when the round's last echo is in
+	want int           // echoes that close all
+}
+
+// echo records an echo's round trip: its arrival less its send time.
+func (v *victim) echo(m benchFrame) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if m.Type != "echo" || m.Data.Seq < 0 || m.Data.Seq >= int64(len(v.rtts)) || v.rtts[m.Data.Seq] != 0 {
+		return
+	}
+	v.rtts[m.Data.Seq] = max(time.Duration(time.Now().UnixNano()-m.Data.At), 1)
+	if v.got++; v.got == v.want {
+		close(v.all)
+	}
+}
+
+// round sends n pooled messages, from sequence first, at 100 a second, and
+// returns the round trips of those echoed within 30 seconds of the last,
+// sorted.
+func (v *victim) round(ctx context.Context, first, n int) ([]time.Duration, error) {
+	v.mu.Lock()
+	v.all, v.want = make(chan struct{}), v.got+n
+	all := v.all
+	v.mu.Unlock()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for seq := first; seq < first+n; seq++ {
+		<-tick.C
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := v.ws.Write(wctx, websocket.MessageText, benchMessage(int64(seq)))
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("bench-ws: slow: victim: write: %w", err)
+		}
+	}
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []time.Duration
+	for _, d := range v.rtts[first : first+n] {
+		if d != 0 {
+			out = append(out, d)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("bench-ws: slow: the victim got no echo")
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// attackSession holds, in session s of the attacking tenant, a member that
+// never reads, dialled again as soon as the server has dropped it (the
+// management API answers 410 for it), and a sender that sends frames back
+// to back and reads its echoes, until ctx ends.
+func (b *wsBench) attackSession(ctx context.Context, s string, sent, dialled, dropped *atomic.Int64) error {
+	sender, err := b.dial(s, 0)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer sender.CloseNow() // first: it ends the goroutines
+	// Its echoes, let go undecoded: the bench's CPU is the victim's too.
+	wg.Go(func() {
+		for {
+			_, r, err := sender.Reader(ctx)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, r)
+		}
+	})
+	wg.Go(func() {
+		frame := fmt.Appendf(nil, `{"action":%q,"data":%q}`, b.c.SlowQueue, strings.Repeat("x", b.c.SlowFrame))
+		var pace <-chan time.Time
+		if b.c.SlowRate > 0 {
+			t := time.NewTicker(time.Second / time.Duration(b.c.SlowRate))
+			defer t.Stop()
+			pace = t.C
+		}
+		for ctx.Err() == nil {
+			if pace != nil {
+				select {
+				case <-pace:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if sender.Write(ctx, websocket.MessageText, frame) != nil {
+				return
+			}
+			sent.Add(1)
+		}
+	})
+	for b.c.SlowDeaf && ctx.Err() == nil {
+		deaf, id, err := b.dialID(s, 0)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		dialled.Add(1)
+		for ctx.Err() == nil && !b.connGone(ctx, slowTenant, id) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if ctx.Err() == nil {
+			dropped.Add(1)
+		}
+		deaf.CloseNow()
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// connGone reports whether the first node's management API answers 410
+// for tenant's connection id.
+func (b *wsBench) connGone(ctx context.Context, tenant, id string) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.bases[0]+"/v1/tenants/"+tenant+"/connections/"+url.PathEscape(id), nil)
+	if b.c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+b.c.APIKey)
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusGone
 }
