@@ -23,8 +23,8 @@ const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 // (grpc.health.v1, serving for "" and ServiceName) and server reflection.
 // If token is not empty, every call but the health checks, streams
 // (reflection) included, must carry the metadata "authorization: Bearer
-// <token>" (Envoy's grpc_service initial_metadata). Set the health to NOT_SERVING with Shutdown before
-// stopping the server.
+// <token>" (Envoy's grpc_service initial_metadata). Set the health to
+// NOT_SERVING with Shutdown before stopping the server.
 func NewServer(svc *Service, token string, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	if token != "" {
 		unary, stream := bearer(token)

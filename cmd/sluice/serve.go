@@ -67,8 +67,8 @@ type serveConfig struct {
 	WSIdle          time.Duration
 	WSLifetime      time.Duration
 	WSOrigins       []string
-	AllowedHosts    []string // besides loopback names, answered without an admin key
-	AllowedOrigins  []string // besides the server's own, for requests that change state
+	AllowedHosts    []string // answered besides loopback names (see allowedHosts)
+	AllowedOrigins  []string // whose pages may change state, besides the server's own
 	TenantLabels    int
 	Envoy           envoyFlags
 }
