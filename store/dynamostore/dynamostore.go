@@ -24,7 +24,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strconv"
 	"sync"
@@ -97,14 +96,8 @@ type Store struct {
 	once     sync.Once
 	stats    Stats
 
-	// stripes serialise this node's decisions on one key, so that they do
-	// not race each other through conditional writes (each lost race costs
-	// a write unit and a round trip); races with other nodes remain, and
-	// are settled by the conditions. A stripe is held across DynamoDB
-	// requests, so it is a channel of one slot, taken in a select with the
-	// caller's context (lock): a wait for it ends at the deadline.
-	seed    maphash.Seed
-	stripes [1024]chan struct{}
+	// keys serialise this node's writes of one key (turns.go).
+	keys keys
 
 	leases leases // leased mode's batches
 
@@ -156,12 +149,9 @@ func New(db API, opts Options) (*Store, error) {
 		db: db, table: opts.Table, max: opts.MaxAttempts,
 		cache:   newCache(opts.CacheKeys),
 		tenants: newTenantCache(opts.TenantTTL, opts.CacheKeys, opts.Now),
-		closed:  make(chan struct{}), seed: maphash.MakeSeed(),
-		region: opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance, maxAllots: opts.CacheKeys,
+		closed:  make(chan struct{}),
+		region:  opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance, maxAllots: opts.CacheKeys,
 		node: writeID(),
-	}
-	for i := range s.stripes {
-		s.stripes[i] = make(chan struct{}, 1)
 	}
 	if s.region != "" {
 		go s.idleRefresh() // stopped by Close
@@ -364,55 +354,6 @@ func (s *Store) put(pk string, st *algo.State, from versioned, id string) (*type
 // ttlOf is the TTL attribute of a state expiring at expires (epoch ns): a
 // day later, in epoch seconds.
 func ttlOf(expires int64) int64 { return expires/int64(time.Second) + 1 + 86400 }
-
-func (s *Store) stripeIndex(pk string) int {
-	return int(maphash.String(s.seed, pk) % uint64(len(s.stripes)))
-}
-
-// tryStripe takes pk's stripe if it is free, without waiting, and returns
-// its release.
-func (s *Store) tryStripe(pk string) (unlock func(), ok bool) {
-	c := s.stripes[s.stripeIndex(pk)]
-	select {
-	case c <- struct{}{}:
-		return func() { <-c }, true
-	default:
-		return nil, false
-	}
-}
-
-// lock takes the stripes of keys pks, in order (so that two requests on
-// the same keys cannot deadlock), each in a select with ctx: a wait for a
-// stripe, held by a decision that is itself waiting on DynamoDB, ends with
-// the deadline, and the stripes already taken are given back. It returns
-// the unlock.
-func (s *Store) lock(ctx context.Context, pks ...string) (func(), error) {
-	idx := make([]int, 0, len(pks))
-	for _, pk := range pks {
-		idx = append(idx, s.stripeIndex(pk))
-	}
-	slices.Sort(idx)
-	idx = slices.Compact(idx)
-	unlock := func(idx []int) {
-		for _, i := range idx {
-			<-s.stripes[i]
-		}
-	}
-	for n, i := range idx {
-		if err := ctx.Err(); err != nil {
-			unlock(idx[:n])
-			return nil, &sluice.Error{Op: "dynamostore.lock", Kind: sluice.KindUnavailable, Err: err}
-		}
-		select {
-		case s.stripes[i] <- struct{}{}:
-		case <-ctx.Done():
-			unlock(idx[:n])
-			s.stats.lockTimeouts.Add(1)
-			return nil, &sluice.Error{Op: "dynamostore.lock", Kind: sluice.KindUnavailable, Message: "waiting for this node's other decisions on the key", Err: ctx.Err()}
-		}
-	}
-	return func() { unlock(idx) }, nil
-}
 
 // read returns a key's current state with a consistent read.
 func (s *Store) read(ctx context.Context, pk string) (versioned, error) {
@@ -755,7 +696,7 @@ func writeID() string {
 }
 
 // leasedCaller reports whether ops is a leased batch, whose caller holds the
-// key's stripe lock already.
+// key's turn already.
 func (s *Store) leasedCaller(ops []sluice.Op) bool {
 	return len(ops) == 1 && ops[0].Policy.Leased && ops[0].Policy.Algorithm == sluice.FixedWindow && ops[0].Hits > 0
 }
