@@ -14,6 +14,12 @@
 // may have released capacity. A request on several keys is one
 // TransactWriteItems, every item conditioned on its version.
 //
+// Contention is not a fault: a node combines its concurrent single-key
+// decisions on one key into one conditional write (combine.go), so that
+// only nodes contend for a hot key, and a write lost to another node's is
+// decided again from the item that won, within the deadline, without
+// counting against the attempts allowed for faults (Options.MaxAttempts).
+//
 // Expiry is in the state and checked by the algorithms at every decision;
 // the table's TTL attribute only lets DynamoDB reclaim space, eventually.
 package dynamostore
@@ -58,12 +64,16 @@ type Options struct {
 	// CacheKeys caps the states remembered locally. Default 100,000.
 	CacheKeys int
 	// MaxAttempts bounds the write requests of one decision (or lease
-	// release or renewal): conditional writes lost to other nodes, and
-	// retries, with jittered backoff within the decision's deadline, of
-	// requests throttled, in conflict with a transaction, or unanswered.
-	// Each may bill a write, so this bounds what contention costs. Past
-	// it, the decision fails with KindUnavailable and the policy's fail
-	// mode answers. Default 4.
+	// release or renewal, or batch of single-key decisions) that meets
+	// faults: its first request, and its retries, with jittered backoff
+	// within the decision's deadline, of requests throttled, in conflict
+	// with a transaction, or unanswered, and of conditions that failed on
+	// an item no other writer changed. Each may bill a write, so this
+	// bounds what a fault costs. Past it, the decision fails with
+	// KindUnavailable and the policy's fail mode answers. A conditional
+	// write lost to another node's is contention, not a fault: it is
+	// decided again from the item that won, bounded by the deadline, not
+	// by MaxAttempts (Stats.Contended counts these). Default 4.
 	MaxAttempts int
 	// TenantTTL is how long GetTenant remembers a tenant, or its absence,
 	// before reading the table again: how long another node's change to a
@@ -96,7 +106,8 @@ type Store struct {
 	once     sync.Once
 	stats    Stats
 
-	// keys serialise this node's writes of one key (turns.go).
+	// keys serialise this node's writes of one key, and combine its
+	// single-key decisions on it (turns.go, combine.go).
 	keys keys
 
 	leases leases // leased mode's batches
@@ -386,18 +397,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 			}
 		}()
 	}
-	if len(ops) == 1 && ops[0].Policy.Algorithm == sluice.TokenBucket && ops[0].Hits > 0 {
-		pk := counterPK(&ops[0].Key)
-		unlock, err := s.lock(ctx, pk)
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		d, err := s.gcra(ctx, t, &ops[0], pk)
-		dst[0] = d
-		return err
-	}
-	if len(ops) == 1 && ops[0].Policy.Leased && ops[0].Policy.Algorithm == sluice.FixedWindow && ops[0].Hits > 0 {
+	if s.leasedCaller(ops) {
 		pk := counterPK(&ops[0].Key)
 		unlock, err := s.lock(ctx, pk)
 		if err != nil {
@@ -405,6 +405,11 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 		}
 		defer unlock()
 		d, err := s.leased(ctx, t, &ops[0], pk)
+		dst[0] = d
+		return err
+	}
+	if len(ops) == 1 && ops[0].Hits > 0 {
+		d, err := s.combine(ctx, t, &ops[0], counterPK(&ops[0].Key))
 		dst[0] = d
 		return err
 	}
@@ -433,7 +438,7 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 			}
 		}
 	}
-	if !s.leasedCaller(ops) {
+	if !s.leasedCaller(ops) { // its caller holds the key's turn
 		unlock, err := s.lock(ctx, pks...)
 		if err != nil {
 			return err
@@ -443,7 +448,7 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 	stored := make([]algo.State, len(ops))
 	next := make([]algo.State, len(ops))
 	b := s.budget()
-	for losses := 0; ; {
+	for {
 		for i := range ops {
 			stored[i] = cur[first[i]].state
 		}
@@ -508,12 +513,13 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 		}
 		// Lost a race: recompute from what won it, as returned.
 		s.stats.conflicts.Add(1)
-		losses++
-		b.lost(losses)
+		moved := false
 		for i, v := range lost {
+			moved = moved || changed(cur[first[i]], v)
 			cur[first[i]], known[first[i]] = v, true
 			s.cache.put(pks[i], v)
 		}
+		b.lost(moved)
 	}
 }
 
@@ -669,7 +675,7 @@ func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p 
 		return sluice.Decision{}, err
 	}
 	b := s.budget()
-	for losses := 1; ; losses++ {
+	for {
 		next, d, ok := update(p, cur.state, now.UnixNano(), lease)
 		if !ok {
 			return sluice.Decision{}, sluice.ErrLeaseNotFound
@@ -683,7 +689,7 @@ func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p 
 			return d, nil
 		}
 		s.stats.conflicts.Add(1)
-		b.lost(losses)
+		b.lost(changed(cur, lost[0]))
 		cur = lost[0]
 	}
 }
@@ -695,8 +701,8 @@ func writeID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// leasedCaller reports whether ops is a leased batch, whose caller holds the
-// key's turn already.
+// leasedCaller reports whether ops is a leased batch: decided by leased,
+// which holds the key's turn while it calls applyVersioned.
 func (s *Store) leasedCaller(ops []sluice.Op) bool {
 	return len(ops) == 1 && ops[0].Policy.Leased && ops[0].Policy.Algorithm == sluice.FixedWindow && ops[0].Hits > 0
 }

@@ -29,7 +29,10 @@ type keys struct {
 // keyTurn is one key at work.
 type keyTurn struct {
 	turn  chan struct{} // one token: held by the key's write at work
-	users int           // under keys.mu: holders and waiters; removed at 0
+	users int           // under keys.mu: holders, waiters and batches; removed at 0
+
+	mu      sync.Mutex // guards pending
+	pending []*call    // single-key decisions waiting to be combined (combine.go)
 }
 
 // use returns pk's entry, made if need be, for one user more.
