@@ -44,6 +44,7 @@ type Stats struct {
 	reads, writes, transactions, conflicts, localDenials, writeUnits, leasedLocal atomic.Int64
 	writeAttempts, mostAttempts, retries, gaveUp, emptyFailures, lockTimeouts     atomic.Int64
 	allotmentWrites                                                               atomic.Int64 // failed or raced
+	contended, batches, batched, combined                                         atomic.Int64
 }
 
 // StatsSnapshot is a copy of a store's counts. They only grow, so a
@@ -63,9 +64,12 @@ type StatsSnapshot struct {
 	// the node decided from the items as read, and tries again later.
 	AllotmentWritesLost int64
 	// WriteAttempts counts the write requests of decisions, releases and
-	// renewals, every try included: at most Options.MaxAttempts each.
-	// MostAttempts is the most any one of them made.
-	WriteAttempts, MostAttempts int64
+	// renewals, every try included. Contended counts those among them
+	// sent again after a write lost to another node's, which are bounded
+	// by the deadline, not by Options.MaxAttempts; the others are at most
+	// Options.MaxAttempts a decision (or batch), and MostAttempts is the
+	// most any one made.
+	WriteAttempts, Contended, MostAttempts int64
 	// Retries counts write requests sent again after a throttle, a
 	// transaction conflict or a lost answer; GaveUp the decisions failed
 	// (KindUnavailable) for want of attempts or of time.
@@ -76,6 +80,11 @@ type StatsSnapshot struct {
 	// LockTimeouts counts decisions whose deadline passed while they
 	// waited for this node's other decisions on the same key.
 	LockTimeouts int64
+	// Batches counts the batches of single-key decisions decided
+	// together (combine.go), each in one write, or none if they were all
+	// denied; Batched the decisions in them; Combined those decided in a
+	// batch of more than one.
+	Batches, Batched, Combined int64
 }
 
 // Stats returns the store's counts so far.
@@ -87,6 +96,7 @@ func (s *Store) Stats() StatsSnapshot {
 		LeasedLocal: st.leasedLocal.Load(), WriteAttempts: st.writeAttempts.Load(), MostAttempts: st.mostAttempts.Load(),
 		Retries: st.retries.Load(), GaveUp: st.gaveUp.Load(), EmptyFailures: st.emptyFailures.Load(),
 		LockTimeouts: st.lockTimeouts.Load(), AllotmentWritesLost: st.allotmentWrites.Load(),
+		Contended: st.contended.Load(), Batches: st.batches.Load(), Batched: st.batched.Load(), Combined: st.combined.Load(),
 	}
 }
 

@@ -14,6 +14,12 @@
 // may have released capacity. A request on several keys is one
 // TransactWriteItems, every item conditioned on its version.
 //
+// Contention is not a fault: a node combines its concurrent single-key
+// decisions on one key into one conditional write (combine.go), so that
+// only nodes contend for a hot key, and a write lost to another node's is
+// decided again from the item that won, within the deadline, without
+// counting against the attempts allowed for faults (Options.MaxAttempts).
+//
 // Expiry is in the state and checked by the algorithms at every decision;
 // the table's TTL attribute only lets DynamoDB reclaim space, eventually.
 package dynamostore
@@ -24,7 +30,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strconv"
 	"sync"
@@ -59,12 +64,16 @@ type Options struct {
 	// CacheKeys caps the states remembered locally. Default 100,000.
 	CacheKeys int
 	// MaxAttempts bounds the write requests of one decision (or lease
-	// release or renewal): conditional writes lost to other nodes, and
-	// retries, with jittered backoff within the decision's deadline, of
-	// requests throttled, in conflict with a transaction, or unanswered.
-	// Each may bill a write, so this bounds what contention costs. Past
-	// it, the decision fails with KindUnavailable and the policy's fail
-	// mode answers. Default 4.
+	// release or renewal, or batch of single-key decisions) that meets
+	// faults: its first request, and its retries, with jittered backoff
+	// within the decision's deadline, of requests throttled, in conflict
+	// with a transaction, or unanswered, and of conditions that failed on
+	// an item no other writer changed. Each may bill a write, so this
+	// bounds what a fault costs. Past it, the decision fails with
+	// KindUnavailable and the policy's fail mode answers. A conditional
+	// write lost to another node's is contention, not a fault: it is
+	// decided again from the item that won, bounded by the deadline, not
+	// by MaxAttempts (Stats.Contended counts these). Default 4.
 	MaxAttempts int
 	// TenantTTL is how long GetTenant remembers a tenant, or its absence,
 	// before reading the table again: how long another node's change to a
@@ -97,14 +106,9 @@ type Store struct {
 	once     sync.Once
 	stats    Stats
 
-	// stripes serialise this node's decisions on one key, so that they do
-	// not race each other through conditional writes (each lost race costs
-	// a write unit and a round trip); races with other nodes remain, and
-	// are settled by the conditions. A stripe is held across DynamoDB
-	// requests, so it is a channel of one slot, taken in a select with the
-	// caller's context (lock): a wait for it ends at the deadline.
-	seed    maphash.Seed
-	stripes [1024]chan struct{}
+	// keys serialise this node's writes of one key, and combine its
+	// single-key decisions on it (turns.go, combine.go).
+	keys keys
 
 	leases leases // leased mode's batches
 
@@ -156,12 +160,9 @@ func New(db API, opts Options) (*Store, error) {
 		db: db, table: opts.Table, max: opts.MaxAttempts,
 		cache:   newCache(opts.CacheKeys),
 		tenants: newTenantCache(opts.TenantTTL, opts.CacheKeys, opts.Now),
-		closed:  make(chan struct{}), seed: maphash.MakeSeed(),
-		region: opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance, maxAllots: opts.CacheKeys,
+		closed:  make(chan struct{}),
+		region:  opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance, maxAllots: opts.CacheKeys,
 		node: writeID(),
-	}
-	for i := range s.stripes {
-		s.stripes[i] = make(chan struct{}, 1)
 	}
 	if s.region != "" {
 		go s.idleRefresh() // stopped by Close
@@ -365,55 +366,6 @@ func (s *Store) put(pk string, st *algo.State, from versioned, id string) (*type
 // day later, in epoch seconds.
 func ttlOf(expires int64) int64 { return expires/int64(time.Second) + 1 + 86400 }
 
-func (s *Store) stripeIndex(pk string) int {
-	return int(maphash.String(s.seed, pk) % uint64(len(s.stripes)))
-}
-
-// tryStripe takes pk's stripe if it is free, without waiting, and returns
-// its release.
-func (s *Store) tryStripe(pk string) (unlock func(), ok bool) {
-	c := s.stripes[s.stripeIndex(pk)]
-	select {
-	case c <- struct{}{}:
-		return func() { <-c }, true
-	default:
-		return nil, false
-	}
-}
-
-// lock takes the stripes of keys pks, in order (so that two requests on
-// the same keys cannot deadlock), each in a select with ctx: a wait for a
-// stripe, held by a decision that is itself waiting on DynamoDB, ends with
-// the deadline, and the stripes already taken are given back. It returns
-// the unlock.
-func (s *Store) lock(ctx context.Context, pks ...string) (func(), error) {
-	idx := make([]int, 0, len(pks))
-	for _, pk := range pks {
-		idx = append(idx, s.stripeIndex(pk))
-	}
-	slices.Sort(idx)
-	idx = slices.Compact(idx)
-	unlock := func(idx []int) {
-		for _, i := range idx {
-			<-s.stripes[i]
-		}
-	}
-	for n, i := range idx {
-		if err := ctx.Err(); err != nil {
-			unlock(idx[:n])
-			return nil, &sluice.Error{Op: "dynamostore.lock", Kind: sluice.KindUnavailable, Err: err}
-		}
-		select {
-		case s.stripes[i] <- struct{}{}:
-		case <-ctx.Done():
-			unlock(idx[:n])
-			s.stats.lockTimeouts.Add(1)
-			return nil, &sluice.Error{Op: "dynamostore.lock", Kind: sluice.KindUnavailable, Message: "waiting for this node's other decisions on the key", Err: ctx.Err()}
-		}
-	}
-	return func() { unlock(idx) }, nil
-}
-
 // read returns a key's current state with a consistent read.
 func (s *Store) read(ctx context.Context, pk string) (versioned, error) {
 	s.stats.reads.Add(1)
@@ -445,18 +397,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 			}
 		}()
 	}
-	if len(ops) == 1 && ops[0].Policy.Algorithm == sluice.TokenBucket && ops[0].Hits > 0 {
-		pk := counterPK(&ops[0].Key)
-		unlock, err := s.lock(ctx, pk)
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		d, err := s.gcra(ctx, t, &ops[0], pk)
-		dst[0] = d
-		return err
-	}
-	if len(ops) == 1 && ops[0].Policy.Leased && ops[0].Policy.Algorithm == sluice.FixedWindow && ops[0].Hits > 0 {
+	if s.leasedCaller(ops) {
 		pk := counterPK(&ops[0].Key)
 		unlock, err := s.lock(ctx, pk)
 		if err != nil {
@@ -464,6 +405,11 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 		}
 		defer unlock()
 		d, err := s.leased(ctx, t, &ops[0], pk)
+		dst[0] = d
+		return err
+	}
+	if len(ops) == 1 && ops[0].Hits > 0 {
+		d, err := s.combine(ctx, t, &ops[0], counterPK(&ops[0].Key))
 		dst[0] = d
 		return err
 	}
@@ -492,7 +438,7 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 			}
 		}
 	}
-	if !s.leasedCaller(ops) {
+	if !s.leasedCaller(ops) { // its caller holds the key's turn
 		unlock, err := s.lock(ctx, pks...)
 		if err != nil {
 			return err
@@ -502,7 +448,7 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 	stored := make([]algo.State, len(ops))
 	next := make([]algo.State, len(ops))
 	b := s.budget()
-	for losses := 0; ; {
+	for {
 		for i := range ops {
 			stored[i] = cur[first[i]].state
 		}
@@ -567,12 +513,13 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 		}
 		// Lost a race: recompute from what won it, as returned.
 		s.stats.conflicts.Add(1)
-		losses++
-		b.lost(losses)
+		moved := false
 		for i, v := range lost {
+			moved = moved || changed(cur[first[i]], v)
 			cur[first[i]], known[first[i]] = v, true
 			s.cache.put(pks[i], v)
 		}
+		b.lost(moved)
 	}
 }
 
@@ -728,7 +675,7 @@ func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p 
 		return sluice.Decision{}, err
 	}
 	b := s.budget()
-	for losses := 1; ; losses++ {
+	for {
 		next, d, ok := update(p, cur.state, now.UnixNano(), lease)
 		if !ok {
 			return sluice.Decision{}, sluice.ErrLeaseNotFound
@@ -742,7 +689,7 @@ func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p 
 			return d, nil
 		}
 		s.stats.conflicts.Add(1)
-		b.lost(losses)
+		b.lost(changed(cur, lost[0]))
 		cur = lost[0]
 	}
 }
@@ -754,8 +701,8 @@ func writeID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// leasedCaller reports whether ops is a leased batch, whose caller holds the
-// key's stripe lock already.
+// leasedCaller reports whether ops is a leased batch: decided by leased,
+// which holds the key's turn while it calls applyVersioned.
 func (s *Store) leasedCaller(ops []sluice.Op) bool {
 	return len(ops) == 1 && ops[0].Policy.Leased && ops[0].Policy.Algorithm == sluice.FixedWindow && ops[0].Hits > 0
 }

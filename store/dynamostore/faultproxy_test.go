@@ -201,11 +201,11 @@ func TestRetriesAreTheStores(t *testing.T) {
 	}
 }
 
-// TestStripeWaitEndsAtDeadline: a decision waiting behind this node's
+// TestTurnWaitEndsAtDeadline: a decision waiting behind this node's
 // other decision on the same key, which is itself waiting on a slow table,
 // gives up at its own deadline, unavailable, while the other is still in
-// flight: the stripe is taken with the context.
-func TestStripeWaitEndsAtDeadline(t *testing.T) {
+// flight: the key's turn is waited for with the context.
+func TestTurnWaitEndsAtDeadline(t *testing.T) {
 	s, px := proxied(t)
 	p := sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Hour}
 	ops := []sluice.Op{{Key: sluice.Key{Tenant: "acme", Policy: "fw", Value: "k"}, Policy: &p, Hits: 1}}
@@ -216,7 +216,7 @@ func TestStripeWaitEndsAtDeadline(t *testing.T) {
 		slowDone <- s.Apply(context.Background(), now, ops, make([]sluice.Decision, 1))
 	}()
 	// Wait until the slow decision's write is at the proxy: it holds the
-	// stripe.
+	// key's turn.
 	for px.Writes() == 0 {
 		time.Sleep(time.Millisecond)
 	}

@@ -28,7 +28,7 @@ import (
 // carries its id, and the first update refuses to repeat one, so that an
 // SDK retry of a write that landed is recognised, not counted twice, unless
 // another node wrote in between: then the hits are counted again, erring on
-// the side of the limit.
+// the side of the limit. The caller holds the key's turn.
 func (s *Store) gcra(ctx context.Context, now int64, op *sluice.Op, pk string) (sluice.Decision, error) {
 	p := op.Policy
 	cost := op.Hits * algo.EmissionInterval(p)
@@ -42,12 +42,13 @@ func (s *Store) gcra(ctx context.Context, now int64, op *sluice.Op, pk string) (
 		}
 	}
 	active := ok && cached.kind == tatItem && cached.state.TAT > now
+	basis, based := cached, ok // the item as last seen, if ever
 	id := writeID()
 	num := func(v int64) types.AttributeValue {
 		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 	}
 	b := s.budget()
-	for losses := 0; ; {
+	for {
 		in := &dynamodb.UpdateItemInput{
 			TableName: &s.table, Key: key(pk, skCounter),
 			ExpressionAttributeNames:            map[string]string{"#ttl": attrTTL},
@@ -91,8 +92,10 @@ func (s *Store) gcra(ctx context.Context, now int64, op *sluice.Op, pk string) (
 				return s.gcraAdmitted(p, pk, now, op.Hits, old.state.TAT, cost), nil
 			}
 			s.stats.conflicts.Add(1)
-			losses++
-			b.lost(losses)
+			// Lost to another node, or taught by the item which update
+			// to try: neither is a fault, unless the item had not moved.
+			b.lost(!based || changed(basis, old))
+			basis, based = old, true
 			if old.kind != tatItem || old.state.TAT <= now {
 				active = false
 				continue

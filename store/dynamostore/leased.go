@@ -21,8 +21,8 @@ const (
 	MaxLeaseShare = 50 // a batch is at most 2% of the limit
 )
 
-// leases are a node's batches, by counter key. The key's stripe lock is
-// held around every use of an entry.
+// leases are a node's batches, by counter key. The key's turn is held
+// around every use of an entry.
 type leases struct {
 	mu    sync.Mutex
 	m     map[string]*lease
@@ -39,12 +39,12 @@ type lease struct {
 	resetAt time.Time
 }
 
-// get returns pk's lease, made if need be. The caller holds pk's stripe;
+// get returns pk's lease, made if need be. The caller holds pk's turn;
 // every 4096 calls, get drops the batches of windows over, each under its
-// key's stripe taken only if free (tryStripe), so that the map stays
-// bounded by the keys of current windows without touching an entry in use
-// (nor waiting: the caller holds a stripe).
-func (l *leases) get(pk string, now int64, tryStripe func(pk string) (func(), bool)) *lease {
+// key's turn taken only if free (tryLock), so that the map stays bounded
+// by the keys of current windows without touching an entry in use (nor
+// waiting: the caller holds a turn).
+func (l *leases) get(pk string, now int64, tryLock func(pk string) (func(), bool)) *lease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m == nil {
@@ -55,7 +55,7 @@ func (l *leases) get(pk string, now int64, tryStripe func(pk string) (func(), bo
 			if k == pk {
 				continue
 			}
-			if unlock, ok := tryStripe(k); ok {
+			if unlock, ok := tryLock(k); ok {
 				if e.end != 0 && e.end <= now {
 					delete(l.m, k)
 				}
@@ -72,12 +72,12 @@ func (l *leases) get(pk string, now int64, tryStripe func(pk string) (func(), bo
 }
 
 // leased decides one op of a leased fixed window. The caller holds pk's
-// stripe lock.
+// turn.
 func (s *Store) leased(ctx context.Context, now int64, op *sluice.Op, pk string) (sluice.Decision, error) {
 	p := op.Policy
 	w := int64(p.Window)
 	start := now - ((now%w)+w)%w
-	e := s.leases.get(pk, now, s.tryStripe)
+	e := s.leases.get(pk, now, s.tryLock)
 	e.count++
 	if e.window == start && e.left >= op.Hits {
 		e.left -= op.Hits

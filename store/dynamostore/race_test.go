@@ -11,7 +11,7 @@ import (
 )
 
 // TestTwoStoresOneTable: two stores (two nodes) on one table, racing, admit
-// exactly the limit: the conditions, not the stripes, keep them exact. A
+// exactly the limit: the conditions, not the turns, keep them exact. A
 // decision out of attempts (Options.MaxAttempts) fails unavailable, having
 // admitted nothing, and is asked again.
 func TestTwoStoresOneTable(t *testing.T) {

@@ -17,14 +17,18 @@ import (
 )
 
 // Retries of a decision's writes are the store's, not the SDK's: every
-// write request of a decision (a conditional write lost to another node, a
-// retry of a throttled, conflicting or unanswered request) counts against
-// Options.MaxAttempts, so that a decision bills at most that many writes
-// whatever happens, and the store, which knows the write's id and
-// condition, decides what a retry means. The SDK's retryer is switched off
-// for these requests (noRetry); it still retries the store's reads and its
-// tenant, session and registry requests, by its own rules (throttling,
-// 5xx, broken connections; not TransactionConflictException).
+// write request of a decision that follows a fault (a retry of a
+// throttled, conflicting or unanswered request) counts against
+// Options.MaxAttempts, the first request too, so that a fault costs a
+// decision at most that many writes whatever happens, and the store, which
+// knows the write's id and condition, decides what a retry means. A write
+// lost to another node's is not a fault: the request that decides again
+// from the item that won is counted apart (Stats.Contended), bounded by
+// the decision's deadline, and each node sends one write of a key at a
+// time (combine.go), so that only nodes contend. The SDK's retryer is
+// switched off for these requests (noRetry); it still retries the store's
+// reads and its tenant, session and registry requests, by its own rules
+// (throttling, 5xx, broken connections; not TransactionConflictException).
 
 // noRetry is the per-request option that makes the SDK send a decision's
 // write once.
@@ -36,24 +40,26 @@ const (
 	backoffMax  = 200 * time.Millisecond
 )
 
-// budget is one decision's write attempts: it counts them against the cap,
-// and spaces the retries that need it.
+// budget is one decision's write attempts (or one batch's: combine.go):
+// it counts those that follow faults against the cap, and spaces the
+// retries that need it.
 type budget struct {
-	s       *Store
-	sent    int  // write requests sent
-	pause   bool // the next request waits a backoff first
-	retries int  // backoffs so far, for the ceiling
-	last    error
+	s         *Store
+	sent      int  // write requests counted against the cap
+	contended bool // the next request follows a write lost to another node's: not counted
+	pause     bool // the next request waits a backoff first
+	retries   int  // backoffs so far, for the ceiling
+	last      error
 }
 
 func (s *Store) budget() *budget { return &budget{s: s} }
 
 // take is called before each write request of the decision. It waits the
-// backoff the last failure called for, within ctx, and fails the decision
+// backoff the last fault called for, within ctx, and fails the decision
 // (KindUnavailable) when the attempts are spent or the deadline leaves no
 // time for the wait.
 func (b *budget) take(ctx context.Context, op string) error {
-	if b.sent >= b.s.max {
+	if !b.contended && b.sent >= b.s.max {
 		b.s.stats.gaveUp.Add(1)
 		msg := fmt.Sprintf("no agreement after %d write attempts", b.sent)
 		if b.last != nil {
@@ -82,8 +88,13 @@ func (b *budget) take(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return &sluice.Error{Op: "dynamostore." + op, Kind: sluice.KindUnavailable, Err: err}
 	}
-	b.sent++
 	b.s.stats.writeAttempts.Add(1)
+	if b.contended {
+		b.contended = false
+		b.s.stats.contended.Add(1)
+		return nil
+	}
+	b.sent++
 	for {
 		most := b.s.stats.mostAttempts.Load()
 		if int64(b.sent) <= most || b.s.stats.mostAttempts.CompareAndSwap(most, int64(b.sent)) {
@@ -93,14 +104,23 @@ func (b *budget) take(ctx context.Context, op string) error {
 	return nil
 }
 
-// lost records a conditional write lost to another node's: the next try
-// goes at once, from the state the failure returned, the first time, and
-// after a backoff from then on, so that nodes contending for one key drift
-// apart.
-func (b *budget) lost(n int) {
-	if n > 1 {
-		b.pause = true
+// lost records a conditional write of the decision lost. If the item
+// changed since the state the write was conditioned on, another node
+// wrote: contention, not a fault. The next try goes at once, from the
+// state the failure returned, the freshest there is (after a wait it would
+// be stale, and lose again to the nodes that did not wait), and is not
+// counted against the cap: each loss is another node's success, so the
+// nodes take the key in turns, each write's chance as good as the next
+// node's, and a node writes one batch of a key at a time, so that each
+// success costs each other node at most one lost write. A condition that
+// failed on an item that did not change is no race with anyone: a fault,
+// counted, after a backoff.
+func (b *budget) lost(changed bool) {
+	if changed {
+		b.contended = true
+		return
 	}
+	b.pause = true
 }
 
 // failed records a request that failed with err, and reports whether it is
