@@ -14,11 +14,11 @@ for round in 1 2 3; do
   echo "== round $round floor"; ./bin/sluice bench --url http://127.0.0.1:18095 --workers 50 --keys 1000 --duration 10s
   echo "== round $round floor-grpc"; ./bin/sluice bench --url http://127.0.0.1:18095 --grpc 127.0.0.1:18096 --workers 50 --keys 1000 --duration 10s
   kill $FP; wait $FP 2>/dev/null || true # killed by SIGTERM: not a failure under set -e
-  ./bin/sluice serve --addr 127.0.0.1:18090 --grpc-addr 127.0.0.1:18091 --store memory 2>/dev/null & SP=$!; sleep 1
+  ./bin/sluice serve --addr 127.0.0.1:18090 --grpc-addr 127.0.0.1:18091 --envoy-config bench/envoy --store memory 2>/dev/null & SP=$!; sleep 1
   echo "== round $round memory"; ./bin/sluice bench --url http://127.0.0.1:18090 --workers 50 --keys 1000 --duration 10s
   echo "== round $round memory-grpc"; ./bin/sluice bench --url http://127.0.0.1:18090 --grpc 127.0.0.1:18091 --workers 50 --keys 1000 --duration 10s
   kill $SP; wait $SP
-  D=$(mktemp -d); ./bin/sluice serve --addr 127.0.0.1:18090 --grpc-addr 127.0.0.1:18091 --data-dir $D 2>/dev/null & SP=$!; sleep 1
+  D=$(mktemp -d); ./bin/sluice serve --addr 127.0.0.1:18090 --grpc-addr 127.0.0.1:18091 --envoy-config bench/envoy --data-dir $D 2>/dev/null & SP=$!; sleep 1
   echo "== round $round pebble-durable"; ./bin/sluice bench --url http://127.0.0.1:18090 --workers 50 --keys 1000 --duration 10s
   echo "== round $round pebble-short"; ./bin/sluice bench --url http://127.0.0.1:18090 --workers 50 --keys 1000 --duration 10s --policy '{"name":"fast","algorithm":"token_bucket","limit":1000,"window":"1s"}'
   echo "== round $round pebble-durable-grpc"; ./bin/sluice bench --url http://127.0.0.1:18090 --grpc 127.0.0.1:18091 --workers 50 --keys 1000 --duration 10s

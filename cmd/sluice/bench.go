@@ -49,7 +49,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	fs.StringVar(&c.APIKey, "api-key", "", "API key, if the server requires one")
 	fs.StringVar(&c.Policy, "policy", defaultBenchPolicy, "inline policy JSON of each check")
 	fs.StringVar(&c.GRPC, "grpc", "", "drive Envoy's rate limit service (ShouldRateLimit) at this loopback `address` instead of POST /v1/check; --url still reads the server's /metrics")
-	fs.UintVar(&c.GRPCLimit, "grpc-limit", 1_000_000, "with --grpc: each descriptor's limit per minute, sent as the request's override (0: none, the server's --envoy-config decides the domain \"bench\", descriptor user)")
+	fs.UintVar(&c.GRPCLimit, "grpc-limit", 1_000_000, "with --grpc: each descriptor's limit per minute, sent as the request's override (0: none, the rule decides). The server must configure the domain \"bench\" (--envoy-config bench/envoy): a domain not configured is answered OK, uncounted")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
 	}

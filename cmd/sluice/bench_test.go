@@ -32,7 +32,7 @@ func TestBench(t *testing.T) {
 // --grpc`: every decision admitted, and counted by the server.
 func TestBenchGRPC(t *testing.T) {
 	grpcAddr := freeAddr(t)
-	p := start(t, "--store", "memory", "--grpc-addr", grpcAddr)
+	p := start(t, "--store", "memory", "--grpc-addr", grpcAddr, "--envoy-config", "../../bench/envoy")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, binary, "bench", "--url", "http://"+p.addr, "--grpc", grpcAddr,
