@@ -203,7 +203,7 @@ func (s *KeySample) Bytes() int {
 
 // Add records a decision of hits for tenant's key at now.
 func (s *KeySample) Add(now time.Time, tenant, key string, hits int64) {
-	s.add(now, keyID(tenant, key), tenant, key, hits)
+	s.add(now, []byte(keyID(tenant, key)), len(tenant), hits)
 }
 
 // keyID names tenant's key in a sketch or a sample.
@@ -213,9 +213,10 @@ func keyID(tenant, key string) string { return tenant + "\x00" + key }
 // 63): a key of level v is kept while p >= 2^-v.
 func level(h uint64) int { return min(bits.LeadingZeros64(h), 63) }
 
-// add is Add with the key's id made once by the caller.
-func (s *KeySample) add(now time.Time, id, tenant, _ string, hits int64) {
-	h := maphash.String(s.seed, id)
+// add is Add with the key's id (keyID) made once by the caller, of a
+// tenant of tl bytes: the id is copied only for a key new to the sample.
+func (s *KeySample) add(now time.Time, id []byte, tl int, hits int64) {
+	h := maphash.Bytes(s.seed, id)
 	t := now.UnixNano()
 	hits = min(max(hits, 1), sluice.MaxHits)
 	s.mu.Lock()
@@ -231,11 +232,11 @@ func (s *KeySample) add(now time.Time, id, tenant, _ string, hits int64) {
 			sl = tb.find(h)
 		}
 		if sl == nil {
-			sl = s.newKeyLocked(id, len(tenant), h, lv, t)
+			sl = s.newKeyLocked(string(id), tl, h, lv, t)
 		}
 	}
 	l := sl.l
-	if l.id != id { // two ids of one 64-bit hash: the first keeps it
+	if l.id != string(id) { // two ids of one 64-bit hash: the first keeps it
 		s.mu.Unlock()
 		return
 	}

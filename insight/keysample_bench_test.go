@@ -25,15 +25,15 @@ func BenchmarkKeySampleHotKey(b *testing.B) {
 	}{{"start", 0}, {"hour", time.Hour}} {
 		b.Run(warm.name, func(b *testing.B) {
 			s := NewKeySample(time.Hour, 20_000)
-			id := keyID("acme", "hot")
+			id := []byte(keyID("acme", "hot"))
 			now := time.Unix(3_000_000, 0)
 			for range int(warm.d / hotStep) {
-				s.add(now, id, "acme", "hot", 1)
+				s.add(now, id, len("acme"), 1)
 				now = now.Add(hotStep)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				s.add(now, id, "acme", "hot", 1)
+				s.add(now, id, len("acme"), 1)
 				now = now.Add(hotStep)
 			}
 			b.ReportMetric(float64(s.Bytes()), "bytes")
@@ -49,20 +49,20 @@ func BenchmarkKeySampleHotKey(b *testing.B) {
 // decision's, so that reading them costs no cache misses of their own.
 func BenchmarkKeySampleManyKeys(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	ids := make([]string, 1_000_000)
+	ids := make([][]byte, 1_000_000)
 	for i, k := range r.Perm(len(ids)) {
-		ids[i] = keyID("acme", fmt.Sprint("user-", k))
+		ids[i] = []byte(keyID("acme", fmt.Sprint("user-", k)))
 	}
 	s := NewKeySample(time.Hour, 20_000)
 	now := time.Unix(3_000_000, 0)
 	for i := range 10_000_000 {
-		s.add(now, ids[i%len(ids)], "acme", "", 1)
+		s.add(now, ids[i%len(ids)], len("acme"), 1)
 		now = now.Add(hotStep)
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		s.add(now, ids[i%len(ids)], "acme", "", 1)
+		s.add(now, ids[i%len(ids)], len("acme"), 1)
 		now = now.Add(hotStep)
 		i++
 	}

@@ -147,7 +147,10 @@ func (r *Recorder) StoreDone(d time.Duration, _ error) {
 func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engine.Outcome) {
 	now := r.now()
 	r.tenants.Add(now, tenant, int(o), 1)
-	key := keyID(tenant, c.Key) // one string for the sketches and the sample
+	// The key's id, for the sketches and the sample, on the stack: each
+	// copies it only if the key is new to it.
+	var buf [128]byte
+	key := append(append(append(buf[:0], tenant...), 0), c.Key...)
 	// r.mu is held for the sketches alone: every decision takes it.
 	r.mu.Lock()
 	ps, id := r.sketchLocked(now, tenant, c)
@@ -157,16 +160,16 @@ func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engi
 		return
 	}
 	ns := now.UnixNano()
-	ps.hits.Add(key, max(hits, 1), ns)
+	ps.hits.add(key, max(hits, 1), ns)
 	if o == engine.Denied || o == engine.Penalised {
-		ps.denials.Add(key, 1, ns)
+		ps.denials.add(key, 1, ns)
 	}
 	r.mu.Unlock()
 	// An invented name's row lives while a tenant holds a sketch of it
 	// (named): the bound on sketches bounds the rows.
 	r.policies.AddReserved(now, id.policy, int(o), 1)
 	if ps.sample != nil { // set once, and safe for concurrent use
-		ps.sample.add(now, key, tenant, c.Key, max(hits, 1))
+		ps.sample.add(now, key, len(tenant), max(hits, 1))
 	}
 }
 

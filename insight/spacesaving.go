@@ -98,14 +98,18 @@ func NewTopK(k int) *TopK {
 
 // Add counts w (at least 1) more of key at now (any clock the caller
 // keeps: Items report when each key came in, for RemoveFunc).
-func (t *TopK) Add(key string, w int64, now int64) {
+func (t *TopK) Add(key string, w int64, now int64) { t.add([]byte(key), w, now) }
+
+// add is Add of a key given as bytes, copied only if it comes in.
+func (t *TopK) add(k []byte, w int64, now int64) {
 	w = max(w, 1)
 	t.total += w
-	if e, ok := t.idx[key]; ok {
+	if e, ok := t.idx[string(k)]; ok { // no copy to look it up
 		e.count += w
 		t.h.fix(e.pos)
 		return
 	}
+	key := string(k)
 	if len(t.h) < t.k {
 		// A free slot: the newcomer may have had up to the greatest
 		// count dropped so far (none before the sketch is full).
