@@ -429,7 +429,7 @@ func (c *conn) renew(ctx context.Context) {
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(err) // only maps of marshalable values get here
+		panic(err) // only strings and maps of marshalable values get here
 	}
 	return b
 }

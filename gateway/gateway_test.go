@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -327,6 +328,42 @@ func TestEchoAndFanOut(t *testing.T) {
 	write(t, other, `{"action":"silo","data":"mine"}`)
 	if m := read(t, other); m["type"] != "echo" || m["data"] != "mine" {
 		t.Fatalf("another session received %v before its own echo", m)
+	}
+}
+
+// TestDeliveredFrames: the frames a delivery sends, built around the
+// client's data as it sent it, decode to what marshalling them whole gave.
+func TestDeliveredFrames(t *testing.T) {
+	for _, in := range []string{
+		`{"action":"pooled","data":{"b": [1, 2.50, "x"], "a":null},"id":"m1"}`,
+		`{"action":"silo","data":"<a href=\"x\">&amp;</a> \u00e9 é \ud83d\ude00"}`,
+		`{"action":"pooled"}`,
+		`{"action":"pooled","data":null,"id":"\"quoted\" \n id"}`,
+		`{"data":  [ ] , "action":"pooled"}`,
+	} {
+		var f frame
+		if err := json.Unmarshal([]byte(in), &f); err != nil {
+			t.Fatal(err)
+		}
+		conn := `s"1.abc`
+		for _, tc := range []struct {
+			typ, key string
+			want     map[string]any
+		}{
+			{"message", "from", map[string]any{"type": "message", "from": conn, "action": f.Action, "data": f.Data, "id": f.ID}},
+			{"reply", "to", map[string]any{"type": "reply", "to": conn, "action": f.Action, "data": f.Data, "id": f.ID}},
+			{"echo", "", map[string]any{"type": "echo", "action": f.Action, "data": f.Data, "id": f.ID}},
+		} {
+			var got, want any
+			b := delivered(f, tc.typ, tc.key, conn)
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatalf("%s of %s: %s: %v", tc.typ, in, b, err)
+			}
+			json.Unmarshal(mustJSON(tc.want), &want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s of %s: %s, want %s", tc.typ, in, b, mustJSON(tc.want))
+			}
+		}
 	}
 }
 
