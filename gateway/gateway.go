@@ -634,14 +634,23 @@ func (g *Gateway) originAllowed(r *http.Request) bool {
 	if origin == "" {
 		return true
 	}
+	return OriginAllowed(origin, r.Host, g.opts.AllowedOrigins)
+}
+
+// OriginAllowed reports whether a page of origin (an Origin header) may
+// call a server reached as host: an http or https origin of that host, or
+// one matching a pattern of allowed (path.Match, case-folded, against the
+// origin's host, or its scheme and host where the pattern has "://"). The
+// gateway's connects and the HTTP API's writes check pages alike.
+func OriginAllowed(origin, host string, allowed []string) bool {
 	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
-	if strings.EqualFold(u.Host, r.Host) {
+	if strings.EqualFold(u.Host, host) {
 		return true
 	}
-	for _, pat := range g.opts.AllowedOrigins {
+	for _, pat := range allowed {
 		target := u.Host
 		if strings.Contains(pat, "://") {
 			target = u.Scheme + "://" + u.Host

@@ -6,11 +6,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"path"
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/gateway"
 )
 
 // The walls against a browser turned on the operator. A server without an
@@ -119,21 +119,5 @@ func (h *Handler) hostAllowed(host string) bool {
 // AllowedOrigins are. "null" (a sandboxed or file page, or one that hides
 // its origin) is no origin of either.
 func (h *Handler) originAllowed(origin, host string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	if strings.EqualFold(u.Host, host) {
-		return true
-	}
-	for _, pat := range h.opts.AllowedOrigins {
-		target := u.Host
-		if strings.Contains(pat, "://") {
-			target = u.Scheme + "://" + u.Host
-		}
-		if ok, _ := path.Match(strings.ToLower(pat), strings.ToLower(target)); ok {
-			return true
-		}
-	}
-	return false
+	return gateway.OriginAllowed(origin, host, h.opts.AllowedOrigins)
 }
