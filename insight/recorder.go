@@ -2,10 +2,12 @@ package insight
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -42,13 +44,17 @@ type Recorder struct {
 	span                  time.Duration
 	sampled, sampleEvents int
 
+	// sketches is read by every decision without a lock: an immutable copy
+	// of sketch, replaced whole under mu when a sketch comes or goes.
+	sketches atomic.Pointer[map[sketchID]*policySketch]
+
 	mu       sync.Mutex
-	sketch   map[sketchID]*policySketch
-	invented map[string]int // a tenant's invented policies with sketches
-	named    map[string]int // an invented name's tenants with sketches: its policy series lives while one does
-	nInv     int            // invented policies with sketches, over all tenants
-	samples  [2]int         // sketches with a sample: configured, invented
-	swept    int64          // the second of the last sweep for idle sketches
+	sketch   map[sketchID]*policySketch // the writers' copy
+	invented map[string]int             // a tenant's invented policies with sketches
+	named    map[string]int             // an invented name's tenants with sketches: its policy series lives while one does
+	nInv     int                        // invented policies with sketches, over all tenants
+	samples  [2]int                     // sketches with a sample: configured, invented
+	swept    int64                      // the second of the last sweep for idle sketches
 }
 
 // sketchID names a policy's sketches: a configured policy's by its name
@@ -56,10 +62,11 @@ type Recorder struct {
 type sketchID struct{ tenant, policy string }
 
 type policySketch struct {
+	mu            sync.Mutex // guards hits and denials: one policy's, or one tenant's invented one's
 	hits, denials *TopK
-	sample        *KeySample // nil past the policies sampled
-	born          int64      // unix ns: an invented policy's keys are of its tenant as of then
-	last          int64      // the latest second of a decision
+	sample        *KeySample   // nil past the policies sampled; safe for concurrent use
+	born          int64        // unix ns: an invented policy's keys are of its tenant as of then
+	last          atomic.Int64 // the latest second of a decision
 }
 
 func (id sketchID) invented() bool { return id.tenant != "" }
@@ -118,7 +125,7 @@ func NewRecorder(o RecorderOptions) *Recorder {
 	if o.SampleEvents <= 0 {
 		o.SampleEvents = 20_000
 	}
-	return &Recorder{
+	r := &Recorder{
 		now: o.Now, configured: o.Configured, k: o.TopK, maxInvented: o.Policies, perTen: o.TenantPolicies,
 		span: o.Span, sampled: o.Sampled, sampleEvents: o.SampleEvents,
 		tenants:  NewSeries(o.Span, Kinds, o.Tenants),
@@ -128,6 +135,8 @@ func NewRecorder(o RecorderOptions) *Recorder {
 		invented: map[string]int{},
 		named:    map[string]int{},
 	}
+	r.sketches.Store(&map[sketchID]*policySketch{})
+	return r
 }
 
 var (
@@ -151,20 +160,28 @@ func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engi
 	// copies it only if the key is new to it.
 	var buf [128]byte
 	key := append(append(append(buf[:0], tenant...), 0), c.Key...)
-	// r.mu is held for the sketches alone: every decision takes it.
-	r.mu.Lock()
-	ps, id := r.sketchLocked(now, tenant, c)
+	// A decision takes one lock of the recorder's, its sketch's: shared
+	// by the tenants of a configured policy, held for two sketch updates.
+	ps, id := r.lookup(tenant, c)
 	if ps == nil {
+		r.mu.Lock()
+		ps, id = r.sketchLocked(now, tenant, c)
 		r.mu.Unlock()
+	}
+	if ps == nil {
 		r.policies.AddReserved(now, Other, int(o), 1)
 		return
 	}
+	if sec := now.Unix(); ps.last.Load() < sec {
+		ps.last.Store(sec) // a racing older second may win: a second off the hour's sweep is harmless
+	}
 	ns := now.UnixNano()
+	ps.mu.Lock()
 	ps.hits.add(key, max(hits, 1), ns)
 	if o == engine.Denied || o == engine.Penalised {
 		ps.denials.add(key, 1, ns)
 	}
-	r.mu.Unlock()
+	ps.mu.Unlock()
 	// An invented name's row lives while a tenant holds a sketch of it
 	// (named): the bound on sketches bounds the rows.
 	r.policies.AddReserved(now, id.policy, int(o), 1)
@@ -173,19 +190,45 @@ func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engi
 	}
 }
 
+// lookup returns the sketches of c's policy for tenant, if they exist,
+// without a lock.
+func (r *Recorder) lookup(tenant string, c *sluice.Check) (*policySketch, sketchID) {
+	m := *r.sketches.Load()
+	id := sketchID{policy: c.Policy.Name}
+	if ps := m[id]; ps != nil {
+		return ps, id
+	}
+	if r.invents(c) {
+		id.tenant = tenant
+		return m[id], id
+	}
+	return nil, id
+}
+
+// invents reports whether c's policy is its tenant's invention: an
+// inline check's, or one the configuration does not name.
+func (r *Recorder) invents(c *sluice.Check) bool {
+	return c.Space == sluice.SpaceInline || r.configured != nil && !r.configured(c.Policy.Name)
+}
+
+// publishLocked lets the decisions see the writers' copy of the
+// sketches. r.mu is held.
+func (r *Recorder) publishLocked() {
+	m := maps.Clone(r.sketch)
+	r.sketches.Store(&m)
+}
+
 // sketchLocked returns the sketches of c's policy for tenant, made if
 // there is room; nil past an invented policy's bounds. r.mu is held.
 func (r *Recorder) sketchLocked(now time.Time, tenant string, c *sluice.Check) (*policySketch, sketchID) {
 	sec := now.Unix()
 	id := sketchID{policy: c.Policy.Name}
 	if ps := r.sketch[id]; ps != nil {
-		ps.last = sec
-		return ps, id
+		return ps, id // made since the lookup
 	}
-	if c.Space == sluice.SpaceInline || r.configured != nil && !r.configured(id.policy) {
+	if r.invents(c) {
 		id.tenant = tenant
 		if ps := r.sketch[id]; ps != nil {
-			ps.last = sec
 			return ps, id
 		}
 		if r.invented[tenant] >= r.perTen || r.nInv >= r.maxInvented {
@@ -198,12 +241,14 @@ func (r *Recorder) sketchLocked(now time.Time, tenant string, c *sluice.Check) (
 		r.named[id.policy]++
 		r.nInv++
 	}
-	ps := &policySketch{hits: NewTopK(r.k), denials: NewTopK(r.k), born: now.UnixNano(), last: sec}
+	ps := &policySketch{hits: NewTopK(r.k), denials: NewTopK(r.k), born: now.UnixNano()}
+	ps.last.Store(sec)
 	if r.sampleFreeLocked(id) {
 		ps.sample = NewKeySample(r.span, r.sampleEvents)
 		r.samples[b2i(id.invented())]++
 	}
 	r.sketch[id] = ps
+	r.publishLocked()
 	return ps, id
 }
 
@@ -240,14 +285,20 @@ func (r *Recorder) sweepLocked(sec int64) {
 	}
 	r.swept = sec
 	idle := sec - int64(r.span/time.Second)
+	dropped := false
 	for id, ps := range r.sketch {
-		if ps.last <= idle {
+		if ps.last.Load() <= idle {
 			r.dropLocked(id, ps)
+			dropped = true
 		}
+	}
+	if dropped {
+		r.publishLocked()
 	}
 }
 
-// dropLocked drops one policy's sketches. r.mu is held.
+// dropLocked drops one policy's sketches from the writers' copy; the
+// caller publishes it. r.mu is held.
 func (r *Recorder) dropLocked(id sketchID, ps *policySketch) {
 	delete(r.sketch, id)
 	if ps.sample != nil {
@@ -275,13 +326,16 @@ func (r *Recorder) Forget(tenant string) {
 	mine := func(it Item) bool { return strings.HasPrefix(it.Key, prefix) }
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.publishLocked()
 	for id, ps := range r.sketch {
 		if id.tenant == tenant {
 			r.dropLocked(id, ps)
 			continue
 		}
+		ps.mu.Lock()
 		ps.hits.RemoveFunc(mine)
 		ps.denials.RemoveFunc(mine)
+		ps.mu.Unlock()
 		if ps.sample != nil {
 			ps.sample.Forget(tenant)
 		}
@@ -344,6 +398,7 @@ func (r *Recorder) TopKeys(policy, tenant string, since time.Time, n int) Top {
 	stale := func(it Item) bool { return strings.HasPrefix(it.Key, prefix) && it.Since < since.UnixNano() }
 	var hits, denials []KeyCount
 	for _, ps := range sketches {
+		ps.mu.Lock()
 		if tenant != "" && !since.IsZero() {
 			ps.hits.RemoveFunc(stale)
 			ps.denials.RemoveFunc(stale)
@@ -352,6 +407,7 @@ func (r *Recorder) TopKeys(policy, tenant string, since time.Time, n int) Top {
 		denials = appendKeys(denials, ps.denials, tenant)
 		t.HitsBound += ps.hits.Bound()
 		t.DenialsBound += ps.denials.Bound()
+		ps.mu.Unlock()
 	}
 	t.Hits, t.Denials = heaviest(hits, n), heaviest(denials, n)
 	return t
@@ -371,6 +427,7 @@ func (r *Recorder) tenantSketchesLocked(policy, tenant string, since time.Time) 
 	}
 	if ps.born < since.UnixNano() {
 		r.dropLocked(id, ps)
+		r.publishLocked()
 		return nil
 	}
 	return []*policySketch{ps}
