@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -190,8 +191,10 @@ func (c *conn) release() {
 // connection without a code.
 func (c *conn) readLoop() {
 	for {
-		typ, b, err := c.ws.Read(context.Background())
+		buf := readBufs.Get().(*bytes.Buffer)
+		typ, b, err := c.read(buf)
 		if err != nil {
+			readBufs.Put(buf)
 			if code := websocket.CloseStatus(err); code != -1 {
 				c.close(code, "")
 			}
@@ -214,19 +217,39 @@ func (c *conn) readLoop() {
 		// A store that hangs cannot hold the connection past its own
 		// close nor the gateway's.
 		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-		c.handle(ctx, b)
+		c.handle(ctx, b) // which keeps nothing of b: parseFrame copies the data
 		cancel()
+		readBufs.Put(buf)
 	}
+}
+
+// readBufs are the readers' buffers, kept between messages: read whole
+// into a buffer grown from nothing, as websocket.Conn.Read does, a 32 KiB
+// message left 100 KiB of garbage, and the collector's work slows every
+// tenant's messages.
+var readBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// read reads the next message into buf, emptied first.
+func (c *conn) read(buf *bytes.Buffer) (websocket.MessageType, []byte, error) {
+	typ, r, err := c.ws.Reader(context.Background())
+	if err != nil {
+		return 0, nil, err
+	}
+	buf.Reset()
+	if _, err := buf.ReadFrom(r); err != nil {
+		return 0, nil, err
+	}
+	return typ, buf.Bytes(), nil
 }
 
 // handle decides one message against the tenant's message limit, at the
 // door, before it is queued; an admitted message goes to the silo or pooled
 // queue, whose consumer echoes it and fans it out (Gateway.deliver).
 func (c *conn) handle(ctx context.Context, b []byte) {
-	var f frame
 	outcome := "accepted"
 	defer func() { c.g.opts.Observer.Message(c.tenant, outcome) }()
-	if err := json.Unmarshal(b, &f); err != nil || (f.Action != "silo" && f.Action != "pooled") {
+	f, err := parseFrame(b)
+	if err != nil || (f.Action != "silo" && f.Action != "pooled") {
 		outcome = "invalid"
 		c.send(mustJSON(map[string]any{"error": "Bad Request", "message": `want {"action": "silo" | "pooled", "data": ...}`}))
 		return
