@@ -65,7 +65,8 @@ func TestUpstreamServe(t *testing.T) {
 // each calls an upstream stand-in when granted, passing the grant's time
 // on the server's clock (grantedAt). The stand-in never sees calls granted
 // more than 150 to any second, and once the nodes' shares have settled
-// each customer gets its max-min share within 5%.
+// each customer gets its max-min share within 5% (or 2 calls, for the
+// lightest).
 //
 // The stand-in's own arrival times are logged, not asserted: they add the
 // test's client, which on a loaded machine (the race detector, another
@@ -204,8 +205,11 @@ func TestUpstreamAcrossNodes(t *testing.T) {
 		if d := math.Abs(float64(got)-want) / want; d > worst {
 			worst, worstIs = d, fmt.Sprintf("%s, asking %.1f/s, got %d for %.0f", customer, demand[i], got, want)
 		}
-		if math.Abs(float64(got)-want) > 0.05*want {
-			t.Errorf("customer %s (asks %.1f/s) got %d calls granted in %v, want %.0f, its max-min share, within 5%%", customer, demand[i], got, measure, want)
+		// Within 5%, or a call at each edge of the window: a customer
+		// asking once a second has 24 calls in it, and one granted a
+		// moment before or after an edge is 4% of them.
+		if math.Abs(float64(got)-want) > max(0.05*want, 2) {
+			t.Errorf("customer %s (asks %.1f/s) got %d calls granted in %v, want %.0f, its max-min share, within 5%% or 2 calls", customer, demand[i], got, measure, want)
 		}
 	}
 	t.Logf("the customers got %d calls granted in %v, %.1f%% of the quota; the furthest from its max-min share by %.1f%% (%s); at most %d granted to a second, %d arrived in one",
