@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,7 +56,7 @@ func parseBenchWS(args []string, stdout, stderr io.Writer) (benchWSConfig, error
 	fs.IntVar(&c.Fanout, "fanout", 100, "connections of one session that each message of its sender reaches, for the fan-out's latency (0: skip)")
 	fs.IntVar(&c.Burst, "burst", 1_000, fmt.Sprintf("frames one sender sends back to back to a session of %d readers (0: skip)", burstReaders))
 	fs.StringVar(&c.APIKey, "api-key", "", "admin key, if the server requires one")
-	fs.IntVar(&c.Slow, "slow", 0, "sessions of another tenant, each with a member that never reads (dialled again when dropped) and a sender of --slow-frame frames, while a victim tenant's pooled round trip is measured alone and beside them (0: skip)")
+	fs.IntVar(&c.Slow, "slow", 0, "sessions of another tenant, each with a member that never reads (dialled again when dropped) and a sender of --slow-frame frames, run from a second bench-ws process, while a victim tenant's pooled round trip is measured alone and beside them (0: skip)")
 	fs.IntVar(&c.SlowFrame, "slow-frame", 32<<10, "`bytes` of data in each frame the --slow senders send")
 	fs.IntVar(&c.SlowRate, "slow-rate", 0, "frames a second each --slow sender sends (0: back to back)")
 	fs.StringVar(&c.SlowQueue, "slow-queue", "pooled", "the queue of the --slow senders' frames: pooled (the victim's) or silo")
@@ -96,6 +99,7 @@ func parseBenchWS(args []string, stdout, stderr io.Writer) (benchWSConfig, error
 type wsBench struct {
 	ctx   context.Context
 	c     benchWSConfig
+	args  []string // bench-ws's own, for the attacking process of --slow
 	out   io.Writer
 	bases []string // the nodes' base URLs
 	hc    *http.Client
@@ -118,9 +122,12 @@ func benchWS(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	b := &wsBench{ctx: ctx, c: c, out: stdout, hc: &http.Client{Timeout: 30 * time.Second}}
+	b := &wsBench{ctx: ctx, c: c, args: args, out: stdout, hc: &http.Client{Timeout: 30 * time.Second}}
 	for _, one := range strings.Split(c.URL, ",") {
 		b.bases = append(b.bases, strings.TrimRight(one, "/"))
+	}
+	if spec := os.Getenv(attackEnv); spec != "" {
+		return b.attackFrom(spec, os.Stdin)
 	}
 	perSession := max(10, c.Fanout+1, burstReaders+1)
 	body := fmt.Sprintf(`{"id":%q,"settings":{"tenantConnections":%d,"connectionsPerSession":%d,"tenantPerMinute":1000000000,"sessionPerMinute":1000000,"sessionTTL":3600,"messagesPerMinute":1000000000}}`,
@@ -670,7 +677,8 @@ const (
 // sessions of another tenant each hold a member that never reads
 // (dialled again as soon as the server drops it) and a sender of
 // c.SlowFrame-byte frames (back to back, or c.SlowRate a second), which
-// reads its echoes. All on the first node.
+// reads its echoes, from a process of its own (startAttack). All on the
+// first node.
 func (b *wsBench) hostage() error {
 	c := b.c
 	for _, t := range []struct {
@@ -702,34 +710,30 @@ func (b *wsBench) hostage() error {
 	if err != nil {
 		return err
 	}
-	actx, stop := context.WithCancel(b.ctx)
-	var attack sync.WaitGroup
-	var sent, dialled, dropped atomic.Int64
-	failed := make(chan error, c.Slow)
+	// The attack's clients run in a process of their own, as another
+	// tenant's clients run on machines of their own: in this one they
+	// would share the victim's Go scheduler, and the victim's round trips
+	// would measure the bench's own goroutines as much as the server.
+	var attackers []string
 	for range c.Slow {
 		s, err := b.sessionOf(slowTenant)
 		if err != nil {
-			stop()
-			attack.Wait()
 			return err
 		}
-		attack.Go(func() {
-			if err := b.attackSession(actx, s, &sent, &dialled, &dropped); err != nil {
-				failed <- err
-			}
-		})
+		attackers = append(attackers, s)
 	}
-	time.Sleep(2 * time.Second) // the attack under way: the socket buffers of the members that never read fill
-	beside, err := v.round(b.ctx, messages, messages)
-	stop()
-	attack.Wait()
+	att, err := b.startAttack(attackers)
 	if err != nil {
 		return err
 	}
-	select {
-	case err := <-failed:
-		return fmt.Errorf("bench-ws: slow: %w", err)
-	default:
+	time.Sleep(2 * time.Second) // the attack under way: the socket buffers of the members that never read fill
+	beside, err := v.round(b.ctx, messages, messages)
+	tally, aerr := att.stop()
+	if err != nil {
+		return err
+	}
+	if aerr != nil {
+		return fmt.Errorf("bench-ws: slow: the attack: %w", aerr)
 	}
 	deaf := "members that never read"
 	if !c.SlowDeaf {
@@ -742,8 +746,100 @@ func (b *wsBench) hostage() error {
 	a50, a99 := percentiles(alone)
 	v50, v99 := percentiles(beside)
 	fmt.Fprintf(b.out, "slow readers: a victim tenant's pooled round trip, %d messages at 100/s each time: alone p50 %v p99 %v max %v; beside %d sessions of another tenant, %s, senders of %d-byte frames (%s, %s): p50 %v p99 %v max %v (p99 %.1fx alone); %d of %d echoes back; the attack: %d frames sent, %d members that never read dialled, %d of them dropped by the server\n",
-		messages, a50, a99, alone[len(alone)-1], c.Slow, deaf, c.SlowFrame, c.SlowQueue, rate, v50, v99, beside[len(beside)-1], float64(v99)/float64(max(a99, 1)), len(beside), messages, sent.Load(), dialled.Load(), dropped.Load())
+		messages, a50, a99, alone[len(alone)-1], c.Slow, deaf, c.SlowFrame, c.SlowQueue, rate, v50, v99, beside[len(beside)-1], float64(v99)/float64(max(a99, 1)), len(beside), messages, tally.Sent, tally.Dialled, tally.Dropped)
 	return nil
+}
+
+// attackEnv names the environment variable that makes bench-ws the
+// attacking process of --slow: its value is the attacking sessions, in
+// JSON; the process attacks until its stdin closes, then prints its tally.
+const attackEnv = "SLUICE_BENCH_WS_ATTACK"
+
+// attackTally is what the attacking process did.
+type attackTally struct {
+	Sent, Dialled, Dropped int64
+	Err                    string `json:",omitempty"`
+}
+
+// attack is the attacking process, started by startAttack.
+type attack struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   bytes.Buffer
+}
+
+// startAttack runs this binary again, as bench-ws with the same flags, to
+// attack from sessions (attackSession each).
+func (b *wsBench) startAttack(sessions []string) (*attack, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("bench-ws: slow: %w", err)
+	}
+	spec, _ := json.Marshal(sessions)
+	a := &attack{cmd: exec.Command(exe, append([]string{"bench-ws"}, b.args...)...)}
+	a.cmd.Env = append(os.Environ(), attackEnv+"="+string(spec))
+	a.cmd.Stdout, a.cmd.Stderr = &a.out, os.Stderr
+	if a.stdin, err = a.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if err := a.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench-ws: slow: the attacking process: %w", err)
+	}
+	return a, nil
+}
+
+// stop ends the attack and returns its tally.
+func (a *attack) stop() (attackTally, error) {
+	a.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- a.cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		a.cmd.Process.Kill()
+		<-done
+		return attackTally{}, errors.New("the attacking process did not end within 30s of being told to")
+	}
+	var t attackTally
+	if jerr := json.Unmarshal(a.out.Bytes(), &t); jerr != nil {
+		return t, fmt.Errorf("the attacking process: %v, %v: %q", err, jerr, a.out.String())
+	}
+	if t.Err != "" {
+		return t, errors.New(t.Err)
+	}
+	return t, err
+}
+
+// attackFrom is the attacking process's work: an attackSession in each
+// session of spec until stdin closes (or ctx ends), then its tally on
+// stdout.
+func (b *wsBench) attackFrom(spec string, stdin io.Reader) error {
+	var sessions []string
+	if err := json.Unmarshal([]byte(spec), &sessions); err != nil {
+		return fmt.Errorf("bench-ws: %s: %w", attackEnv, err)
+	}
+	ctx, stop := context.WithCancel(b.ctx)
+	defer stop()
+	go func() {
+		io.Copy(io.Discard, stdin)
+		stop()
+	}()
+	var t attackTally
+	var sent, dialled, dropped atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	for _, s := range sessions {
+		wg.Go(func() {
+			if err := b.attackSession(ctx, s, &sent, &dialled, &dropped); err != nil {
+				once.Do(func() { t.Err = err.Error() })
+				stop()
+			}
+		})
+	}
+	wg.Wait()
+	t.Sent, t.Dialled, t.Dropped = sent.Load(), dialled.Load(), dropped.Load()
+	return json.NewEncoder(b.out).Encode(t)
 }
 
 // victim is the victim tenant's connection, and the round trips of its
