@@ -23,6 +23,12 @@ type Tenant struct {
 	Blocks    []KeyBlock `json:"blocks,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
 	UpdatedAt time.Time  `json:"updatedAt"`
+	// Version counts the record's writes: CreateTenant stores 1, and
+	// UpdateTenant writes only over the version it is given, storing the
+	// next, so that two writers of one tenant (on one node or on many)
+	// never lose each other's change. Zero for a tenant of the
+	// configuration file, which no store holds.
+	Version int64 `json:"version,omitempty"`
 }
 
 // KeyBlock is an operator's block of one key of a named policy: until
@@ -198,15 +204,22 @@ var (
 	ErrTenantNotFound = &Error{Kind: KindNotFound, Message: "tenant not found"}
 	ErrTenantExists   = &Error{Kind: KindConflict, Message: "tenant already exists"}
 	ErrKeyNotFound    = &Error{Kind: KindNotFound, Message: "API key not found"}
+	// ErrTenantChanged answers an UpdateTenant whose version is not the
+	// stored one: the tenant changed since it was read. Read it again,
+	// change it again, and write it again.
+	ErrTenantChanged = &Error{Kind: KindConflict, Message: "tenant changed since it was read"}
 )
 
 // TenantStore keeps tenants and their API keys. Implementations: memstore
 // (in process), pebblestore (durable), and later DynamoDB. Every
 // implementation passes storetest.RunTenants.
 type TenantStore interface {
-	// CreateTenant adds t; ErrTenantExists if its id is taken.
+	// CreateTenant adds t, at version 1 whatever t.Version;
+	// ErrTenantExists if its id is taken.
 	CreateTenant(ctx context.Context, t Tenant) error
-	// UpdateTenant replaces t; ErrTenantNotFound if it does not exist.
+	// UpdateTenant replaces the tenant if its stored version is
+	// t.Version, storing it at t.Version+1: ErrTenantChanged if the
+	// stored version is another, ErrTenantNotFound if there is none.
 	UpdateTenant(ctx context.Context, t Tenant) error
 	// GetTenant returns the tenant; ErrTenantNotFound if none.
 	GetTenant(ctx context.Context, id string) (Tenant, error)

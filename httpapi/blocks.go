@@ -213,31 +213,26 @@ func (h *Handler) blockKey(r *http.Request, tenant string, in blockRequest) (str
 }
 
 // changeBlocks rewrites tenant's live blocks with change, dropping the
-// ended ones, and returns the live ones before and those after. Writes on this node are one at
-// a time, so that two blocks made at once both stay.
+// ended ones, and returns the live ones before and those after. The write
+// is over the version read (updateTenant): two blocks made at once, on one
+// node or two, both stay.
 func (h *Handler) changeBlocks(ctx context.Context, tenant string, change func([]sluice.KeyBlock) []sluice.KeyBlock) (before, after []sluice.KeyBlock, err error) {
-	h.blockMu.Lock()
-	defer h.blockMu.Unlock()
-	t, err := h.opts.Tenants.GetTenant(ctx, tenant)
+	now := h.opts.Now()
+	_, t, err := h.updateTenant(ctx, tenant, func(t sluice.Tenant) (sluice.Tenant, error) {
+		before = slices.DeleteFunc(slices.Clone(t.Blocks), func(b sluice.KeyBlock) bool { return !now.Before(b.Until) })
+		t.Blocks = change(slices.Clone(before))
+		if len(t.Blocks) == 0 {
+			t.Blocks = nil
+		}
+		t.UpdatedAt = now.UTC()
+		return t, t.Validate()
+	})
 	if err != nil {
 		if sluice.KindOf(err) == sluice.KindNotFound {
 			if _, ok := h.opts.Config().Tenants[tenant]; ok {
 				err = &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("tenant %q is the configuration file's: create it over the API to block its keys", tenant)}
 			}
 		}
-		return nil, nil, err
-	}
-	now := h.opts.Now()
-	before = slices.DeleteFunc(slices.Clone(t.Blocks), func(b sluice.KeyBlock) bool { return !now.Before(b.Until) })
-	t.Blocks = change(slices.Clone(before))
-	if len(t.Blocks) == 0 {
-		t.Blocks = nil
-	}
-	if err := t.Validate(); err != nil {
-		return nil, nil, err
-	}
-	t.UpdatedAt = now.UTC()
-	if err := h.opts.Tenants.UpdateTenant(ctx, t); err != nil {
 		return nil, nil, err
 	}
 	return before, t.Blocks, nil

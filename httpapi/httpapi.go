@@ -174,8 +174,6 @@ type Handler struct {
 	streams     chan struct{}
 	streamsOnce sync.Once
 	hub         *streamHub // the streams open, and the poller of the other nodes
-	// blockMu makes this node's changes of blocks one at a time.
-	blockMu sync.Mutex
 	// checkHost: the server answers only loopback and allowed hosts
 	// (Options.AllowedHosts).
 	checkHost bool

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"time"
@@ -19,6 +22,10 @@ type tenantJSON struct {
 	Overrides map[string]overrideJSON `json:"overrides,omitempty"`
 	CreatedAt *time.Time              `json:"createdAt,omitempty"`
 	UpdatedAt *time.Time              `json:"updatedAt,omitempty"`
+	// Version is the record's (sluice.Tenant.Version). In a PUT, the
+	// version the writer read: the PUT answers 409 if the tenant has
+	// changed since. Omitted: the PUT replaces whatever is there.
+	Version int64 `json:"version,omitempty"`
 }
 
 type overrideJSON struct {
@@ -30,7 +37,7 @@ type overrideJSON struct {
 }
 
 func tenantOut(t sluice.Tenant) tenantJSON {
-	out := tenantJSON{ID: t.ID, Tier: t.Tier, Settings: t.Settings, CreatedAt: &t.CreatedAt, UpdatedAt: &t.UpdatedAt}
+	out := tenantJSON{ID: t.ID, Tier: t.Tier, Settings: t.Settings, CreatedAt: &t.CreatedAt, UpdatedAt: &t.UpdatedAt, Version: t.Version}
 	if len(t.Overrides) > 0 {
 		out.Overrides = map[string]overrideJSON{}
 		for name, o := range t.Overrides {
@@ -64,7 +71,10 @@ func (h *Handler) decodeTenant(w http.ResponseWriter, r *http.Request, id string
 			return sluice.Tenant{}, sluice.Invalid("id", "is %q but the path names %q", in.ID, id)
 		}
 	}
-	t := sluice.Tenant{ID: in.ID, Tier: in.Tier, Settings: in.Settings}
+	t := sluice.Tenant{ID: in.ID, Tier: in.Tier, Settings: in.Settings, Version: in.Version}
+	if in.Version < 0 {
+		return t, sluice.Invalid("version", "must be a version the tenant was read at, got %d", in.Version)
+	}
 	if in.Tier != "" {
 		if _, ok := h.opts.Config().Tiers[in.Tier]; !ok {
 			return t, sluice.Invalid("tier", "%q is not a configured tier", in.Tier)
@@ -171,22 +181,57 @@ func (h *Handler) putTenant(w http.ResponseWriter, r *http.Request, who principa
 		writeError(w, err)
 		return
 	}
-	// Blocks are changed by their own routes: a PUT keeps them, read and
-	// written under the lock of their changes on this node.
-	h.blockMu.Lock()
-	defer h.blockMu.Unlock()
-	old, err := h.opts.Tenants.GetTenant(r.Context(), id)
+	// Blocks are changed by their own routes: a PUT keeps them.
+	read := t.Version
+	old, t, err := h.updateTenant(r.Context(), id, func(old sluice.Tenant) (sluice.Tenant, error) {
+		if read != 0 && read != old.Version {
+			return t, sluice.ErrTenantChanged // the writer's own precondition: not tried again
+		}
+		t.CreatedAt, t.UpdatedAt, t.Blocks, t.Version = old.CreatedAt, h.opts.Now().UTC(), old.Blocks, old.Version
+		return t, nil
+	})
 	if err != nil {
-		writeError(w, err)
-		return
-	}
-	t.CreatedAt, t.UpdatedAt, t.Blocks = old.CreatedAt, h.opts.Now().UTC(), old.Blocks
-	if err := h.opts.Tenants.UpdateTenant(r.Context(), t); err != nil {
 		writeError(w, err)
 		return
 	}
 	h.audit(r, who, "tenant.update", id, tenantOut(old), tenantOut(t))
 	writeJSON(w, http.StatusOK, tenantOut(t))
+}
+
+// maxTenantWrites bounds the tries of one change of a tenant against the
+// changes of other writers (updateTenant).
+const maxTenantWrites = 8
+
+// updateTenant changes tenant id: it reads the tenant, has change make the
+// new record from it (of the version read), and writes it over that
+// version; if another writer (of this node or another) changed the tenant
+// in between, it reads it and changes it again, up to maxTenantWrites
+// times. A change that answers ErrTenantChanged itself is not tried again.
+// It returns the tenant read last and the tenant written.
+func (h *Handler) updateTenant(ctx context.Context, id string, change func(sluice.Tenant) (sluice.Tenant, error)) (old, t sluice.Tenant, err error) {
+	for try := 1; ; try++ {
+		if old, err = h.opts.Tenants.GetTenant(ctx, id); err != nil {
+			return old, t, err
+		}
+		if t, err = change(old); err != nil {
+			return old, t, err
+		}
+		t.Version = old.Version
+		err = h.opts.Tenants.UpdateTenant(ctx, t)
+		if err == nil {
+			t.Version++
+			return old, t, nil
+		}
+		if !errors.Is(err, sluice.ErrTenantChanged) || try == maxTenantWrites {
+			return old, t, err
+		}
+		// Writers that met step apart: a few milliseconds, more each try.
+		select {
+		case <-time.After(time.Duration(try) * time.Duration(1+rand.IntN(5)) * time.Millisecond):
+		case <-ctx.Done():
+			return old, t, ctx.Err()
+		}
+	}
 }
 
 func (h *Handler) deleteTenant(w http.ResponseWriter, r *http.Request, who principal) {

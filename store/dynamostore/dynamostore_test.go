@@ -70,7 +70,7 @@ func TestListOverrides(t *testing.T) {
 	if err != nil || len(got) != 2 || *got["acme"].Limit != 5 || *got["beta"].Limit != 9 {
 		t.Fatalf("%v %v", got, err)
 	}
-	if err := s.UpdateTenant(ctx, sluice.Tenant{ID: "beta"}); err != nil {
+	if err := s.UpdateTenant(ctx, sluice.Tenant{ID: "beta", Version: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.ListOverrides(ctx, "chat"); len(got) != 1 {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
@@ -67,13 +69,25 @@ func TestTenantCache(t *testing.T) {
 		t.Fatalf("cache changed by a caller: %+v", again)
 	}
 
-	if err := b.UpdateTenant(ctx, sluice.Tenant{ID: "acme", Tier: "pro"}); err != nil {
+	if err := b.UpdateTenant(ctx, sluice.Tenant{ID: "acme", Tier: "pro", Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := a.GetTenant(ctx, "acme"); got.Tier != "free" {
-		t.Fatalf("A within the TTL: %q, want the cached free", got.Tier)
+	cached, _ := a.GetTenant(ctx, "acme")
+	if cached.Tier != "free" || cached.Version != 1 {
+		t.Fatalf("A within the TTL: %q at version %d, want the cached free at 1", cached.Tier, cached.Version)
 	}
-	if err := a.UpdateTenant(ctx, sluice.Tenant{ID: "acme", Tier: "enterprise"}); err != nil {
+	// A write over what A cached is refused, and A reads the tenant
+	// again, whatever its TTL.
+	cached.Tier = "enterprise"
+	if err := a.UpdateTenant(ctx, cached); !errors.Is(err, sluice.ErrTenantChanged) {
+		t.Fatalf("A writing over its cached version: %v, want ErrTenantChanged", err)
+	}
+	fresh, _ := a.GetTenant(ctx, "acme")
+	if fresh.Tier != "pro" || fresh.Version != 2 {
+		t.Fatalf("A after a refused write: %q at version %d, want pro at 2", fresh.Tier, fresh.Version)
+	}
+	fresh.Tier = "enterprise"
+	if err := a.UpdateTenant(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := a.GetTenant(ctx, "acme"); got.Tier != "enterprise" {
@@ -115,5 +129,35 @@ func TestTenantCacheRace(t *testing.T) {
 	c.put("acme", sluice.Tenant{ID: "acme", Tier: "old"}, true, gen)
 	if _, _, ok, _ := c.get("acme"); ok {
 		t.Fatal("a read from before the write was cached")
+	}
+}
+
+// TestTenantWrittenBeforeVersions: a tenant item written before tenants
+// had versions (no ver attribute, no version in its document) reads as
+// version 0, and is written over once from it: the second write over
+// version 0 is told the tenant changed.
+func TestTenantWrittenBeforeVersions(t *testing.T) {
+	s := newStore(t)
+	ctx := dynamotest.Context(t)
+	item := key(tenantPK("old"), skTenant)
+	item[attrDoc] = str(`{"id":"old","tier":"free","settings":{},"createdAt":"2026-01-01T00:00:00Z","updatedAt":"2026-01-01T00:00:00Z"}`)
+	item[attrGSI1PK], item[attrGSI1SK] = str("tenants"), str("old")
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.GetTenant(ctx, "old")
+	if err != nil || old.Version != 0 || old.Tier != "free" {
+		t.Fatalf("a tenant of before versions: %+v, %v; want free at version 0", old, err)
+	}
+	first, second := old, old
+	first.Tier, second.Tier = "pro", "enterprise"
+	if err := s.UpdateTenant(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateTenant(ctx, second); !errors.Is(err, sluice.ErrTenantChanged) {
+		t.Fatalf("a second write over version 0: %v, want ErrTenantChanged", err)
+	}
+	if got, _ := s.GetTenant(ctx, "old"); got.Tier != "pro" || got.Version != 1 {
+		t.Fatalf("after: %q at version %d, want pro at 1", got.Tier, got.Version)
 	}
 }

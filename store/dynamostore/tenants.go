@@ -26,6 +26,7 @@ var _ sluice.TenantStore = (*Store)(nil)
 // lists every tenant's limit on one policy (seed 002's service limits).
 const (
 	attrDoc    = "doc"
+	attrVer    = "ver" // the tenant's version (Tenant.Version), for UpdateTenant's condition
 	attrGSI1PK = "gsi1pk"
 	attrGSI1SK = "gsi1sk"
 	indexGSI1  = "gsi1"
@@ -38,18 +39,19 @@ func keysPK(tenant string) string { return tenant + "#k" }
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 // tenantWrites returns the transaction items that write t: its item,
-// conditioned by cond, its override items, and deletes of the override
-// items it no longer has.
-func (st *Store) tenantWrites(t sluice.Tenant, old *sluice.Tenant, cond string) ([]types.TransactWriteItem, error) {
+// conditioned by cond (with its values), its override items, and deletes
+// of the override items it no longer has.
+func (st *Store) tenantWrites(t sluice.Tenant, old *sluice.Tenant, cond string, values map[string]types.AttributeValue) ([]types.TransactWriteItem, error) {
 	doc, err := json.Marshal(t)
 	if err != nil {
 		return nil, err
 	}
 	item := key(tenantPK(t.ID), skTenant)
 	item[attrDoc] = str(string(doc))
+	item[attrVer] = num(t.Version)
 	item[attrGSI1PK] = str("tenants")
 	item[attrGSI1SK] = str(t.ID)
-	items := []types.TransactWriteItem{{Put: &types.Put{TableName: &st.table, Item: item, ConditionExpression: aws.String(cond)}}}
+	items := []types.TransactWriteItem{{Put: &types.Put{TableName: &st.table, Item: item, ConditionExpression: aws.String(cond), ExpressionAttributeValues: values}}}
 	for name, o := range t.Overrides {
 		doc, err := json.Marshal(o)
 		if err != nil {
@@ -76,7 +78,8 @@ func (st *Store) tenantWrites(t sluice.Tenant, old *sluice.Tenant, cond string) 
 
 // CreateTenant implements sluice.TenantStore.
 func (st *Store) CreateTenant(ctx context.Context, t sluice.Tenant) error {
-	items, err := st.tenantWrites(t, nil, "attribute_not_exists(pk)")
+	t.Version = 1
+	items, err := st.tenantWrites(t, nil, "attribute_not_exists(pk)", nil)
 	if err != nil {
 		return err
 	}
@@ -88,20 +91,39 @@ func (st *Store) CreateTenant(ctx context.Context, t sluice.Tenant) error {
 	return unavailableIf("create tenant", err)
 }
 
-// UpdateTenant implements sluice.TenantStore.
+// UpdateTenant implements sluice.TenantStore: a transaction conditioned
+// on the tenant's version. A tenant written before versions has none, and
+// is version 0.
 func (st *Store) UpdateTenant(ctx context.Context, t sluice.Tenant) error {
 	old, err := st.readTenant(ctx, t.ID)
 	if err != nil {
 		return err
 	}
-	items, err := st.tenantWrites(t, &old, "attribute_exists(pk)")
+	if old.Version != t.Version {
+		st.tenants.forget(t.ID) // the caller read it from a cache
+		return sluice.ErrTenantChanged
+	}
+	cond, values := "attribute_exists(pk) AND attribute_not_exists(ver)", map[string]types.AttributeValue(nil)
+	if t.Version != 0 {
+		cond, values = "ver = :v", map[string]types.AttributeValue{":v": num(t.Version)}
+	}
+	t.Version++
+	items, err := st.tenantWrites(t, &old, cond, values)
 	if err != nil {
 		return err
 	}
 	_, err = st.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	st.tenants.forget(t.ID)
-	if conditionFailed(err, 0) {
-		return sluice.ErrTenantNotFound
+	switch {
+	case conditionFailed(err, 0):
+		if _, rerr := st.readTenant(ctx, t.ID); errors.Is(rerr, sluice.ErrTenantNotFound) {
+			return rerr
+		}
+		return sluice.ErrTenantChanged
+	case transactionConflict(err):
+		// Another transaction on the tenant at the same moment: it
+		// changed, or is changing; contention, not a fault.
+		return sluice.ErrTenantChanged
 	}
 	return unavailableIf("update tenant", err)
 }
@@ -324,6 +346,20 @@ func conditionFailed(err error, item int) bool {
 	if item >= 0 && errors.As(err, &tce) && item < len(tce.CancellationReasons) {
 		c := tce.CancellationReasons[item].Code
 		return c != nil && *c == "ConditionalCheckFailed"
+	}
+	return false
+}
+
+// transactionConflict reports whether err is a transaction cancelled for
+// another transaction on one of its items at the same time.
+func transactionConflict(err error) bool {
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if r.Code != nil && *r.Code == "TransactionConflict" {
+				return true
+			}
+		}
 	}
 	return false
 }

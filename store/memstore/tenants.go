@@ -30,6 +30,7 @@ func (s *Tenants) CreateTenant(ctx context.Context, t sluice.Tenant) error {
 	if s.tenants == nil {
 		s.tenants = map[string]sluice.Tenant{}
 	}
+	t.Version = 1
 	s.tenants[t.ID] = cloneTenant(t)
 	return nil
 }
@@ -38,9 +39,14 @@ func (s *Tenants) CreateTenant(ctx context.Context, t sluice.Tenant) error {
 func (s *Tenants) UpdateTenant(ctx context.Context, t sluice.Tenant) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.tenants[t.ID]; !ok {
+	old, ok := s.tenants[t.ID]
+	switch {
+	case !ok:
 		return sluice.ErrTenantNotFound
+	case old.Version != t.Version:
+		return sluice.ErrTenantChanged
 	}
+	t.Version++
 	s.tenants[t.ID] = cloneTenant(t)
 	return nil
 }

@@ -380,6 +380,7 @@ func (s *Store) CreateTenant(ctx context.Context, t sluice.Tenant) error {
 		} else if ok {
 			return sluice.ErrTenantExists
 		}
+		t.Version = 1
 		return setJSON(b, tenantKey(t.ID), t)
 	})
 }
@@ -387,11 +388,16 @@ func (s *Store) CreateTenant(ctx context.Context, t sluice.Tenant) error {
 // UpdateTenant implements sluice.TenantStore.
 func (s *Store) UpdateTenant(ctx context.Context, t sluice.Tenant) error {
 	return s.writeLocked(&s.tenantMu, func(b *pebble.Batch) error {
-		if ok, err := s.get(tenantKey(t.ID), new(sluice.Tenant)); err != nil {
+		var old sluice.Tenant
+		switch ok, err := s.get(tenantKey(t.ID), &old); {
+		case err != nil:
 			return err
-		} else if !ok {
+		case !ok:
 			return sluice.ErrTenantNotFound
+		case old.Version != t.Version:
+			return sluice.ErrTenantChanged
 		}
+		t.Version++
 		return setJSON(b, tenantKey(t.ID), t)
 	})
 }

@@ -3,6 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,16 +60,16 @@ func RunTenants(t *testing.T, newStore NewTenantStore) {
 			t.Fatalf("create twice: %v", err)
 		}
 		got, err := s.GetTenant(ctx, "acme")
-		if err != nil || !sameTenant(got, acme) {
-			t.Fatalf("get: %+v %v", got, err)
+		if err != nil || !sameTenant(got, acme) || got.Version != 1 {
+			t.Fatalf("get: %+v %v, want acme at version 1", got, err)
 		}
 		upd := acme
-		upd.Tier, upd.Settings.TenantConnections, upd.Overrides = "free", 3, nil
+		upd.Tier, upd.Settings.TenantConnections, upd.Overrides, upd.Version = "free", 3, nil, got.Version
 		if err := s.UpdateTenant(ctx, upd); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := s.GetTenant(ctx, "acme"); !sameTenant(got, upd) {
-			t.Fatalf("after update: %+v", got)
+		if got, _ := s.GetTenant(ctx, "acme"); !sameTenant(got, upd) || got.Version != 2 {
+			t.Fatalf("after update: %+v, want version 2", got)
 		}
 		if err := s.UpdateTenant(ctx, sluice.Tenant{ID: "ghost"}); !errors.Is(err, sluice.ErrTenantNotFound) {
 			t.Fatalf("update missing: %v", err)
@@ -86,6 +89,61 @@ func RunTenants(t *testing.T, newStore NewTenantStore) {
 		}
 		if list, _ := s.ListTenants(ctx); len(list) != 1 || list[0].ID != "beta" {
 			t.Fatalf("list after delete: %+v", list)
+		}
+	})
+
+	// Two writers read one version and write over it: the first wins, the
+	// second is told the tenant changed and changes nothing; writers that
+	// read again and write again on ErrTenantChanged lose nothing.
+	t.Run("TwoWriters", func(t *testing.T) {
+		s := newStore(t)
+		if err := s.CreateTenant(ctx, acme); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := s.GetTenant(ctx, "acme")
+		b, _ := s.GetTenant(ctx, "acme")
+		a.Tier, b.Tier = "free", "pro"
+		if err := s.UpdateTenant(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.UpdateTenant(ctx, b); !errors.Is(err, sluice.ErrTenantChanged) {
+			t.Fatalf("a write over a version no longer stored: %v, want ErrTenantChanged", err)
+		}
+		if got, _ := s.GetTenant(ctx, "acme"); got.Tier != "free" || got.Version != 2 {
+			t.Fatalf("after a stale write: tier %q at version %d, want free at 2", got.Tier, got.Version)
+		}
+		const each = 10
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Go(func() {
+				for i := range each {
+					key := fmt.Sprintf("w%d-%d", w, i)
+					for try := 0; ; try++ {
+						cur, err := s.GetTenant(ctx, "acme")
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						cur.Blocks = append(slices.Clone(cur.Blocks), sluice.KeyBlock{Policy: "login", Key: key, Until: t0.Add(time.Hour), At: t0})
+						err = s.UpdateTenant(ctx, cur)
+						if err == nil {
+							break
+						}
+						if !errors.Is(err, sluice.ErrTenantChanged) || try == 1000 {
+							t.Errorf("writer %d, block %s, try %d: %v", w, key, try, err)
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		got, err := s.GetTenant(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Blocks) != 2*each || got.Version != 2+2*each {
+			t.Fatalf("two writers of %d blocks each left %d blocks at version %d, want %d at %d", each, len(got.Blocks), got.Version, 2*each, 2+2*each)
 		}
 	})
 
