@@ -68,7 +68,7 @@ test: deps check
 ## bench: Sluice's benchmarks and the side-by-side run against its peers;
 ## results in bench/bench.txt, summarised by benchstat
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./algo ./engine ./insight ./store/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./algo ./engine ./insight ./gateway ./httpapi ./store/...
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) . | tee bench.txt
 	cd bench && $(GO) tool benchstat -col /lib bench.txt
 
