@@ -155,7 +155,7 @@ func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
 	penalty := false
 	if kk, ok := h.opts.Limiter.(KeyKeeper); ok {
 		rs, t, _, rerr := h.resolve(r, tenant, "", []string{in.Policy})
-		if err = rerr; err == nil && t != nil {
+		if err = rerr; err == nil && t.Record != nil {
 			penalty, err = kk.Lift(r.Context(), tenant, sluice.Check{Policy: rs[0].Policy, Key: key})
 		}
 	}
@@ -218,7 +218,7 @@ func (h *Handler) blockKey(r *http.Request, tenant string, in blockRequest) (str
 // node or two, both stay.
 func (h *Handler) changeBlocks(ctx context.Context, tenant string, change func([]sluice.KeyBlock) []sluice.KeyBlock) (before, after []sluice.KeyBlock, err error) {
 	now := h.opts.Now()
-	_, t, err := h.updateTenant(ctx, tenant, func(t sluice.Tenant) (sluice.Tenant, error) {
+	_, t, err := h.tenants.Update(ctx, tenant, func(t sluice.Tenant) (sluice.Tenant, error) {
 		before = slices.DeleteFunc(slices.Clone(t.Blocks), func(b sluice.KeyBlock) bool { return !now.Before(b.Until) })
 		t.Blocks = change(slices.Clone(before))
 		if len(t.Blocks) == 0 {

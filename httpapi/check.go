@@ -1,15 +1,13 @@
 package httpapi
 
 import (
-	"context"
-	"encoding/binary"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -83,79 +81,35 @@ func (h *Handler) tenantOf(tenant string, who principal) (string, error) {
 	return tenant, nil
 }
 
-// namedChecks resolves configured policies for tenant and builds their
-// counters' keys from the request's key parts. A policy keyed by "ip" takes
-// the client's address if the body gives none. If the tenant store failed,
-// the checks are the file's alone and storeErr says why: they are for the
-// fail modes, not for counting.
+// namedChecks resolves configured policies for tenant into the engine's
+// checks (tenancy.Service.Checks), with the request's key parts: a policy
+// keyed by "ip" takes the client's address if the body gives none.
 func (h *Handler) namedChecks(r *http.Request, tenant, endpoint string, names []string, parts map[string]string) (checks []sluice.Check, storeErr, err error) {
-	rs, t, storeErr, err := h.resolve(r, tenant, endpoint, names)
-	if err != nil {
-		return nil, nil, err
-	}
-	checks = make([]sluice.Check, len(rs))
-	for i, rp := range rs {
-		key, err := h.counterKey(r, rp, parts)
-		if err != nil {
-			return nil, nil, err
+	return h.tenants.Checks(r.Context(), tenant, endpoint, names, h.keyParts(r, parts))
+}
+
+// keyParts are a request's key parts, with its client's address.
+func (h *Handler) keyParts(r *http.Request, parts map[string]string) tenancy.KeyParts {
+	return tenancy.KeyParts{Parts: parts, IP: func() (string, bool) {
+		if a := httplimit.ClientIP(r, h.opts.TrustedProxies); a.IsValid() {
+			return a.String(), true
 		}
-		checks[i] = sluice.Check{Policy: rp.Policy, Key: key, BlockedUntil: blockedUntil(t, rp.Policy.Name, key, h.opts.Now())}
-	}
-	return checks, storeErr, nil
+		return "", false
+	}}
 }
 
-// blockedUntil is the end of the operator's live block of key under
-// policy in t, or zero.
-func blockedUntil(t *sluice.Tenant, policy, key string, now time.Time) time.Time {
-	if t == nil || len(t.Blocks) == 0 {
-		return time.Time{}
-	}
-	until, _ := t.Blocked(policy, key, now)
-	return until
-}
-
-// resolve returns the configured policies for tenant, with its tier and
-// overrides from the file and the tenant store, and the stored tenant (nil
-// if none). If the store fails, it resolves from the file alone and
-// returns the store's error as storeErr.
-func (h *Handler) resolve(r *http.Request, tenant, endpoint string, names []string) (rs []config.Resolved, t *sluice.Tenant, storeErr, err error) {
-	t, storeErr = h.storedTenant(r.Context(), tenant)
-	rs, err = h.opts.Config().Resolve(t, tenant, endpoint, names)
+// resolve returns the configured policies for tenant (tenancy.Tenant's
+// Resolve), and the stored tenant (nil if none). If the store fails, it
+// resolves from the file alone and returns the store's error as storeErr.
+func (h *Handler) resolve(r *http.Request, tenant, endpoint string, names []string) (rs []config.Resolved, t tenancy.Tenant, storeErr, err error) {
+	t, storeErr = h.tenants.View(r.Context(), tenant)
+	rs, err = t.Resolve(endpoint, names)
 	return rs, t, storeErr, err
 }
 
-// storedTenant reads tenant from the tenant store: nil if it is not there
-// (a tenant of the file, or none), and the store's error if it failed.
-func (h *Handler) storedTenant(ctx context.Context, tenant string) (*sluice.Tenant, error) {
-	switch t, err := h.readTenant(ctx, tenant); {
-	case err == nil:
-		return &t, nil
-	case sluice.KindOf(err) != sluice.KindNotFound:
-		return nil, err
-	}
-	return nil, nil
-}
-
-// counterKey joins the key parts a policy is keyed by, each length-prefixed
-// so that no two sets of parts give the same key.
+// counterKey is the counter's key of policy rp for the request's parts.
 func (h *Handler) counterKey(r *http.Request, rp config.Resolved, parts map[string]string) (string, error) {
-	var b []byte
-	for _, name := range rp.Key {
-		v, ok := parts[name]
-		if !ok && name == "ip" {
-			if a := httplimit.ClientIP(r, h.opts.TrustedProxies); a.IsValid() {
-				v, ok = a.String(), true
-			}
-		}
-		if !ok {
-			return "", sluice.Invalid("key."+name, "is needed by policy %q", rp.Policy.Name)
-		}
-		b = binary.AppendUvarint(b, uint64(len(name)))
-		b = append(b, name...)
-		b = binary.AppendUvarint(b, uint64(len(v)))
-		b = append(b, v...)
-	}
-	return string(b), nil
+	return tenancy.CounterKey(rp, h.keyParts(r, parts))
 }
 
 // decide runs req and writes the decision, its headers and its body.

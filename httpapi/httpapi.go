@@ -44,6 +44,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -177,6 +178,8 @@ type Handler struct {
 	// checkHost: the server answers only loopback and allowed hosts
 	// (Options.AllowedHosts).
 	checkHost bool
+	// tenants answers who a tenant is and what it may do.
+	tenants *tenancy.Service
 }
 
 // CloseStreams ends the requests held open to stream (insight): for a
@@ -215,7 +218,8 @@ func New(opts Options) *Handler {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), allow: map[string][]string{}, streams: make(chan struct{}),
-		checkHost: opts.AdminKey == "" || len(opts.AllowedHosts) > 0}
+		checkHost: opts.AdminKey == "" || len(opts.AllowedHosts) > 0,
+		tenants:   tenancy.New(tenancy.Options{Store: opts.Tenants, Config: opts.Config, StoreTimeout: opts.StoreTimeout, Now: opts.Now})}
 	h.hub = newStreamHub(h, opts.MaxStreams, opts.MaxTenantStreams)
 	h.checkRoute = h.route("POST", "/v1/check", h.check)
 	h.route("POST", "/v1/leases", h.acquire)

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
+	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -85,17 +86,8 @@ func (h *Handler) routeInsight() {
 // insight read it: zero for a tenant of the configuration file, or one
 // deleted and not created again (the admin's view of what it left).
 func (h *Handler) tenantSince(ctx context.Context, tenant string) (time.Time, error) {
-	t, err := h.readTenant(ctx, tenant)
-	switch {
-	case err == nil:
-		return t.CreatedAt, nil
-	case sluice.KindOf(err) == sluice.KindNotFound:
-		if _, ok := h.opts.Config().Tenants[tenant]; ok {
-			return time.Time{}, nil
-		}
-		return time.Time{}, err
-	}
-	return time.Time{}, err
+	t, err := h.tenants.Lookup(ctx, tenant)
+	return t.Since(), err
 }
 
 // insightSince is tenantSince for a route's answer: a tenant that is not
@@ -498,7 +490,7 @@ type counterState struct {
 // resolvedTenant is a tenant's record and its resolved policy, read once
 // per listing.
 type resolvedTenant struct {
-	t  *sluice.Tenant
+	t  tenancy.Tenant
 	p  sluice.Policy
 	ok bool
 }
@@ -514,7 +506,7 @@ func (h *Handler) keyStateOf(r *http.Request, kk KeyKeeper, rt resolvedTenant, t
 		until := h.opts.Now().Add(box.RetryAfter).UTC()
 		st.PenaltyUntil = &until
 	}
-	if until := blockedUntil(rt.t, rt.p.Name, key, h.opts.Now()); !until.IsZero() {
+	if until := rt.t.BlockedUntil(rt.p.Name, key, h.opts.Now()); !until.IsZero() {
 		until = until.UTC()
 		st.BlockedUntil = &until
 	}

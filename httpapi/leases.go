@@ -146,7 +146,7 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 			if check.Key, err = h.counterKey(r, rs[0], in.Key); err != nil {
 				return in, "", sluice.Check{}, err
 			}
-			check.BlockedUntil = blockedUntil(t, name, check.Key, h.opts.Now())
+			check.BlockedUntil = t.BlockedUntil(name, check.Key, h.opts.Now())
 		}
 	default:
 		p, err := decodePolicy(in.Policy, "policy")
@@ -190,14 +190,11 @@ const (
 // tenant was created (since), so that a tenant deleted and made anew under
 // the same id does not honour the earlier one's tokens.
 func (h *Handler) leaseSecret(ctx context.Context, tenant string) ([]byte, error) {
-	var t *sluice.Tenant
-	switch got, err := h.readTenant(ctx, tenant); {
-	case err == nil:
-		t = &got
-	case sluice.KindOf(err) != sluice.KindNotFound:
+	t, err := h.tenants.View(ctx, tenant)
+	if err != nil {
 		return nil, err
 	}
-	name := leaseSecretName + "/" + strconv.FormatInt(since(t).UnixNano(), 10)
+	name := leaseSecretName + "/" + strconv.FormatInt(t.Since().UnixNano(), 10)
 	if v, ok := h.secrets.Load(tenant + "\x00" + name); ok {
 		return v.([]byte), nil
 	}

@@ -27,53 +27,20 @@ func (h *Handler) storeCtx(ctx context.Context) (context.Context, context.Cancel
 	return context.WithCancel(ctx)
 }
 
-// readTenant reads a tenant under the store deadline.
+// readTenant reads a tenant's stored record under the store deadline.
 func (h *Handler) readTenant(ctx context.Context, id string) (sluice.Tenant, error) {
-	ctx, cancel := h.storeCtx(ctx)
-	defer cancel()
-	t, err := h.opts.Tenants.GetTenant(ctx, id)
-	if err != nil && sluice.KindOf(err) != sluice.KindNotFound && ctx.Err() != nil {
-		err = &sluice.Error{Op: "httpapi.tenant", Kind: sluice.KindUnavailable, Err: err}
-	}
-	return t, err
-}
-
-// since returns when tenant was created: zero for a tenant of the
-// configuration file, or one that does not exist. Sessions and lease
-// tokens made before it belong to an earlier tenant of the same id,
-// deleted since, and are not this one's.
-func since(t *sluice.Tenant) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.CreatedAt
-}
-
-// tenantExists reports whether a tenant is known: in the tenant store, or
-// in the configuration file's tenants.
-func (h *Handler) tenantExists(ctx context.Context, id string) (*sluice.Tenant, error) {
-	t, err := h.readTenant(ctx, id)
-	if err == nil {
-		return &t, nil
-	}
-	if sluice.KindOf(err) != sluice.KindNotFound {
-		return nil, err
-	}
-	if _, ok := h.opts.Config().Tenants[id]; ok {
-		return nil, nil
-	}
-	return nil, sluice.ErrTenantNotFound
+	return h.tenants.Stored(ctx, id)
 }
 
 // createSession: PUT /v1/tenants/{id}/sessions. The session lives the
 // tenant's sessionTTL past its last activity.
 func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, tenant string) {
-	t, err := h.tenantExists(r.Context(), tenant)
+	t, err := h.tenants.Lookup(r.Context(), tenant)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	ttl := time.Duration(h.opts.Config().Settings(t, tenant).SessionTTL) * time.Second
+	ttl := time.Duration(t.Settings().SessionTTL) * time.Second
 	now := h.opts.Now().UTC()
 	x := sluice.Session{Tenant: tenant, ID: newSessionID(), CreatedAt: now, ExpiresAt: now.Add(ttl)}
 	if err := h.opts.Sessions.CreateSession(r.Context(), x); err != nil {
@@ -87,12 +54,12 @@ func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, tenant s
 // tenant's sessions are gone with it, and an earlier tenant's of the same
 // id are not this one's.
 func (h *Handler) session(ctx context.Context, tenant, id string) (sluice.Session, error) {
-	t, err := h.tenantExists(ctx, tenant)
+	t, err := h.tenants.Lookup(ctx, tenant)
 	if err != nil {
 		return sluice.Session{}, err
 	}
 	x, err := h.opts.Sessions.GetSession(ctx, h.opts.Now(), tenant, id)
-	if err == nil && x.CreatedAt.Before(since(t)) {
+	if err == nil && x.CreatedAt.Before(t.Since()) {
 		return sluice.Session{}, sluice.ErrSessionNotFound
 	}
 	return x, err

@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"math/rand/v2"
 	"net/http"
 	"sort"
 	"time"
@@ -183,7 +180,7 @@ func (h *Handler) putTenant(w http.ResponseWriter, r *http.Request, who principa
 	}
 	// Blocks are changed by their own routes: a PUT keeps them.
 	read := t.Version
-	old, t, err := h.updateTenant(r.Context(), id, func(old sluice.Tenant) (sluice.Tenant, error) {
+	old, t, err := h.tenants.Update(r.Context(), id, func(old sluice.Tenant) (sluice.Tenant, error) {
 		if read != 0 && read != old.Version {
 			return t, sluice.ErrTenantChanged // the writer's own precondition: not tried again
 		}
@@ -196,42 +193,6 @@ func (h *Handler) putTenant(w http.ResponseWriter, r *http.Request, who principa
 	}
 	h.audit(r, who, "tenant.update", id, tenantOut(old), tenantOut(t))
 	writeJSON(w, http.StatusOK, tenantOut(t))
-}
-
-// maxTenantWrites bounds the tries of one change of a tenant against the
-// changes of other writers (updateTenant).
-const maxTenantWrites = 8
-
-// updateTenant changes tenant id: it reads the tenant, has change make the
-// new record from it (of the version read), and writes it over that
-// version; if another writer (of this node or another) changed the tenant
-// in between, it reads it and changes it again, up to maxTenantWrites
-// times. A change that answers ErrTenantChanged itself is not tried again.
-// It returns the tenant read last and the tenant written.
-func (h *Handler) updateTenant(ctx context.Context, id string, change func(sluice.Tenant) (sluice.Tenant, error)) (old, t sluice.Tenant, err error) {
-	for try := 1; ; try++ {
-		if old, err = h.opts.Tenants.GetTenant(ctx, id); err != nil {
-			return old, t, err
-		}
-		if t, err = change(old); err != nil {
-			return old, t, err
-		}
-		t.Version = old.Version
-		err = h.opts.Tenants.UpdateTenant(ctx, t)
-		if err == nil {
-			t.Version++
-			return old, t, nil
-		}
-		if !errors.Is(err, sluice.ErrTenantChanged) || try == maxTenantWrites {
-			return old, t, err
-		}
-		// Writers that met step apart: a few milliseconds, more each try.
-		select {
-		case <-time.After(time.Duration(try) * time.Duration(1+rand.IntN(5)) * time.Millisecond):
-		case <-ctx.Done():
-			return old, t, ctx.Err()
-		}
-	}
 }
 
 func (h *Handler) deleteTenant(w http.ResponseWriter, r *http.Request, who principal) {

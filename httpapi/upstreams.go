@@ -76,12 +76,12 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 		writeError(w, err)
 		return
 	}
-	t, err := h.storedTenant(r.Context(), tenant)
+	t, err := h.tenants.View(r.Context(), tenant)
 	if err != nil {
 		// The weight is a share, not a wall: the file's tier will do.
 		h.log.Warn("tenant store failed; weighing by the file's tier", "tenant", tenant, "err", err)
 	}
-	weight := up.Config.Weight(tenant, h.opts.Config().Tier(t, tenant))
+	weight := up.Config.Weight(tenant, t.Tier())
 	c := customerOf(tenant, in.Key)
 	// The server's write timeout is for ordinary requests; this one is
 	// held for up to maxWait first. Not every writer can say (httptest's

@@ -36,6 +36,7 @@ import (
 	"github.com/sluicehq/sluice/store/dynamostore"
 	"github.com/sluicehq/sluice/store/memstore"
 	"github.com/sluicehq/sluice/store/pebblestore"
+	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/web"
 )
 
@@ -386,21 +387,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	tenants := tenancy.New(tenancy.Options{Store: st.tenants, Config: current})
 	gw := gateway.New(gateway.Options{
 		Limiter:  eng,
 		Sessions: st.sessions,
 		Tenant: func(ctx context.Context, id string) (gateway.Tenant, bool, error) {
-			t, err := st.tenants.GetTenant(ctx, id)
+			t, err := tenants.Lookup(ctx, id)
 			switch {
 			case err == nil:
-				return gateway.Tenant{Settings: current().Settings(&t, id), Since: t.CreatedAt}, true, nil
-			case sluice.KindOf(err) != sluice.KindNotFound:
-				return gateway.Tenant{}, false, err
+				return gateway.Tenant{Settings: t.Settings(), Since: t.Since()}, true, nil
+			case sluice.KindOf(err) == sluice.KindNotFound:
+				return gateway.Tenant{}, false, nil
 			}
-			if _, ok := current().Tenants[id]; ok {
-				return gateway.Tenant{Settings: current().Settings(nil, id)}, true, nil
-			}
-			return gateway.Tenant{}, false, nil
+			return gateway.Tenant{}, false, err
 		},
 		StoreTimeout:   timeout,
 		RenewEvery:     c.WSRenew,

@@ -1,0 +1,233 @@
+// Package tenancy answers, in one place, "who is this tenant and what may
+// it do": it reads a tenant from the tenant store and the configuration
+// file as one view, resolves the configured policies a request names into
+// the engine's checks (tier and overrides applied, the counters' keys made
+// from the request's key parts, the operator's blocks), and changes a
+// tenant over the version it read, again when another writer changed it
+// meanwhile.
+//
+// Every front door (the HTTP API, the WebSocket gateway, the upstreams,
+// the dashboard's routes) asks it; none reads the tenant store or merges
+// the file's entries itself, so that they cannot disagree.
+package tenancy
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Options configure a Service. Store and Config are required.
+type Options struct {
+	Store  sluice.TenantStore
+	Config func() *config.Config // the configuration now: reloads take effect on the next call
+	// StoreTimeout bounds each read of the store (0: the caller's
+	// context alone): a tenant store slower than that is unavailable.
+	StoreTimeout time.Duration
+	Now          func() time.Time
+}
+
+// Service is the tenant layer. It is safe for concurrent use.
+type Service struct {
+	opts Options
+}
+
+// New returns a Service.
+func New(o Options) *Service {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Service{opts: o}
+}
+
+// Tenant is a tenant as every front door sees it: its record in the
+// tenant store (if any) and its entry in the configuration file (if any),
+// under one configuration.
+type Tenant struct {
+	ID string
+	// Record is the stored tenant; nil for a tenant of the file alone.
+	Record *sluice.Tenant
+	// InFile reports whether the configuration file names the tenant.
+	InFile bool
+	cfg    *config.Config
+}
+
+// Since is when the tenant was created: sessions, lease tokens and keys
+// counted before it belong to an earlier tenant of the same id, deleted
+// since. Zero for a tenant of the file alone.
+func (t Tenant) Since() time.Time {
+	if t.Record == nil {
+		return time.Time{}
+	}
+	return t.Record.CreatedAt
+}
+
+// Tier is the tenant's tier: the store's, else the file's, else the
+// configuration's default.
+func (t Tenant) Tier() string { return t.cfg.Tier(t.Record, t.ID) }
+
+// Settings are the tenant's gateway settings: the store's, then the
+// file's, then the defaults, field by field.
+func (t Tenant) Settings() sluice.TenantSettings { return t.cfg.Settings(t.Record, t.ID) }
+
+// Resolve returns the configured policies a request of the tenant to
+// endpoint (or to the policies names) is decided by: tier, file and store
+// overrides applied, in that order.
+func (t Tenant) Resolve(endpoint string, names []string) ([]config.Resolved, error) {
+	return t.cfg.Resolve(t.Record, t.ID, endpoint, names)
+}
+
+// BlockedUntil is the end of the operator's live block of key under
+// policy, or zero.
+func (t Tenant) BlockedUntil(policy, key string, now time.Time) time.Time {
+	if t.Record == nil || len(t.Record.Blocks) == 0 {
+		return time.Time{}
+	}
+	until, _ := t.Record.Blocked(policy, key, now)
+	return until
+}
+
+// read reads id from the store under the store's deadline: a store that
+// fails or misses the deadline is KindUnavailable.
+func (s *Service) read(ctx context.Context, id string) (sluice.Tenant, error) {
+	if s.opts.StoreTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.StoreTimeout)
+		defer cancel()
+	}
+	t, err := s.opts.Store.GetTenant(ctx, id)
+	if err != nil && sluice.KindOf(err) != sluice.KindNotFound && ctx.Err() != nil {
+		err = &sluice.Error{Op: "tenancy.read", Kind: sluice.KindUnavailable, Err: err}
+	}
+	return t, err
+}
+
+// Stored returns tenant id's record in the store: sluice.ErrTenantNotFound
+// if the store has none, whether or not the file names it.
+func (s *Service) Stored(ctx context.Context, id string) (sluice.Tenant, error) {
+	return s.read(ctx, id)
+}
+
+// Lookup returns tenant id: sluice.ErrTenantNotFound if neither the store
+// nor the file knows it, the store's error if it failed.
+func (s *Service) Lookup(ctx context.Context, id string) (Tenant, error) {
+	t, storeErr := s.View(ctx, id)
+	switch {
+	case storeErr != nil:
+		return t, storeErr
+	case t.Record == nil && !t.InFile:
+		return t, sluice.ErrTenantNotFound
+	}
+	return t, nil
+}
+
+// View returns what is known of tenant id, known or not: a tenant neither
+// the store nor the file names is decided by the configuration's defaults.
+// If the store failed, the view is the file's alone and storeErr says why:
+// enough for the fail modes of its policies, not for counting.
+func (s *Service) View(ctx context.Context, id string) (t Tenant, storeErr error) {
+	cfg := s.opts.Config()
+	_, inFile := cfg.Tenants[id]
+	t = Tenant{ID: id, InFile: inFile, cfg: cfg}
+	switch rec, err := s.read(ctx, id); {
+	case err == nil:
+		t.Record = &rec
+	case sluice.KindOf(err) != sluice.KindNotFound:
+		return t, err
+	}
+	return t, nil
+}
+
+// KeyParts are a request's key parts, by name; IP, if set, gives the
+// client's address for a policy keyed by "ip" that the parts lack.
+type KeyParts struct {
+	Parts map[string]string
+	IP    func() (string, bool)
+}
+
+// Checks resolves the configured policies a request of tenant id names
+// (an endpoint, or policies by name) into the engine's checks: each
+// policy as the tenant's tier and overrides make it, its counter's key
+// made of the request's key parts, and the operator's block of that key.
+// If the tenant store failed, the checks are the file's alone and
+// storeErr says why: they are for the fail modes, not for counting.
+func (s *Service) Checks(ctx context.Context, id, endpoint string, names []string, parts KeyParts) (checks []sluice.Check, storeErr, err error) {
+	t, storeErr := s.View(ctx, id)
+	rs, err := t.Resolve(endpoint, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := s.opts.Now()
+	checks = make([]sluice.Check, len(rs))
+	for i, rp := range rs {
+		key, err := CounterKey(rp, parts)
+		if err != nil {
+			return nil, nil, err
+		}
+		checks[i] = sluice.Check{Policy: rp.Policy, Key: key, BlockedUntil: t.BlockedUntil(rp.Policy.Name, key, now)}
+	}
+	return checks, storeErr, nil
+}
+
+// CounterKey joins the key parts policy rp is keyed by, each
+// length-prefixed so that no two sets of parts give the same key. A
+// policy keyed by "ip" takes the client's address if the parts lack it.
+func CounterKey(rp config.Resolved, parts KeyParts) (string, error) {
+	var b []byte
+	for _, name := range rp.Key {
+		v, ok := parts.Parts[name]
+		if !ok && name == "ip" && parts.IP != nil {
+			v, ok = parts.IP()
+		}
+		if !ok {
+			return "", sluice.Invalid("key."+name, "is needed by policy %q", rp.Policy.Name)
+		}
+		b = binary.AppendUvarint(b, uint64(len(name)))
+		b = append(b, name...)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	return string(b), nil
+}
+
+// maxWrites bounds the tries of one change of a tenant against the
+// changes of other writers (Update).
+const maxWrites = 8
+
+// Update changes stored tenant id: it reads the tenant, has change make
+// the new record from it, and writes it over the version read; if another
+// writer (of this node or another) changed the tenant in between, it
+// reads it and changes it again, up to maxWrites times. A change that
+// answers an error is not tried again (ErrTenantChanged too: a writer's
+// own precondition). It returns the tenant read last and the tenant
+// written, at its new version.
+func (s *Service) Update(ctx context.Context, id string, change func(sluice.Tenant) (sluice.Tenant, error)) (old, t sluice.Tenant, err error) {
+	for try := 1; ; try++ {
+		if old, err = s.opts.Store.GetTenant(ctx, id); err != nil {
+			return old, t, err
+		}
+		if t, err = change(old); err != nil {
+			return old, t, err
+		}
+		t.Version = old.Version
+		err = s.opts.Store.UpdateTenant(ctx, t)
+		if err == nil {
+			t.Version++
+			return old, t, nil
+		}
+		if !errors.Is(err, sluice.ErrTenantChanged) || try == maxWrites {
+			return old, t, err
+		}
+		// Writers that met step apart: a few milliseconds, more each try.
+		select {
+		case <-time.After(time.Duration(try) * time.Duration(1+rand.IntN(5)) * time.Millisecond):
+		case <-ctx.Done():
+			return old, t, ctx.Err()
+		}
+	}
+}
