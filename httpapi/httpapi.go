@@ -228,6 +228,7 @@ func New(opts Options) *Handler {
 	h.route("GET", "/v1/tenants", h.listTenants)
 	h.route("POST", "/v1/tenants", h.createTenant)
 	h.tenantRoute("GET", "/v1/tenants/{id}", h.getTenant)
+	h.tenantRoute("GET", "/v1/tenants/{id}/limits", h.tenantLimits)
 	h.route("PUT", "/v1/tenants/{id}", h.putTenant)
 	h.route("DELETE", "/v1/tenants/{id}", h.deleteTenant)
 	h.route("POST", "/v1/tenants/{id}/keys", h.createKey)

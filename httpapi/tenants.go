@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -23,6 +25,10 @@ type tenantJSON struct {
 	// version the writer read: the PUT answers 409 if the tenant has
 	// changed since. Omitted: the PUT replaces whatever is there.
 	Version int64 `json:"version,omitempty"`
+	// Source says where a tenant read comes from: "file" for a tenant of
+	// the configuration file that the store does not hold (its limits
+	// are changed in the file). The server's to say: refused in a body.
+	Source string `json:"source,omitempty"`
 }
 
 type overrideJSON struct {
@@ -69,6 +75,9 @@ func (h *Handler) decodeTenant(w http.ResponseWriter, r *http.Request, id string
 		}
 	}
 	t := sluice.Tenant{ID: in.ID, Tier: in.Tier, Settings: in.Settings, Version: in.Version}
+	if in.Source != "" {
+		return t, sluice.Invalid("source", "is the server's to say, not a field to set")
+	}
 	if in.Version < 0 {
 		return t, sluice.Invalid("version", "must be a version the tenant was read at, got %d", in.Version)
 	}
@@ -131,7 +140,7 @@ func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request, who princi
 	cfg := h.opts.Config()
 	for id, ft := range cfg.Tenants {
 		if !seen[id] && who.can(id) {
-			out = append(out, tenantJSON{ID: id, Tier: ft.Tier, Settings: cfg.Settings(nil, id)})
+			out = append(out, fileTenantOut(id, ft))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -158,13 +167,70 @@ func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request, who princ
 	writeJSON(w, http.StatusCreated, tenantOut(t))
 }
 
+// getTenant: GET /v1/tenants/{id}, the stored tenant; or, for a tenant of
+// the configuration file the store does not hold, the file's entry, with
+// "source": "file".
 func (h *Handler) getTenant(w http.ResponseWriter, r *http.Request, id string) {
-	t, err := h.opts.Tenants.GetTenant(r.Context(), id)
+	t, err := h.tenants.Lookup(r.Context(), id)
+	switch {
+	case err != nil:
+		writeError(w, err)
+	case t.Record != nil:
+		writeJSON(w, http.StatusOK, tenantOut(*t.Record))
+	default:
+		writeJSON(w, http.StatusOK, fileTenantOut(id, h.opts.Config().Tenants[id]))
+	}
+}
+
+// fileTenantOut is a tenant of the configuration file that the store does
+// not hold, as the file gives it.
+func fileTenantOut(id string, ft config.Tenant) tenantJSON {
+	out := tenantOut(sluice.Tenant{ID: id, Tier: ft.Tier, Settings: ft.Settings, Overrides: ft.Overrides})
+	out.CreatedAt, out.UpdatedAt, out.Source = nil, nil, "file"
+	return out
+}
+
+// limitJSON is a configured policy as a tenant's requests are decided by
+// it (tenancy.Limit).
+type limitJSON struct {
+	Name      string   `json:"name"`
+	Algorithm string   `json:"algorithm"`
+	Limit     int64    `json:"limit"`
+	Window    string   `json:"window,omitempty"`
+	Burst     int64    `json:"burst,omitempty"`
+	Key       []string `json:"key"`
+	Shadow    bool     `json:"shadow,omitempty"`
+	FailMode  string   `json:"failMode"`
+	From      string   `json:"from"`
+}
+
+// tenantLimits: GET /v1/tenants/{id}/limits, every configured policy as
+// the tenant's requests are decided by it (tier and overrides applied),
+// and where its limit comes from: for the tenant, and the dashboard.
+func (h *Handler) tenantLimits(w http.ResponseWriter, r *http.Request, id string) {
+	t, err := h.tenants.Lookup(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, tenantOut(t))
+	ls, err := t.Limits()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]limitJSON, len(ls))
+	for i, l := range ls {
+		p := l.Policy
+		out[i] = limitJSON{Name: p.Name, Algorithm: p.Algorithm.String(), Limit: p.Limit, Key: append([]string{}, l.Key...),
+			Shadow: p.Shadow, FailMode: p.FailMode.String(), From: l.From}
+		if p.Window > 0 {
+			out[i].Window = p.Window.String()
+		}
+		if p.Algorithm == sluice.TokenBucket && p.Burst != p.Limit {
+			out[i].Burst = p.Burst
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenant": id, "tier": t.Tier(), "limits": out})
 }
 
 func (h *Handler) putTenant(w http.ResponseWriter, r *http.Request, who principal) {
@@ -187,6 +253,9 @@ func (h *Handler) putTenant(w http.ResponseWriter, r *http.Request, who principa
 		t.CreatedAt, t.UpdatedAt, t.Blocks, t.Version = old.CreatedAt, h.opts.Now().UTC(), old.Blocks, old.Version
 		return t, nil
 	})
+	if _, inFile := h.opts.Config().Tenants[id]; inFile && sluice.KindOf(err) == sluice.KindNotFound {
+		err = &sluice.Error{Kind: sluice.KindConflict, Field: "id", Message: fmt.Sprintf("tenant %q is the configuration file's: change its limits in that file (or create it over the API, whose record then goes over the file's)", id)}
+	}
 	if err != nil {
 		writeError(w, err)
 		return

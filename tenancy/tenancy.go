@@ -231,3 +231,41 @@ func (s *Service) Update(ctx context.Context, id string, change func(sluice.Tena
 		}
 	}
 }
+
+// Limit is one configured policy as the tenant's requests are decided by
+// it, and where its limit comes from: "policy" (the policy's own),
+// "tier" (the tenant's tier), "file" (the file's entry for the tenant) or
+// "tenant" (the tenant's stored overrides), the last that sets it.
+type Limit struct {
+	Policy sluice.Policy
+	Key    []string
+	From   string
+}
+
+// Limits returns every configured policy as the tenant's requests are
+// decided by it, by name: the same resolution as its checks (Resolve).
+func (t Tenant) Limits() ([]Limit, error) {
+	names := t.cfg.PolicyNames()
+	rs, err := t.Resolve("", names)
+	if err != nil {
+		return nil, err
+	}
+	tier, file := t.cfg.Tiers[t.Tier()], t.cfg.Tenants[t.ID].Overrides
+	out := make([]Limit, len(rs))
+	for i, rp := range rs {
+		from := "policy"
+		if o, ok := tier[names[i]]; ok && o.Limit != nil {
+			from = "tier"
+		}
+		if o, ok := file[names[i]]; ok && o.Limit != nil {
+			from = "file"
+		}
+		if t.Record != nil {
+			if o, ok := t.Record.Overrides[names[i]]; ok && o.Limit != nil {
+				from = "tenant"
+			}
+		}
+		out[i] = Limit{Policy: rp.Policy, Key: rp.Key, From: from}
+	}
+	return out, nil
+}

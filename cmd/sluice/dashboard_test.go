@@ -25,6 +25,10 @@ policies:
   login: {algorithm: fixed_window, limit: 3, window: 1s, key: [user]}
 upstreams:
   partner-api: {rate: 50, window: 1s, burst: 5, maxQueue: 10, maxWait: 1s}
+tiers:
+  gold: {api: {limit: 2000}}
+tenants:
+  initech: {tier: gold}
 `
 
 // TestDashboardInBrowser clicks through the operator's dashboard in
@@ -184,13 +188,25 @@ func TestDashboardInBrowser(t *testing.T) {
 	// (c) acme's api limit down to 3 from the limits view; -1 is refused
 	// at its field and changes nothing.
 	limitField := `document.querySelector('[data-field="overrides.api.limit"]')`
-	run("set acme's limit of api to 3",
+	enforced := func(policy string) string {
+		return `(document.querySelector('[data-testid="enforced:` + policy + `"]') || {}).textContent || ""`
+	}
+	// The limits shown are those enforced: initech, the file's tenant of
+	// tier gold, has api at the tier's 2,000, read-only.
+	run("the file's tenant of tier gold shows the tier's limit, read-only",
 		chromedp.Click(`[data-testid="tab-limits"]`),
+		poll(selectOption("limits-tenant", "initech")),
+		poll(enforced("api")+`.startsWith("2000 / 1h0m0s (tier gold)")`),
+		poll(limitField+` !== null && `+limitField+`.disabled && document.getElementById("limits-save").disabled`),
+	)
+	run("set acme's limit of api to 3",
 		poll(selectOption("limits-tenant", "acme")),
+		poll(enforced("api")+`.startsWith("1000 / 1h0m0s (the policy's)")`),
 		poll(limitField+` !== null && !`+limitField+`.disabled`),
 		chromedp.SetValue(`[data-field="overrides.api.limit"]`, "3"),
 		chromedp.Click(`#limits-save`, chromedp.ByID),
 		poll(`document.getElementById("limits-status").textContent.startsWith("saved acme")`),
+		poll(enforced("api")+`.startsWith("3 / 1h0m0s (this tenant's)")`),
 	)
 	if code, out := p.call(t, admin, "GET", "/v1/tenants/acme", ""); code != 200 || overrideLimit(out, "api") != 3 {
 		t.Fatalf("acme after the save: %d %v", code, out)

@@ -27,6 +27,7 @@
     skew: 0, // the server's clock minus ours, in seconds, when it matters
     policyList: [], // GET /v1/policies
     tiers: [],
+    ownLimits: {}, // a tenant key's own tenant's enforced limits, by policy (GET /v1/tenants/{id}/limits)
     view: "",
     viewTimer: 0,
     stream: null, // the stream's AbortController
@@ -185,6 +186,7 @@
       state.policyList = pr.body.policies || [];
       state.tiers = pr.body.tiers || [];
     }
+    if (!state.admin) state.ownLimits = await enforcedLimits(state.tenant);
     fillSeriesSelect();
     renderOverview();
     streamLoop();
@@ -521,31 +523,45 @@
     if (sel.value) await loadTenant(sel.value);
   }
 
+  // enforcedLimits returns a tenant's limits as its requests are decided,
+  // tier and overrides applied, by policy: {limit, from, ...}.
+  async function enforcedLimits(id) {
+    const r = await api("/v1/tenants/" + enc(id) + "/limits");
+    const out = {};
+    if (r.ok) for (const l of r.body.limits || []) out[l.name] = l;
+    return out;
+  }
+
   async function loadTenant(id) {
     clearFieldErrors();
     setText("limits-error", "");
-    const r = await api("/v1/tenants/" + enc(id));
+    const [r, enforced] = await Promise.all([api("/v1/tenants/" + enc(id)), enforcedLimits(id)]);
     if (!r.ok) {
       loadedTenant = null;
-      setText("limits-error", "Tenant " + id + ": " + errText(r) + (r.status === 404 ? " (a tenant of the configuration file only is changed in that file)" : ""));
+      setText("limits-error", "Tenant " + id + ": " + errText(r));
     } else {
       loadedTenant = r.body;
-      renderTenantForm(r.body);
+      renderTenantForm(r.body, enforced);
+      if (r.body.source === "file") setText("limits-error", "Tenant " + id + " is the configuration file's: its limits are changed in that file (shown read-only).");
     }
     loadBlocks(id);
     loadAudit(id);
   }
 
+  let readOnly = true; // the form's tenant cannot be changed here: a tenant's key, or a tenant of the file
+
   function input(field, value, placeholder) {
-    return el("input", { "data-field": field, "data-testid": field, size: 8, value: value === undefined || value === null ? "" : String(value), placeholder, disabled: !state.admin, autocomplete: "off" });
+    return el("input", { "data-field": field, "data-testid": field, size: 8, value: value === undefined || value === null ? "" : String(value), placeholder, disabled: readOnly, autocomplete: "off" });
   }
 
   function fieldError(field) { return el("span", { class: "field-error", "data-error-for": field, "data-testid": "error:" + field }); }
 
-  function renderTenantForm(t) {
+  function renderTenantForm(t, enforced) {
+    readOnly = !state.admin || t.source === "file";
+    $("limits-save").disabled = readOnly;
     fillSelect($("limits-tier"), [["", "(default tier)"], ...state.tiers.map((x) => [x, x])]);
     $("limits-tier").value = t.tier || "";
-    $("limits-tier").disabled = !state.admin;
+    $("limits-tier").disabled = readOnly;
     const s = t.settings || {};
     $("limits-settings").replaceChildren(...SETTINGS.map((name) => {
       const f = "settings." + name;
@@ -556,7 +572,7 @@
       const o = ov[p.name] || {};
       const f = "overrides." + p.name + ".";
       const bursty = p.algorithm === "token_bucket" || p.algorithm === "gcra";
-      const shadow = el("select", { "data-field": f + "shadow", "data-testid": f + "shadow", disabled: !state.admin },
+      const shadow = el("select", { "data-field": f + "shadow", "data-testid": f + "shadow", disabled: readOnly },
         el("option", { value: "", text: p.shadow ? "(shadow)" : "(enforced)" }),
         el("option", { value: "true", text: "shadow" }), el("option", { value: "false", text: "enforce" }));
       shadow.value = o.shadow === undefined ? "" : String(o.shadow);
@@ -568,8 +584,16 @@
         el("td", {}, input(f + "limit", o.limit, String(p.limit)), fieldError(f + "limit")),
         el("td", {}, input(f + "window", o.window, p.window || "–"), fieldError(f + "window")),
         el("td", {}, burst, fieldError(f + "burst")),
-        el("td", {}, shadow, fieldError(f + "shadow")));
+        el("td", {}, shadow, fieldError(f + "shadow")),
+        el("td", { "data-testid": "enforced:" + p.name, text: enforcedText(enforced && enforced[p.name]) }));
     }));
+  }
+
+  // enforcedText shows an enforced limit and where it comes from.
+  function enforcedText(l) {
+    if (!l) return "–";
+    const from = { policy: "the policy's", tier: "tier " + (loadedTenant && loadedTenant.tier || "default"), file: "the file's", tenant: "this tenant's" }[l.from] || l.from;
+    return l.limit + (l.window ? " / " + l.window : "") + " (" + from + ")";
   }
 
   function clearFieldErrors() {
@@ -628,7 +652,7 @@
 
   async function saveLimits(ev) {
     ev.preventDefault();
-    if (!state.admin || !loadedTenant) return;
+    if (readOnly || !loadedTenant) return;
     clearFieldErrors();
     setText("limits-error", "");
     setText("limits-status", "");
@@ -640,7 +664,7 @@
     if (!r.ok) return setText("limits-error", "Save: " + errText(r));
     setText("limits-status", "saved " + id + " at " + new Date().toLocaleTimeString());
     loadedTenant = r.body;
-    renderTenantForm(r.body);
+    renderTenantForm(r.body, await enforcedLimits(id));
     loadAudit(id);
   }
 
@@ -729,7 +753,8 @@
     const p = state.policyList.find((x) => x.name === $("try-policy").value);
     if (!p) return;
     if ([...$("try-algorithm").options].some((o) => o.value === p.algorithm)) $("try-algorithm").value = p.algorithm;
-    $("try-limit").value = p.limit;
+    const own = state.ownLimits[p.name]; // a tenant's own enforced limit, not the policy's base
+    $("try-limit").value = own ? own.limit : p.limit;
     $("try-window").value = p.window || "";
     $("try-burst").value = "";
   }

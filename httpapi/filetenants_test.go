@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"strings"
+	"testing"
+)
+
+// A tenant of the configuration file reads like a stored one, marked as
+// the file's; its limits are the enforced ones, tier and overrides
+// applied, as every tenant's are; a PUT of it answers 409 naming the
+// file, and changes nothing.
+func TestFileTenantsAndLimits(t *testing.T) {
+	s := newService(t)
+	code, out := s.do(t, adminKey, "GET", "/v1/tenants/demo", "")
+	if code != 200 || out["source"] != "file" || out["tier"] != "free" {
+		t.Fatalf("demo, of the file: %d %v", code, out)
+	}
+	if code, out := s.do(t, adminKey, "PUT", "/v1/tenants/demo", `{"tier":"premium"}`); code != 409 || !strings.Contains(out["message"].(string), "configuration file") {
+		t.Fatalf("a PUT of the file's demo: %d %v, want 409 naming the file", code, out)
+	}
+	if _, out := s.do(t, adminKey, "GET", "/v1/tenants/demo", ""); out["tier"] != "free" {
+		t.Fatalf("after a refused PUT: %v", out)
+	}
+	if code, out := s.do(t, adminKey, "PUT", "/v1/tenants/beta", `{"source":"file"}`); code != 400 || out["field"] != "source" {
+		t.Fatalf("a body naming its source: %d %v, want 400 naming source", code, out)
+	}
+	// beta (stored, default tier free) gets premium and an override of
+	// models: its limits say so, as its checks enforce.
+	if code, out := s.do(t, adminKey, "PUT", "/v1/tenants/beta", `{"tier":"premium","overrides":{"models":{"limit":7}}}`); code != 200 {
+		t.Fatal(code, out)
+	}
+	limits := func(tenant, key string) map[string]map[string]any {
+		t.Helper()
+		code, out := s.do(t, key, "GET", "/v1/tenants/"+tenant+"/limits", "")
+		if code != 200 {
+			t.Fatalf("%s's limits: %d %v", tenant, code, out)
+		}
+		byName := map[string]map[string]any{}
+		for _, l := range out["limits"].([]any) {
+			m := l.(map[string]any)
+			byName[m["name"].(string)] = m
+		}
+		return byName
+	}
+	for _, tc := range []struct {
+		tenant, key, policy string
+		limit               float64
+		from                string
+	}{
+		{"beta", s.beta, "chat", 100, "tier"},
+		{"beta", s.beta, "models", 7, "tenant"},
+		{"beta", adminKey, "costs", 20, "policy"},
+		{"acme", adminKey, "chat", 500, "file"}, // stored acme, the file's override still applies
+		{"demo", adminKey, "chat", 20, "policy"},
+	} {
+		if l := limits(tc.tenant, tc.key)[tc.policy]; l["limit"] != tc.limit || l["from"] != tc.from {
+			t.Errorf("%s's %s: %v, want %v from %s", tc.tenant, tc.policy, l, tc.limit, tc.from)
+		}
+	}
+	// What the limits say is what a check enforces.
+	code, out = s.do(t, s.beta, "POST", "/v1/check", `{"endpoint":"models","key":{"user":"u"}}`)
+	if code != 200 || out["limit"] != float64(7) {
+		t.Errorf("beta's models check: %d %v, want a limit of 7", code, out)
+	}
+	if code, _ := s.do(t, s.beta, "GET", "/v1/tenants/acme/limits", ""); code != 403 {
+		t.Errorf("beta reading acme's limits: %d, want 403", code)
+	}
+	if code, _ := s.do(t, adminKey, "GET", "/v1/tenants/nobody/limits", ""); code != 404 {
+		t.Errorf("limits of a tenant nobody knows: %d, want 404", code)
+	}
+}
