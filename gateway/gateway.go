@@ -136,13 +136,21 @@ type Gateway struct {
 	opts Options
 	log  *slog.Logger
 
+	// mu guards this node's connections, by session and by id, and
+	// closed: a connection is registered (register) only while the
+	// gateway is open, so that Close finds every one to close.
 	mu       sync.Mutex
 	conns    map[sessionKey]map[*conn]struct{}
 	sessions map[sessionKey]*session // of the sessions in conns
+	byID     map[string]*conn        // the connections in conns
+	closed   bool
+
+	countsMu sync.Mutex              // guards counts, and each nodeCount's users
 	counts   map[countKey]*nodeCount // this node's leases on the connection counts
 	seed     maphash.Seed            // names this node's leases (leaseID)
-	byID     map[string]*conn
-	silos    map[string]*queue.Queue // one queue and worker per tenant
+
+	silosMu sync.Mutex              // guards silos
+	silos   map[string]*queue.Queue // one queue and worker per tenant; nil once closed
 
 	pooled *queue.Queue // one queue for every tenant, fair between them
 	dedup  *queue.Dedup // message ids, shared by the queues
@@ -152,7 +160,6 @@ type Gateway struct {
 
 	wg     sync.WaitGroup
 	stop   chan struct{}
-	closed bool
 	sweeps atomic.Int64 // expiry sweeps done, for tests to wait on
 }
 
@@ -235,10 +242,10 @@ func (g *Gateway) Close() {
 	}
 	g.wg.Wait()
 	g.pooled.Close()
-	g.mu.Lock()
+	g.silosMu.Lock()
 	silos := g.silos
 	g.silos = nil
-	g.mu.Unlock()
+	g.silosMu.Unlock()
 	for _, q := range silos {
 		q.Close()
 	}
@@ -256,12 +263,15 @@ type Stats struct {
 // Stats returns the gateway's live counts on this node.
 func (g *Gateway) Stats() Stats {
 	g.mu.Lock()
-	st := Stats{Sessions: len(g.conns), Silos: len(g.silos), Connections: len(g.byID)}
+	st := Stats{Sessions: len(g.conns), Connections: len(g.byID)}
+	g.mu.Unlock()
+	g.silosMu.Lock()
+	st.Silos = len(g.silos)
 	silos := make([]*queue.Queue, 0, len(g.silos))
 	for _, q := range g.silos {
 		silos = append(silos, q)
 	}
-	g.mu.Unlock()
+	g.silosMu.Unlock()
 	for _, q := range silos {
 		st.SiloDepth += q.Len()
 	}

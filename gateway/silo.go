@@ -13,8 +13,8 @@ import (
 
 // silo returns the tenant's queue, made on its first message.
 func (g *Gateway) silo(tenant string) *queue.Queue {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.silosMu.Lock()
+	defer g.silosMu.Unlock()
 	q := g.silos[tenant]
 	if q == nil && g.silos != nil {
 		q = queue.New(g.queueOptions(queue.Options{Capacity: g.opts.QueueCapacity, Workers: 1}), g.deliver)
@@ -29,16 +29,16 @@ func (g *Gateway) silo(tenant string) *queue.Queue {
 // message of a group can overtake another across the two.
 func (g *Gateway) releaseIdleSilos() {
 	var idle []*queue.Queue
-	g.mu.Lock()
+	g.silosMu.Lock()
 	for tenant, q := range g.silos {
 		if q.CloseIfIdle() {
 			delete(g.silos, tenant)
 			idle = append(idle, q)
 		}
 	}
-	g.mu.Unlock()
+	g.silosMu.Unlock()
 	for _, q := range idle {
-		q.Close() // waits for its worker, not holding g.mu
+		q.Close() // waits for its worker, not holding g.silosMu
 	}
 }
 
