@@ -65,7 +65,7 @@ type nodeCount struct {
 	held  int64         // the units of the lease in the store: 0 none, or unknown
 	units int64         // the connections it counts
 	gone  atomic.Int64  // connections gone whose leave could not take the turn: units to take off
-	users int           // connects and connections that need it, for its removal
+	users int           // connects and connections that need it, for its removal; under Gateway.countsMu
 	check sluice.Check  // its policy, as of the latest connect: the limit to resize within
 }
 
@@ -89,8 +89,8 @@ func (g *Gateway) leaseID(k countKey) uint64 {
 
 // count returns the node's count of k, made if need be, for one user more.
 func (g *Gateway) count(k countKey) *nodeCount {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.countsMu.Lock()
+	defer g.countsMu.Unlock()
 	n := g.counts[k]
 	if n == nil {
 		n = &nodeCount{turn: make(chan struct{}, 1), id: g.leaseID(k)}
@@ -106,8 +106,8 @@ func (g *Gateway) count(k countKey) *nodeCount {
 // lease left, or one that may be, and a count given up without its turn,
 // are the renewals' to release and remove.
 func (g *Gateway) done(k countKey, n *nodeCount, owned bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.countsMu.Lock()
+	defer g.countsMu.Unlock()
 	if n.users--; n.users == 0 && owned && n.held == 0 && n.units == 0 && n.gone.Load() == 0 && g.counts[k] == n {
 		delete(g.counts, k)
 	}
@@ -454,12 +454,12 @@ func (g *Gateway) resize(ctx context.Context, tenant string, n *nodeCount) bool 
 // else's) closes the connections it counted. A count whose lease may be
 // left after its last connection is released here, and removed.
 func (g *Gateway) renewCounts(ctx context.Context) {
-	g.mu.Lock()
+	g.countsMu.Lock()
 	keys := make([]countKey, 0, len(g.counts))
 	for k := range g.counts {
 		keys = append(keys, k)
 	}
-	g.mu.Unlock()
+	g.countsMu.Unlock()
 	for _, k := range keys {
 		// A session's count under its tenant's turn too, as its units
 		// change (settle).

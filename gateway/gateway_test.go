@@ -811,7 +811,7 @@ func TestIdleSiloReleased(t *testing.T) {
 	f.session(t, "s1")
 	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
-	silos := func() int { f.g.mu.Lock(); defer f.g.mu.Unlock(); return len(f.g.silos) }
+	silos := func() int { f.g.silosMu.Lock(); defer f.g.silosMu.Unlock(); return len(f.g.silos) }
 	for i := range 3 {
 		write(t, a, fmt.Sprintf(`{"action":"silo","data":%d}`, i))
 		if m := read(t, a); m["type"] != "echo" || m["data"] != float64(i) {
