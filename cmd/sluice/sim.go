@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluicehq/sluice/fairshare/fairsim"
-	"github.com/sluicehq/sluice/store/dynamostore/regionsim"
+	"github.com/sluicehq/sluice/internal/sim/fairsim"
+	"github.com/sluicehq/sluice/internal/sim/regionsim"
 )
 
 const simUsage = `usage: sluice sim fairshare [--seed N] [--customers 200] [--duration 60s] [--nodes 1] [--json]

@@ -1,15 +1,31 @@
 package dynamostore
 
 import (
+	"fmt"
 	"os"
 	"testing"
+
+	"go.uber.org/goleak"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 	"github.com/sluicehq/sluice/store/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
+// TestMain runs the tests against the package's emulator and, once it has
+// stopped (ending its clients' idle connections), fails them if any
+// goroutine outlives them: a store's refresh and its combined writes end
+// at Close.
+func TestMain(m *testing.M) {
+	code := dynamotest.Main(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // newStore returns a store on a new table of the package's emulator.
 func newStore(t testing.TB) *Store {

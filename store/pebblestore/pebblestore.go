@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -70,12 +71,17 @@ type Options struct {
 // DefaultSyncInterval is Options.SyncInterval's default.
 const DefaultSyncInterval = 500 * time.Microsecond
 
+// diskSlowThreshold is how long a disk operation runs before the disk
+// counts as slow: Pebble's default, which it sets for a nil FS.
+const diskSlowThreshold = 5 * time.Second
+
 // Store is the embedded durable store. It implements sluice.Store (through
 // the embedded memory store) and sluice.TenantStore. It is safe for
 // concurrent use.
 type Store struct {
 	*memstore.Store
 	db  *pebble.DB
+	fs  io.Closer // stops the disk-health checks of Open's FS; nil for a test's FS
 	log *slog.Logger
 
 	// tenantMu serialises the tenant writes that check, then write
@@ -113,11 +119,22 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.SyncInterval == 0 {
 		syncInterval = DefaultSyncInterval
 	}
+	// Pebble's default FS, which it would make for a nil one, checks for
+	// a stalled disk on a goroutine of its own. Pebble stops it at
+	// DB.Close but not when Open fails (a data dir in use), so the store
+	// makes that FS itself and stops it in both cases.
+	fs, fsCloser := opts.fs, io.Closer(nil)
+	if fs == nil {
+		fs, fsCloser = vfs.WithDiskHealthChecks(vfs.Default, diskSlowThreshold, nil, func(vfs.DiskSlowInfo) {})
+	}
 	db, err := pebble.Open(dir, &pebble.Options{
 		Logger:             pebbleLogger{opts.Logger},
-		FS:                 opts.fs,
+		FS:                 fs,
 		WALMinSyncInterval: func() time.Duration { return syncInterval },
 	})
+	if err != nil && fsCloser != nil {
+		fsCloser.Close()
+	}
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EAGAIN):
 		// Pebble's flock on dir/LOCK, held by another process.
@@ -128,19 +145,19 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: opts.Logger}
+	s := &Store{db: db, fs: fsCloser, log: opts.Logger}
 	now := time.Now
 	if opts.Memory.Now != nil {
 		now = opts.Memory.Now
 	}
 	if n, err := s.SweepDisk(now()); err != nil {
-		db.Close()
+		s.closeDB()
 		return nil, fmt.Errorf("pebblestore: sweeping expired counters: %w", err)
 	} else if n > 0 {
 		opts.Logger.Info("pebblestore: removed expired counters", "count", n)
 	}
 	if n, err := s.SweepSessions(now()); err != nil {
-		db.Close()
+		s.closeDB()
 		return nil, fmt.Errorf("pebblestore: sweeping expired sessions: %w", err)
 	} else if n > 0 {
 		opts.Logger.Info("pebblestore: removed expired sessions", "count", n)
@@ -154,9 +171,18 @@ func Open(dir string, opts Options) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.Store.Close()
-		s.closeErr = s.db.Close()
+		s.closeErr = s.closeDB()
 	})
 	return s.closeErr
+}
+
+// closeDB closes the database, then its FS's disk-health checks.
+func (s *Store) closeDB() error {
+	err := s.db.Close()
+	if s.fs != nil {
+		s.fs.Close()
+	}
+	return err
 }
 
 // Ping reports whether the database answers, for readiness checks.

@@ -2,15 +2,29 @@ package dynamotest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { os.Exit(Main(m)) }
+// TestMain runs the tests against the package's emulator and, once it has
+// stopped (ending its clients' idle connections), fails them if any
+// goroutine outlives them: a Replicator's scans end at Close.
+func TestMain(m *testing.M) {
+	code := Main(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // Regions returns n servers of the test's own, each with the table, as
 // the regions of a global table.
