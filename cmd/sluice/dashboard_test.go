@@ -26,6 +26,7 @@ policies:
 upstreams:
   partner-api: {rate: 50, window: 1s, burst: 5, maxQueue: 10, maxWait: 1s}
 tiers:
+  free: {}
   gold: {api: {limit: 2000}}
 tenants:
   initech: {tier: gold}
