@@ -21,6 +21,17 @@ func server(t *testing.T, s *memstore.Store) string {
 	return srv.URL
 }
 
+// unreachable returns the URL of a server that is not there.
+func unreachable(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String()
+}
+
 // TestPenaltyTravels: a policy's penalty reaches the server: the third
 // request is denied by the penalty box, for the box's hour, not by the
 // minute's counter.
@@ -52,12 +63,7 @@ func TestPenaltyTravels(t *testing.T) {
 // store gone: no error, admitted and marked for fail-open, denied and
 // marked (a fault, not a limit) for fail-closed.
 func TestFailModesOverTheNetwork(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	unreachable := "http://" + ln.Addr().String()
-	ln.Close()
+	unreachable := unreachable(t)
 	closed := memstore.New(memstore.Options{})
 	closed.Close()
 	for name, base := range map[string]string{"unreachable": unreachable, "store down": server(t, closed)} {

@@ -1,11 +1,9 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -56,48 +54,31 @@ func (c *Client) Acquire(ctx context.Context, upstream, tenant, key string, cost
 	if cost != 0 {
 		in.Cost = &cost
 	}
-	body, err := json.Marshal(in)
-	if err != nil {
-		return 0, err
-	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/upstreams/"+url.PathEscape(upstream)+"/acquire", bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	hr.Header.Set("Content-Type", "application/json")
-	if c.key != "" {
-		hr.Header.Set("Authorization", "Bearer "+c.key)
-	}
 	httpc := c.httpc
 	if wait := orDefault(maxWait, maxUpstreamWait); httpc.Timeout != 0 && httpc.Timeout < wait+5*time.Second {
 		stretched := *httpc
 		stretched.Timeout = wait + 5*time.Second
 		httpc = &stretched
 	}
-	resp, err := httpc.Do(hr)
+	a, err := c.call(ctx, httpc, op, http.MethodPost, "/v1/upstreams/"+url.PathEscape(upstream)+"/acquire", in)
 	if err != nil {
-		return 0, &sluice.Error{Op: op, Kind: sluice.KindUnavailable, Err: err}
+		return 0, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, &sluice.Error{Op: op, Kind: sluice.KindUnavailable, Err: err}
-	}
-	switch resp.StatusCode {
+	switch a.status {
 	case http.StatusOK:
 		var out wire.AcquireResponse
-		if err := json.Unmarshal(b, &out); err != nil || !out.Granted {
+		if err := json.Unmarshal(a.body, &out); err != nil || !out.Granted {
 			return 0, &sluice.Error{Op: op, Kind: sluice.KindInternal, Message: "unreadable response", Err: err}
 		}
 		return out.Waited.D, nil
 	case http.StatusTooManyRequests:
 		var out wire.UpstreamShort
-		if err := json.Unmarshal(b, &out); err != nil {
+		if err := json.Unmarshal(a.body, &out); err != nil {
 			return 0, &sluice.Error{Op: op, Kind: sluice.KindInternal, Message: "unreadable response", Err: err}
 		}
 		return 0, &UpstreamError{Upstream: out.Upstream, Reason: out.Reason, RetryAfter: time.Duration(out.RetryAfterMs) * time.Millisecond, err: out.Err()}
 	}
-	return 0, wire.ParseError(op, resp.StatusCode, b)
+	return 0, a.err(op)
 }
 
 // maxUpstreamWait is the longest maxWait a server allows
