@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // KeyKeeper is what the abuse view does to one key (engine.Engine): read
@@ -51,10 +51,18 @@ type blockRequest struct {
 	Reason  string            `json:"reason"`
 }
 
-// blockJSON is a block on the wire, with its key made readable.
+// blockJSON is a block on the wire, its key readable ("user=bot-7"): the
+// same in key and in label.
 type blockJSON struct {
 	sluice.KeyBlock
+	Key   string `json:"key"`
 	Label string `json:"label"`
+}
+
+// blockOut is b on the wire.
+func (h *Handler) blockOut(b sluice.KeyBlock) blockJSON {
+	k := h.keyLabel(b.Policy, b.Key)
+	return blockJSON{b, k, k}
 }
 
 // maxBlock is the longest block: a longer one is a limit to set.
@@ -78,7 +86,7 @@ func (h *Handler) listBlocks(w http.ResponseWriter, r *http.Request, who princip
 			if !who.admin {
 				b.By = operator(b.By)
 			}
-			out = append(out, blockJSON{b, h.keyLabel(b.Policy, b.Key)})
+			out = append(out, h.blockOut(b))
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"blocks": out})
@@ -125,7 +133,7 @@ func (h *Handler) block(w http.ResponseWriter, r *http.Request, who principal) {
 		return
 	}
 	h.audit(r, who, "block", tenant, before, after)
-	writeJSON(w, http.StatusCreated, blockJSON{b, h.keyLabel(b.Policy, b.Key)})
+	writeJSON(w, http.StatusCreated, h.blockOut(b))
 }
 
 func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
@@ -139,9 +147,10 @@ func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, sluice.Invalid("key", "is required: the key as the abuse view lists it"))
 		return
 	}
-	key := q.Get("key")
-	in := blockRequest{Policy: q.Get("policy"), Key: &key}
-	if _, err := h.blockKey(r, tenant, in); err != nil {
+	given := q.Get("key")
+	in := blockRequest{Policy: q.Get("policy"), Key: &given}
+	key, err := h.blockKey(r, tenant, in)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -182,7 +191,11 @@ func (h *Handler) blockKey(r *http.Request, tenant string, in blockRequest) (str
 	case in.Key != nil && in.Parts != nil:
 		return "", sluice.Invalid("parts", "give key or parts, not both")
 	case in.Key != nil:
+		// As the API shows it ("user=bot-7"), or the counter's key itself.
 		key = *in.Key
+		if raw, ok := tenancy.ParseReadableKey(cfg.Policies[in.Policy].Key, key); ok {
+			key = raw
+		}
 	case in.Parts != nil:
 		rs, _, _, err := h.resolve(r, tenant, "", []string{in.Policy})
 		if err != nil {
@@ -345,27 +358,14 @@ func auditJSON(v any) json.RawMessage {
 	return b
 }
 
-// keyLabel makes a counter's key readable: a configured policy's key
-// parts as name=value, joined by ", "; an inline policy's key as it is.
+// keyLabel is a configured policy's counter key as people read it and
+// the API shows it ("user=bot-7", tenancy.ReadableKey); any other key as
+// it is.
 func (h *Handler) keyLabel(policy, key string) string {
-	if _, ok := h.opts.Config().Policies[policy]; !ok || key == "" {
-		return key
-	}
-	var parts []string
-	b := []byte(key)
-	for len(b) > 0 {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
-			return key
+	if p, ok := h.opts.Config().Policies[policy]; ok {
+		if s, ok := tenancy.ReadableKey(p.Key, key); ok {
+			return s
 		}
-		name := string(b[k : k+int(n)])
-		b = b[k+int(n):]
-		n, k = binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
-			return key
-		}
-		parts = append(parts, name+"="+string(b[k:k+int(n)]))
-		b = b[k+int(n):]
 	}
-	return strings.Join(parts, ", ")
+	return key
 }

@@ -45,6 +45,9 @@ func TestBlocksAndAudit(t *testing.T) {
 		t.Fatalf("acme's blocks: %d %v", code, out)
 	}
 	rawKey := bs[0].(map[string]any)["key"].(string)
+	if rawKey != "user=mallory" {
+		t.Errorf("the block's key reads %q, want user=mallory: no encoding of the server's shown", rawKey)
+	}
 	for _, r := range []struct{ method, path, body string }{
 		{"POST", "/v1/tenants/acme/blocks", `{"policy":"chat","parts":{"user":"eve"},"seconds":60}`},
 		{"DELETE", "/v1/tenants/acme/blocks?policy=chat&key=" + url.QueryEscape(rawKey), ""},

@@ -421,6 +421,7 @@ const maxTop = 100
 
 type topKeyJSON struct {
 	insight.KeyCount
+	Key   string `json:"key"` // readable ("user=bot-7"), as in label
 	Label string `json:"label"`
 	*keyState
 }
@@ -440,7 +441,8 @@ func (h *Handler) keysOut(r *http.Request, policy string, keys []insight.KeyCoun
 	kk, canRead := h.opts.Limiter.(KeyKeeper)
 	_, configured := h.opts.Config().Policies[policy]
 	for _, k := range keys {
-		j := topKeyJSON{KeyCount: k, Label: h.keyLabel(policy, k.Key)}
+		label := h.keyLabel(policy, k.Key)
+		j := topKeyJSON{KeyCount: k, Key: label, Label: label}
 		if states != nil && canRead && configured {
 			j.keyState = h.stateOf(r, kk, states, policy, k.Tenant, k.Key)
 		}

@@ -16,6 +16,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -268,4 +270,59 @@ func (t Tenant) Limits() ([]Limit, error) {
 		out[i] = Limit{Policy: rp.Policy, Key: rp.Key, From: from}
 	}
 	return out, nil
+}
+
+// ReadableKey returns a configured policy's counter key (CounterKey's
+// encoding of parts named names) as people read it and as the API shows
+// it: "user=bot-7", parts in the policy's order joined by "&", each name
+// and value escaped as in a URL's query, so that it parses back
+// (ParseReadableKey) whatever the values hold. ok is false if raw is not
+// such a key.
+func ReadableKey(names []string, raw string) (string, bool) {
+	var b strings.Builder
+	for i, want := range names {
+		name, v, rest, ok := nextPart(raw)
+		if !ok || name != want {
+			return "", false
+		}
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(url.QueryEscape(name))
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(v))
+		raw = rest
+	}
+	return b.String(), raw == ""
+}
+
+// nextPart reads one length-prefixed name and value of a counter key.
+func nextPart(raw string) (name, value, rest string, ok bool) {
+	for _, dst := range []*string{&name, &value} {
+		n, k := binary.Uvarint([]byte(raw[:min(len(raw), binary.MaxVarintLen64)]))
+		if k <= 0 || uint64(len(raw)-k) < n {
+			return "", "", "", false
+		}
+		*dst, raw = raw[k:k+int(n)], raw[k+int(n):]
+	}
+	return name, value, raw, true
+}
+
+// ParseReadableKey returns the counter key that s, a key as ReadableKey
+// shows it, names for a policy keyed by names: every part, and no other.
+func ParseReadableKey(names []string, s string) (string, bool) {
+	q, err := url.ParseQuery(s)
+	if err != nil || len(q) != len(names) {
+		return "", false
+	}
+	parts := map[string]string{}
+	for _, name := range names {
+		vs := q[name]
+		if len(vs) != 1 {
+			return "", false
+		}
+		parts[name] = vs[0]
+	}
+	key, err := CounterKey(config.Resolved{Key: names}, KeyParts{Parts: parts})
+	return key, err == nil
 }

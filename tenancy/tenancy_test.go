@@ -192,3 +192,51 @@ func TestUpdate(t *testing.T) {
 		t.Errorf("updating a tenant nobody stored: %v", err)
 	}
 }
+
+// A counter key reads as "user=bot-7", and the readable form parses back
+// to the same key, whatever its values hold; anything else is refused.
+func TestReadableKey(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		parts map[string]string
+		want  string
+	}{
+		{[]string{"user"}, map[string]string{"user": "bot-7"}, "user=bot-7"},
+		{[]string{"user", "ip"}, map[string]string{"user": "a&b=c, d", "ip": "2001:db8::1"}, "user=a%26b%3Dc%2C+d&ip=2001%3Adb8%3A%3A1"},
+		{[]string{"user"}, map[string]string{"user": ""}, "user="},
+	} {
+		raw, err := CounterKey(config.Resolved{Key: tc.names}, KeyParts{Parts: tc.parts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := ReadableKey(tc.names, raw)
+		if !ok || got != tc.want {
+			t.Errorf("%v: %q, %v; want %q", tc.parts, got, ok, tc.want)
+		}
+		if back, ok := ParseReadableKey(tc.names, got); !ok || back != raw {
+			t.Errorf("%q parsed back: %q, %v; want %q", got, back, ok, raw)
+		}
+	}
+	user, _ := CounterKey(config.Resolved{Key: []string{"user"}}, KeyParts{Parts: map[string]string{"user": "x"}})
+	for _, bad := range []struct {
+		names []string
+		s     string
+	}{
+		{[]string{"user"}, "ip=1.2.3.4"},
+		{[]string{"user"}, "user=a&user=b"},
+		{[]string{"user"}, "user=a&ip=b"},
+		{[]string{"user", "ip"}, "user=a"},
+		{[]string{"user"}, user}, // a raw key is not a readable one
+		{[]string{"user"}, "%zz"},
+	} {
+		if k, ok := ParseReadableKey(bad.names, bad.s); ok {
+			t.Errorf("%q for %v parsed as %q", bad.s, bad.names, k)
+		}
+	}
+	if _, ok := ReadableKey([]string{"ip"}, user); ok {
+		t.Error("a key of user read as a key of ip")
+	}
+	if _, ok := ReadableKey([]string{"user"}, "plain"); ok {
+		t.Error("an inline key read as a configured policy's")
+	}
+}
