@@ -165,6 +165,9 @@ func (h *Handler) insightTry(w http.ResponseWriter, r *http.Request, tenant stri
 		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("no sampled traffic of a policy named %q on this node", p.Name)})
 		return
 	}
+	for i := range tried.Who {
+		tried.Who[i].Key = h.keyLabel(p.Name, tried.Who[i].Key)
+	}
 	writeJSON(w, http.StatusOK, tried)
 }
 
