@@ -46,8 +46,11 @@ func KindOfStatus(status int) sluice.Kind {
 			return sluice.Kind(k)
 		}
 	}
-	if status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
+	switch status {
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
 		return sluice.KindUnavailable
+	case http.StatusRequestEntityTooLarge:
+		return sluice.KindInvalid // a body over the limit: the request's fault (its field is "body")
 	}
 	return sluice.KindInternal
 }

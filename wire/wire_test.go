@@ -156,6 +156,9 @@ func TestStatusTable(t *testing.T) {
 	if KindOfStatus(502) != sluice.KindUnavailable || KindOfStatus(504) != sluice.KindUnavailable {
 		t.Error("a proxy's 502 and 504 are unavailable")
 	}
+	if KindOfStatus(413) != sluice.KindInvalid {
+		t.Error("a body too large (413) is the request's fault, not the server's")
+	}
 	rec := httptest.NewRecorder()
 	WriteError(rec, errors.New("disk on fire at /secret/path"))
 	if rec.Code != 500 || rec.Body.String() != `{"error":"internal","message":"internal error"}`+"\n" {
