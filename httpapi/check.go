@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -53,7 +55,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, err)
 		return
 	}
-	h.decide(w, r, req)
+	h.decide(w, r, req, named)
 }
 
 // refuseConfiguredNames refuses inline policies named as configured ones:
@@ -112,12 +114,16 @@ func (h *Handler) counterKey(r *http.Request, rp config.Resolved, parts map[stri
 	return tenancy.CounterKey(rp, h.keyParts(r, parts))
 }
 
-// decide runs req and writes the decision, its headers and its body.
-func (h *Handler) decide(w http.ResponseWriter, r *http.Request, req sluice.Request) {
+// decide runs req and writes the decision, its headers and its body. A
+// named request's (endpoint or policies) errors name its own fields.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, req sluice.Request, named bool) {
 	res, err := h.opts.Limiter.Check(r.Context(), req)
 	if err != nil {
 		if sluice.KindOf(err) != sluice.KindInvalid {
 			h.log.Error("check failed", "tenant", req.Tenant, "err", err)
+		}
+		if named {
+			err = namedField(err)
 		}
 		writeError(w, err)
 		return
@@ -140,6 +146,32 @@ func (h *Handler) answer(w http.ResponseWriter, req sluice.Request, res sluice.R
 	}
 	httplimit.WriteHeaders(w.Header(), res, policies, h.opts.Now())
 	wire.WriteResult(w, statusOfResult(res), res)
+}
+
+// namedField renames the field of the engine's error, which names the
+// request's checks, as a named request names it: a check's key is made of
+// the request's key parts (key), its hits are the request's (hits).
+func namedField(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		se, ok := e.(*sluice.Error)
+		if !ok || se.Field == "" {
+			continue
+		}
+		if !strings.HasPrefix(se.Field, "checks[") {
+			return err
+		}
+		field := ""
+		switch _, rest, _ := strings.Cut(se.Field, "]."); {
+		case rest == "key" || strings.HasPrefix(rest, "key."):
+			field = "key"
+		case rest == "hits":
+			field = "hits"
+		default:
+			return err
+		}
+		return &sluice.Error{Kind: sluice.KindOf(err), Field: field, Message: se.Message}
+	}
+	return err
 }
 
 func statusOfResult(res sluice.Result) int {

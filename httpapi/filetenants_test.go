@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -67,5 +68,21 @@ func TestFileTenantsAndLimits(t *testing.T) {
 	}
 	if code, _ := s.do(t, adminKey, "GET", "/v1/tenants/nobody/limits", ""); code != 404 {
 		t.Errorf("limits of a tenant nobody knows: %d, want 404", code)
+	}
+}
+
+// A named check's errors name the request's own fields: its key parts
+// (key) and its hits, not the inline checks it has none of.
+func TestNamedCheckErrorsNameItsFields(t *testing.T) {
+	s := newService(t)
+	long := strings.Repeat("u", 2000)
+	for body, want := range map[string]string{
+		`{"endpoint":"chat","key":{"user":"` + long + `"}}`:         "key",
+		`{"endpoint":"chat","key":{"user":"bob"},"hits":1000000}`: "hits",
+	} {
+		code, out := s.do(t, s.acme, "POST", "/v1/check", body)
+		if code != 400 || out["field"] != want || strings.Contains(fmt.Sprint(out["message"]), "checks[") {
+			t.Errorf("%.60s: %d %v, want 400 naming %s", body, code, out, want)
+		}
 	}
 }
