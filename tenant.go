@@ -29,6 +29,11 @@ type Tenant struct {
 	// never lose each other's change. Zero for a tenant of the
 	// configuration file, which no store holds.
 	Version int64 `json:"version,omitempty"`
+	// File marks the record of a tenant of the configuration file, made
+	// to hold its blocks and API keys: its tier, settings and overrides
+	// are the file's, changed in the file, and its identity (since) is
+	// the file's too.
+	File bool `json:"file,omitempty"`
 }
 
 // KeyBlock is an operator's block of one key of a named policy: until

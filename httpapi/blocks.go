@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -231,6 +230,10 @@ func (h *Handler) blockKey(r *http.Request, tenant string, in blockRequest) (str
 // node or two, both stay.
 func (h *Handler) changeBlocks(ctx context.Context, tenant string, change func([]sluice.KeyBlock) []sluice.KeyBlock) (before, after []sluice.KeyBlock, err error) {
 	now := h.opts.Now()
+	// A tenant of the file holds its blocks in a record of its own.
+	if err := h.tenants.Adopt(ctx, tenant); err != nil {
+		return nil, nil, err
+	}
 	_, t, err := h.tenants.Update(ctx, tenant, func(t sluice.Tenant) (sluice.Tenant, error) {
 		before = slices.DeleteFunc(slices.Clone(t.Blocks), func(b sluice.KeyBlock) bool { return !now.Before(b.Until) })
 		t.Blocks = change(slices.Clone(before))
@@ -241,11 +244,6 @@ func (h *Handler) changeBlocks(ctx context.Context, tenant string, change func([
 		return t, t.Validate()
 	})
 	if err != nil {
-		if sluice.KindOf(err) == sluice.KindNotFound {
-			if _, ok := h.opts.Config().Tenants[tenant]; ok {
-				err = &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("tenant %q is the configuration file's: create it over the API to block its keys", tenant)}
-			}
-		}
 		return nil, nil, err
 	}
 	return before, t.Blocks, nil

@@ -22,6 +22,39 @@ func TestFileTenantsAndLimits(t *testing.T) {
 	if _, out := s.do(t, adminKey, "GET", "/v1/tenants/demo", ""); out["tier"] != "free" {
 		t.Fatalf("after a refused PUT: %v", out)
 	}
+	// It is blocked, and holds keys, like a stored tenant: a record of its
+	// own holds them, and its limits stay the file's.
+	check := func(key, user string) int {
+		t.Helper()
+		code, _ := s.do(t, key, "POST", "/v1/check", `{"tenant":"demo","endpoint":"chat","key":{"user":"`+user+`"}}`)
+		return code
+	}
+	if code, out := s.do(t, adminKey, "POST", "/v1/tenants/demo/blocks", `{"policy":"chat","key":"user=mallory","seconds":600}`); code != 201 || out["key"] != "user=mallory" {
+		t.Fatalf("blocking a key of the file's demo: %d %v", code, out)
+	}
+	if check(adminKey, "mallory") != 429 || check(adminKey, "bob") != 200 {
+		t.Fatal("the file's demo: mallory's block does not hold, or holds bob")
+	}
+	code, out = s.do(t, adminKey, "POST", "/v1/tenants/demo/keys", `{"name":"ci"}`)
+	if code != 201 {
+		t.Fatalf("a key of the file's demo: %d %v", code, out)
+	}
+	demoKey := out["token"].(string)
+	if code, out := s.do(t, demoKey, "GET", "/v1/tenants/demo/blocks", ""); code != 200 || len(out["blocks"].([]any)) != 1 {
+		t.Fatalf("demo's key reading its blocks: %d %v", code, out)
+	}
+	if code, out := s.do(t, demoKey, "GET", "/v1/tenants/demo/keys", ""); code != 200 || len(out["keys"].([]any)) != 1 {
+		t.Fatalf("demo's keys: %d %v", code, out)
+	}
+	if code, out := s.do(t, adminKey, "GET", "/v1/tenants/demo", ""); code != 200 || out["source"] != "file" || out["tier"] != "free" || out["version"] != float64(2) {
+		t.Fatalf("demo with its record: %d %v, want the file's at version 2", code, out)
+	}
+	if code, out := s.do(t, adminKey, "PUT", "/v1/tenants/demo", `{"tier":"premium"}`); code != 409 || !strings.Contains(out["message"].(string), "configuration file") {
+		t.Fatalf("a PUT of the file's demo with its record: %d %v, want 409 naming the file", code, out)
+	}
+	if code, out := s.do(t, adminKey, "GET", "/v1/tenants", ""); code != 200 || !strings.Contains(fmt.Sprint(out["tenants"]), "source:file") {
+		t.Fatalf("the list: %d %v, want demo as the file's", code, out)
+	}
 	if code, out := s.do(t, adminKey, "PUT", "/v1/tenants/beta", `{"source":"file"}`); code != 400 || out["field"] != "source" {
 		t.Fatalf("a body naming its source: %d %v, want 400 naming source", code, out)
 	}

@@ -130,17 +130,22 @@ func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request, who princi
 	}
 	out := []tenantJSON{}
 	seen := map[string]bool{}
+	cfg := h.opts.Config()
 	for _, t := range ts {
 		seen[t.ID] = true
-		if who.can(t.ID) {
+		ft, inFile := cfg.Tenants[t.ID]
+		switch {
+		case !who.can(t.ID):
+		case t.File && inFile:
+			out = append(out, fileTenantOut(t.ID, ft, &t))
+		default:
 			out = append(out, tenantOut(t))
 		}
 	}
 	// The configuration file's tenants exist too.
-	cfg := h.opts.Config()
 	for id, ft := range cfg.Tenants {
 		if !seen[id] && who.can(id) {
-			out = append(out, fileTenantOut(id, ft))
+			out = append(out, fileTenantOut(id, ft, nil))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -175,18 +180,28 @@ func (h *Handler) getTenant(w http.ResponseWriter, r *http.Request, id string) {
 	switch {
 	case err != nil:
 		writeError(w, err)
-	case t.Record != nil:
-		writeJSON(w, http.StatusOK, tenantOut(*t.Record))
+	case t.FileOnly():
+		writeJSON(w, http.StatusOK, fileTenantOut(id, h.opts.Config().Tenants[id], t.Record))
 	default:
-		writeJSON(w, http.StatusOK, fileTenantOut(id, h.opts.Config().Tenants[id]))
+		writeJSON(w, http.StatusOK, tenantOut(*t.Record))
 	}
 }
 
-// fileTenantOut is a tenant of the configuration file that the store does
-// not hold, as the file gives it.
-func fileTenantOut(id string, ft config.Tenant) tenantJSON {
+// errFileTenant answers a change of a tenant of the configuration file's
+// limits.
+func errFileTenant(id string) error {
+	return &sluice.Error{Kind: sluice.KindConflict, Field: "id", Message: fmt.Sprintf("tenant %q is the configuration file's: change its limits in that file", id)}
+}
+
+// fileTenantOut is a tenant of the configuration file as the file gives
+// it, with the version of the record that holds its blocks and keys, if
+// it has one (rec).
+func fileTenantOut(id string, ft config.Tenant, rec *sluice.Tenant) tenantJSON {
 	out := tenantOut(sluice.Tenant{ID: id, Tier: ft.Tier, Settings: ft.Settings, Overrides: ft.Overrides})
 	out.CreatedAt, out.UpdatedAt, out.Source = nil, nil, "file"
+	if rec != nil {
+		out.Version = rec.Version
+	}
 	return out
 }
 
@@ -247,6 +262,9 @@ func (h *Handler) putTenant(w http.ResponseWriter, r *http.Request, who principa
 	// Blocks are changed by their own routes: a PUT keeps them.
 	read := t.Version
 	old, t, err := h.tenants.Update(r.Context(), id, func(old sluice.Tenant) (sluice.Tenant, error) {
+		if old.File {
+			return t, errFileTenant(id)
+		}
 		if read != 0 && read != old.Version {
 			return t, sluice.ErrTenantChanged // the writer's own precondition: not tried again
 		}
@@ -254,7 +272,7 @@ func (h *Handler) putTenant(w http.ResponseWriter, r *http.Request, who principa
 		return t, nil
 	})
 	if _, inFile := h.opts.Config().Tenants[id]; inFile && sluice.KindOf(err) == sluice.KindNotFound {
-		err = &sluice.Error{Kind: sluice.KindConflict, Field: "id", Message: fmt.Sprintf("tenant %q is the configuration file's: change its limits in that file (or create it over the API, whose record then goes over the file's)", id)}
+		err = errFileTenant(id)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -320,6 +338,11 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, who principa
 		writeError(w, sluice.Invalid("name", "is longer than 128 bytes"))
 		return
 	}
+	// A tenant of the file holds its keys in a record of its own.
+	if err := h.tenants.Adopt(r.Context(), tenant); err != nil {
+		writeError(w, err)
+		return
+	}
 	id, token, hash := newToken(tenant)
 	k := sluice.APIKey{ID: id, Tenant: tenant, Name: in.Name, Hash: hash, CreatedAt: h.opts.Now().UTC()}
 	if err := h.opts.Tenants.PutAPIKey(r.Context(), k); err != nil {
@@ -331,7 +354,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, who principa
 }
 
 func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request, tenant string) {
-	if _, err := h.opts.Tenants.GetTenant(r.Context(), tenant); err != nil {
+	if _, err := h.tenants.Lookup(r.Context(), tenant); err != nil {
 		writeError(w, err)
 		return
 	}

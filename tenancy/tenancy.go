@@ -63,10 +63,17 @@ type Tenant struct {
 // counted before it belong to an earlier tenant of the same id, deleted
 // since. Zero for a tenant of the file alone.
 func (t Tenant) Since() time.Time {
-	if t.Record == nil {
+	if t.Record == nil || t.Record.File {
 		return time.Time{}
 	}
 	return t.Record.CreatedAt
+}
+
+// FileOnly reports whether the tenant's limits are the configuration
+// file's alone: a tenant of the file with no record, or with the record
+// that holds its blocks and keys (sluice.Tenant.File).
+func (t Tenant) FileOnly() bool {
+	return t.InFile && (t.Record == nil || t.Record.File)
 }
 
 // Tier is the tenant's tier: the store's, else the file's, else the
@@ -195,6 +202,21 @@ func CounterKey(rp config.Resolved, parts KeyParts) (string, error) {
 		b = append(b, v...)
 	}
 	return string(b), nil
+}
+
+// Adopt makes sure tenant id has a record in the store: a tenant of the
+// configuration file with none gets one (sluice.Tenant.File), to hold its
+// blocks and API keys. ErrTenantNotFound for a tenant neither knows.
+func (s *Service) Adopt(ctx context.Context, id string) error {
+	t, err := s.Lookup(ctx, id)
+	if err != nil || t.Record != nil {
+		return err
+	}
+	err = s.opts.Store.CreateTenant(ctx, sluice.Tenant{ID: id, File: true, CreatedAt: s.opts.Now().UTC(), UpdatedAt: s.opts.Now().UTC()})
+	if errors.Is(err, sluice.ErrTenantExists) {
+		return nil // another writer adopted it first
+	}
+	return err
 }
 
 // maxWrites bounds the tries of one change of a tenant against the
