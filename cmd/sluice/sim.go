@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/sim/fairsim"
@@ -20,8 +19,7 @@ const simUsage = `usage: sluice sim fairshare [--seed N] [--customers 200] [--du
        sluice sim regions [--regions 3] [--lag 1s] [--skew 80/15/5] [--duration 60s] [--limit 100] [--rate 200]
                           [--partition R:30s[@15s]] [--design sluice|naive] [--json]`
 
-// simCmd runs `sluice sim fairshare`: the fair-sharing simulation on a
-// virtual clock.
+// simCmd runs `sluice sim fairshare` or `sluice sim regions`.
 func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && isHelp(args[0]) {
 		fmt.Fprintln(stdout, simUsage)
@@ -33,6 +31,12 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(args) == 0 || args[0] != "fairshare" {
 		return errors.New(simUsage)
 	}
+	return simFairshare(ctx, args[1:], stdout, stderr)
+}
+
+// simFairshare runs `sluice sim fairshare`: the fair-sharing simulation
+// on a virtual clock.
+func simFairshare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg    fairsim.Config
 		asJSON bool
@@ -45,7 +49,7 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&cfg.MaxWait, "max-wait", 2*time.Second, "a request waiting longer is dropped")
 	fs.IntVar(&cfg.Nodes, "nodes", 1, fmt.Sprintf("Sluice nodes sharing the quota, each customer on one of them (1 to %d)", fairsim.MaxNodes))
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
-	if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	// Checked here, not left to fairsim: its zero means the default.
@@ -59,33 +63,17 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
+	return writeReport(stdout, &rep, asJSON)
+}
+
+// writeReport writes a simulation's report to w, as a table or in JSON.
+func writeReport(w io.Writer, rep interface{ WriteTable(io.Writer) error }, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(stdout, "seed %d: %d customers (%d idle, %d bursting, %d above the fair share of %.1f), %.0fs simulated\n",
-		rep.Seed, rep.Customers, rep.Idle, rep.Bursting, rep.Heavy, rep.FairShare, rep.DurationS)
-	fmt.Fprintf(stdout, "upstream quota %d/s: %d units offered for a capacity of %d (%.1fx); waits over %.1fs are dropped, not served\n",
-		rep.Rate, rep.Offered, rep.Capacity, float64(rep.Offered)/float64(rep.Capacity), rep.MaxWaitS)
-	fmt.Fprintf(stdout, "%s\n\n", nodesLine(rep.Nodes))
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tutil\twin>quota\tmax/1s\tjain\tworst x\tjain/run\tworst x/run\tserved\trefused\tdropped\tlight p50\tlight p99\theavy p50\theavy p99\t")
-	ms := func(v float64) string { return fmt.Sprintf("%.0fms", v) }
-	for _, r := range rep.Strategies {
-		fmt.Fprintf(tw, "%s\t%.1f%%\t%d\t%d\t%.3f\t%.2f\t%.3f\t%.2f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n",
-			r.Strategy, 100*r.Utilisation, r.WindowsOver, r.MaxInWindow, r.Jain, r.WorstX, r.JainRun, r.WorstXRun, r.Served, r.Refused, r.Dropped,
-			ms(r.LightP50ms), ms(r.LightP99ms), ms(r.HeavyP50ms), ms(r.HeavyP99ms))
-	}
-	return tw.Flush()
-}
-
-// nodesLine says how many nodes the sluice strategy runs on.
-func nodesLine(n int) string {
-	if n == 1 {
-		return "sluice on 1 node"
-	}
-	return fmt.Sprintf("sluice on %d nodes sharing the quota through a ledger, customer c on node c %% %d", n, n)
+	return rep.WriteTable(w)
 }
 
 // simRegions runs `sluice sim regions`: multi-region limits on three (or
@@ -137,33 +125,9 @@ func simRegions(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		cfg.Partition.Region = n
 	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("sim regions: %w", err)
-	}
 	rep, err := regionsim.Run(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("sim regions: %w", err)
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	fmt.Fprintf(stdout, "design %s: %d regions, lag %.1fs, skew %v, limit %d/s, %d requests/s offered\n",
-		rep.Design, len(rep.Regions), rep.LagS, rep.Skew, rep.Limit, rep.Rate)
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "second\tadmitted\tby region\tover %\tlost\tp99 ms\tcut\t")
-	for _, w := range rep.Windows {
-		cut := ""
-		if w.Cut {
-			cut = "cut"
-		}
-		fmt.Fprintf(tw, "%.0f\t%d\t%v\t%.1f\t%d\t%.1f\t%s\t\n", w.At, w.Admitted, w.ByRegion, w.Overshoot, w.Lost, w.P99Ms, cut)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nwindows over the limit: %d of %d; largest overshoot %.1f%%; lost increments %d; p99 decision %.1fms; %.1f%% of the limit admitted; %d errors\n",
-		rep.Over, len(rep.Windows), rep.MaxOvershoot, rep.Lost, rep.P99Ms, 100*rep.Utilisation, rep.Errors)
-	return nil
+	return writeReport(stdout, rep, asJSON)
 }

@@ -1,4 +1,4 @@
-package main
+package benchcheck
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // grpcWorkers returns one decider per worker, each on its own gRPC
 // connection (50 workers are 50 clients, as over HTTP), asking
 // ShouldRateLimit of domain "bench" about descriptor ("user", "user-N").
-func grpcWorkers(c benchConfig) ([]decideFunc, func(), error) {
+func grpcWorkers(c Config) ([]decideFunc, func(), error) {
 	var conns []*grpc.ClientConn
 	closeAll := func() {
 		for _, cc := range conns {

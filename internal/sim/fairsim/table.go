@@ -1,0 +1,34 @@
+package fairsim
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteTable writes r for people: the workload in three lines, then a
+// table of each strategy's measures.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "seed %d: %d customers (%d idle, %d bursting, %d above the fair share of %.1f), %.0fs simulated\n",
+		r.Seed, r.Customers, r.Idle, r.Bursting, r.Heavy, r.FairShare, r.DurationS)
+	fmt.Fprintf(w, "upstream quota %d/s: %d units offered for a capacity of %d (%.1fx); waits over %.1fs are dropped, not served\n",
+		r.Rate, r.Offered, r.Capacity, float64(r.Offered)/float64(r.Capacity), r.MaxWaitS)
+	fmt.Fprintf(w, "%s\n\n", nodesLine(r.Nodes))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\tutil\twin>quota\tmax/1s\tjain\tworst x\tjain/run\tworst x/run\tserved\trefused\tdropped\tlight p50\tlight p99\theavy p50\theavy p99\t")
+	ms := func(v float64) string { return fmt.Sprintf("%.0fms", v) }
+	for _, s := range r.Strategies {
+		fmt.Fprintf(tw, "%s\t%.1f%%\t%d\t%d\t%.3f\t%.2f\t%.3f\t%.2f\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n",
+			s.Strategy, 100*s.Utilisation, s.WindowsOver, s.MaxInWindow, s.Jain, s.WorstX, s.JainRun, s.WorstXRun, s.Served, s.Refused, s.Dropped,
+			ms(s.LightP50ms), ms(s.LightP99ms), ms(s.HeavyP50ms), ms(s.HeavyP99ms))
+	}
+	return tw.Flush()
+}
+
+// nodesLine says how many nodes the sluice strategy runs on.
+func nodesLine(n int) string {
+	if n == 1 {
+		return "sluice on 1 node"
+	}
+	return fmt.Sprintf("sluice on %d nodes sharing the quota through a ledger, customer c on node c %% %d", n, n)
+}
