@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // tenantPrefix begins the tenant of every domain.
@@ -369,13 +370,14 @@ const (
 	consuming                // decided, consuming if the request is admitted
 )
 
-// limiterError is the gRPC status of the limiter's error: bad input is the
-// caller's (InvalidArgument), anything else unavailable.
+// limiterError is the gRPC status of the limiter's error, by wire's one
+// table of kinds: bad input is the caller's (InvalidArgument), a store that
+// failed unavailable; an internal error's text is never shown.
 func limiterError(err error) error {
-	if sluice.KindOf(err) == sluice.KindInvalid {
-		return status.Error(codes.InvalidArgument, err.Error())
+	if k := sluice.KindOf(err); k != sluice.KindInvalid && k != sluice.KindUnavailable {
+		err = &sluice.Error{Kind: sluice.KindUnavailable, Message: "the limiter is unavailable; try again", Err: err}
 	}
-	return status.Error(codes.Unavailable, err.Error())
+	return wire.GRPCStatus(err)
 }
 
 // answer makes the response of decided targets.

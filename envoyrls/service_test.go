@@ -2,6 +2,7 @@ package envoyrls
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/store/memstore"
 )
@@ -147,6 +149,38 @@ func TestOverrideNames(t *testing.T) {
 		}
 		if err := l.Policy.Validate(); err != nil {
 			t.Errorf("%s: %v", l.Policy.Name, err)
+		}
+	}
+}
+
+// failingLimiter fails every check with an error that must not reach a
+// client: where its store lives, what it runs on.
+type failingLimiter struct{ err error }
+
+func (l failingLimiter) Check(context.Context, sluice.Request) (sluice.Result, error) {
+	return sluice.Result{}, l.err
+}
+
+// A limiter's failure is answered by its kind (wire's one table): a
+// store's, Unavailable with its message; anything else, Unavailable
+// without its text, which names internals.
+func TestLimiterErrorsShowNoInternals(t *testing.T) {
+	c, err := parse(t, shadowZero)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		err  error
+		code codes.Code
+	}{
+		{&sluice.Error{Kind: sluice.KindUnavailable, Message: "the store is unavailable", Err: errors.New("dial tcp 10.0.0.7:8000: secret-host")}, codes.Unavailable},
+		{errors.New("panic in /srv/secret-host/engine.go:42"), codes.Unavailable},
+	} {
+		s := New(Options{Limiter: failingLimiter{tc.err}, Config: func() *Config { return c }})
+		_, err := s.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitpb.RateLimitDescriptor{descriptor("k", "v")}})
+		st, _ := status.FromError(err)
+		if st.Code() != tc.code || strings.Contains(st.Message(), "secret-host") {
+			t.Errorf("%v: %v %q, want %v without the internals", tc.err, st.Code(), st.Message(), tc.code)
 		}
 	}
 }

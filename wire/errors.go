@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/sluicehq/sluice"
 )
 
@@ -18,19 +21,31 @@ type Error struct {
 	Message string `json:"message"`
 }
 
-// kinds is the one table from error kinds to HTTP statuses and codes.
+// kinds is the one table from error kinds to HTTP statuses, codes, and
+// gRPC codes.
 var kinds = [...]struct {
 	status int
 	code   string
+	grpc   codes.Code
 }{
-	sluice.KindInternal:     {http.StatusInternalServerError, "internal"},
-	sluice.KindInvalid:      {http.StatusBadRequest, "invalid_request"},
-	sluice.KindNotFound:     {http.StatusNotFound, "not_found"},
-	sluice.KindUnavailable:  {http.StatusServiceUnavailable, "unavailable"},
-	sluice.KindConflict:     {http.StatusConflict, "conflict"},
-	sluice.KindUnauthorized: {http.StatusUnauthorized, "unauthorized"},
-	sluice.KindForbidden:    {http.StatusForbidden, "forbidden"},
-	sluice.KindGone:         {http.StatusGone, "gone"},
+	sluice.KindInternal:     {http.StatusInternalServerError, "internal", codes.Internal},
+	sluice.KindInvalid:      {http.StatusBadRequest, "invalid_request", codes.InvalidArgument},
+	sluice.KindNotFound:     {http.StatusNotFound, "not_found", codes.NotFound},
+	sluice.KindUnavailable:  {http.StatusServiceUnavailable, "unavailable", codes.Unavailable},
+	sluice.KindConflict:     {http.StatusConflict, "conflict", codes.AlreadyExists},
+	sluice.KindUnauthorized: {http.StatusUnauthorized, "unauthorized", codes.Unauthenticated},
+	sluice.KindForbidden:    {http.StatusForbidden, "forbidden", codes.PermissionDenied},
+	sluice.KindGone:         {http.StatusGone, "gone", codes.NotFound},
+}
+
+// GRPCCode returns the gRPC code of an error of kind k.
+func GRPCCode(k sluice.Kind) codes.Code { return kinds[known(k)].grpc }
+
+// GRPCStatus returns err as a gRPC status error: its kind's code, and the
+// message an HTTP answer of it carries (ErrorOf: the field at fault and the
+// innermost Sluice message, never an internal error's text).
+func GRPCStatus(err error) error {
+	return status.Error(GRPCCode(sluice.KindOf(err)), ErrorOf(err).Message)
 }
 
 // Status returns the HTTP status of an error of kind k.
