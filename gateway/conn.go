@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // conn is one WebSocket connection. Its handler goroutine reads; a writer
@@ -251,7 +252,7 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	f, err := parseFrame(b)
 	if err != nil || (f.Action != "silo" && f.Action != "pooled") {
 		outcome = "invalid"
-		c.send(mustJSON(map[string]any{"error": "Bad Request", "message": `want {"action": "silo" | "pooled", "data": ...}`}))
+		c.send(mustJSON(wire.WSNotice{Error: wire.WSBadRequest, Message: `want {"action": "silo" | "pooled", "data": ...}`}))
 		return
 	}
 	lim := sluice.Check{Policy: sluice.Policy{Name: policyTenantMessage, Algorithm: sluice.SlidingWindow, Limit: c.settings.MessagesPerMinute, Window: time.Minute}, Space: sluice.SpaceInternal}
@@ -262,12 +263,13 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 			c.g.log.Warn("gateway: deciding a message failed", "tenant", c.tenant, "err", err)
 		}
 		outcome = "unavailable"
-		c.send(mustJSON(map[string]any{"error": "Service Unavailable", "message": "limiter unavailable; try again", "id": f.ID}))
+		c.send(mustJSON(wire.WSNotice{Error: wire.WSUnavailable, Message: "limiter unavailable; try again", ID: &f.ID}))
 		return
 	}
 	if !res.Allowed {
 		outcome = "throttled"
-		c.send(mustJSON(map[string]any{"error": "Too Many Requests", "message": "message throttled: messagesPerMinute", "retryAfterMs": res.Decision.RetryAfter.Milliseconds(), "id": f.ID}))
+		ms := res.Decision.RetryAfter.Milliseconds()
+		c.send(mustJSON(wire.WSNotice{Error: wire.WSThrottled, Message: "message throttled: messagesPerMinute", RetryAfterMs: &ms, ID: &f.ID}))
 		return
 	}
 	// Activity refreshes the session: one write per tenth of the TTL at
@@ -306,16 +308,16 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	}
 	if errors.Is(err, queue.ErrClosed) {
 		outcome = "unavailable"
-		c.send(mustJSON(map[string]any{"error": "Service Unavailable", "message": "the server is shutting down", "id": f.ID}))
+		c.send(mustJSON(wire.WSNotice{Error: wire.WSUnavailable, Message: "the server is shutting down", ID: &f.ID}))
 		return
 	}
 	switch {
 	case errors.Is(err, queue.ErrFull):
 		outcome = "queue_full"
-		c.send(mustJSON(map[string]any{"error": "Queue Full", "message": "the " + f.Action + " queue is full; try again", "id": f.ID}))
+		c.send(mustJSON(wire.WSNotice{Error: wire.WSQueueFull, Message: "the " + f.Action + " queue is full; try again", ID: &f.ID}))
 	case errors.Is(err, queue.ErrDuplicate):
 		outcome = "duplicate"
-		c.send(mustJSON(map[string]any{"duplicate": true, "message": "a message with this id was sent in the last 5 minutes", "id": f.ID}))
+		c.send(mustJSON(wire.WSNotice{Duplicate: true, Message: "a message with this id was sent in the last 5 minutes", ID: &f.ID}))
 	}
 }
 
@@ -452,7 +454,7 @@ func (c *conn) renew(ctx context.Context) {
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(err) // only strings and maps of marshalable values get here
+		panic(err) // only strings and wire's frames get here
 	}
 	return b
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/queue"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // The silo queues: a queue and one worker per tenant with messages lately,
@@ -52,7 +53,7 @@ func (g *Gateway) queueOptions(o queue.Options) queue.Options {
 	o.DeadLetter = func(m queue.Message, err error) {
 		j := m.Body.(job)
 		g.log.Warn("gateway: message dropped after its deliveries failed", "tenant", m.Tenant, "receives", m.Receives, "err", err)
-		j.from.send(mustJSON(map[string]any{"error": "Not Delivered", "message": "the message could not be delivered to every connection of the session", "id": j.f.ID}))
+		j.from.send(mustJSON(wire.WSNotice{Error: wire.WSUndelivered, Message: "the message could not be delivered to every connection of the session", ID: &j.f.ID}))
 	}
 	return o
 }

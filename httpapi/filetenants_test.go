@@ -110,7 +110,7 @@ func TestNamedCheckErrorsNameItsFields(t *testing.T) {
 	s := newService(t)
 	long := strings.Repeat("u", 2000)
 	for body, want := range map[string]string{
-		`{"endpoint":"chat","key":{"user":"` + long + `"}}`:         "key",
+		`{"endpoint":"chat","key":{"user":"` + long + `"}}`:       "key",
 		`{"endpoint":"chat","key":{"user":"bob"},"hits":1000000}`: "hits",
 	} {
 		code, out := s.do(t, s.acme, "POST", "/v1/check", body)

@@ -228,3 +228,23 @@ func TestGRPCStatus(t *testing.T) {
 		}
 	}
 }
+
+// A notice is written as the gateway's frames always were: as a map of
+// the same fields would be, keys in order, an id only where one is named.
+func TestWSNoticeAsBefore(t *testing.T) {
+	id, ms := "m-1", int64(1500)
+	for _, tc := range []struct {
+		notice WSNotice
+		old    map[string]any
+	}{
+		{WSNotice{Error: WSBadRequest, Message: "want"}, map[string]any{"error": "Bad Request", "message": "want"}},
+		{WSNotice{Error: WSThrottled, Message: "m", RetryAfterMs: &ms, ID: &id}, map[string]any{"error": "Too Many Requests", "message": "m", "retryAfterMs": ms, "id": id}},
+		{WSNotice{Duplicate: true, Message: "d", ID: new(string)}, map[string]any{"duplicate": true, "message": "d", "id": ""}},
+	} {
+		got, _ := json.Marshal(tc.notice)
+		want, _ := json.Marshal(tc.old)
+		if string(got) != string(want) {
+			t.Errorf("%s, want %s", got, want)
+		}
+	}
+}
