@@ -130,7 +130,7 @@ func (req Named) failing(mode sluice.FailMode) sluice.Request {
 }
 
 // rateLimitHeaders returns the rate-limit headers of h, those
-// httplimit.WriteHeaders writes.
+// wire.WriteRateLimitHeaders writes.
 func rateLimitHeaders(h http.Header) http.Header {
 	out := http.Header{}
 	for name, v := range h {

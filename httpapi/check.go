@@ -144,7 +144,7 @@ func (h *Handler) answer(w http.ResponseWriter, req sluice.Request, res sluice.R
 		writeError(w, wire.FailedClosed(res.Decision.Policy))
 		return
 	}
-	httplimit.WriteHeaders(w.Header(), res, policies, h.opts.Now())
+	wire.WriteRateLimitHeaders(w.Header(), res, policies, h.opts.Now())
 	wire.WriteResult(w, statusOfResult(res), res)
 }
 

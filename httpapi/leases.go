@@ -11,7 +11,6 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -63,7 +62,7 @@ func (h *Handler) acquire(w http.ResponseWriter, r *http.Request, who principal)
 		out.Lease.Token = leaseToken(secret, tenant, check, d.Lease.ID)
 		out.Decisions[0].Lease = out.Lease
 	}
-	httplimit.WriteHeaders(w.Header(), res, []sluice.Policy{check.Policy}, h.opts.Now())
+	wire.WriteRateLimitHeaders(w.Header(), res, []sluice.Policy{check.Policy}, h.opts.Now())
 	writeJSON(w, statusOfResult(res), out)
 }
 

@@ -239,19 +239,4 @@ func newNamed(opts Options) func(http.Handler) http.Handler {
 // WriteTooMany writes a 429 with seed 003's body: error, message, limit,
 // resetAt (epoch seconds) and the violated policies. The headers must be
 // written first (WriteHeaders).
-func WriteTooMany(w http.ResponseWriter, res sluice.Result) {
-	d := res.Decision
-	var violated []string
-	for _, x := range res.Decisions {
-		if !x.Allowed {
-			violated = append(violated, x.Policy)
-		}
-	}
-	wire.WriteJSON(w, http.StatusTooManyRequests, map[string]any{
-		"error":             "Rate limit exceeded",
-		"message":           fmt.Sprintf("Too many requests. Please try again in %d seconds.", wire.CeilSeconds(d.RetryAfter)),
-		"limit":             d.Limit,
-		"resetAt":           wire.CeilUnix(d.ResetAt),
-		"violated-policies": violated,
-	})
-}
+func WriteTooMany(w http.ResponseWriter, res sluice.Result) { wire.WriteTooMany(w, res) }

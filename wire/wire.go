@@ -9,6 +9,7 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sort"
 	"strconv"
 	"time"
@@ -313,18 +314,48 @@ func FromResult(res sluice.Result) CheckResponse {
 		out.Decisions[i] = FromDecision(d)
 	}
 	if !res.Allowed {
-		out.Error = "Rate limit exceeded"
-		out.Message = fmt.Sprintf("Too many requests. Please try again in %d seconds.", CeilSeconds(res.Decision.RetryAfter))
-		seen := map[string]bool{}
-		for _, d := range res.Decisions {
-			if !d.Allowed && !seen[d.Policy] {
-				out.Violated = append(out.Violated, d.Policy)
-				seen[d.Policy] = true
-			}
-		}
-		sort.Strings(out.Violated)
+		out.Error, out.Message, out.Violated = tooManyError, tooManyMessage(res), violated(res)
 	}
 	return out
+}
+
+// Seed 003's denial: its error, its message, and the policies violated.
+const tooManyError = "Rate limit exceeded"
+
+func tooManyMessage(res sluice.Result) string {
+	return fmt.Sprintf("Too many requests. Please try again in %d seconds.", CeilSeconds(res.Decision.RetryAfter))
+}
+
+// violated returns the policies that denied res, sorted, once each.
+func violated(res sluice.Result) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range res.Decisions {
+		if !d.Allowed && !seen[d.Policy] {
+			out = append(out, d.Policy)
+			seen[d.Policy] = true
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TooMany is seed 003's body of a 429 from a service a limiter protects
+// (httplimit's middleware): the reported decision's limit and reset, and
+// the policies violated.
+type TooMany struct {
+	Error    string   `json:"error"`
+	Message  string   `json:"message"`
+	Limit    int64    `json:"limit"`
+	ResetAt  int64    `json:"resetAt"`
+	Violated []string `json:"violated-policies"`
+}
+
+// WriteTooMany writes a denial of res as a 429 with its TooMany body. The
+// headers must be written first (WriteRateLimitHeaders).
+func WriteTooMany(w http.ResponseWriter, res sluice.Result) {
+	WriteJSON(w, http.StatusTooManyRequests, TooMany{Error: tooManyError, Message: tooManyMessage(res),
+		Limit: res.Decision.Limit, ResetAt: CeilUnix(res.Decision.ResetAt), Violated: violated(res)})
 }
 
 // Decode returns the result r describes. The reported decision's own

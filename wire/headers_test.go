@@ -1,4 +1,4 @@
-package httplimit
+package wire
 
 import (
 	"net/http"
@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/wire"
 )
 
-// setHeaders is WriteHeaders by Header.Set, as it was first written: the
-// reference that WriteHeaders must equal.
+// setHeaders is WriteRateLimitHeaders by Header.Set, as it was first written: the
+// reference that WriteRateLimitHeaders must equal.
 func setHeaders(h http.Header, res sluice.Result, policies []sluice.Policy, now time.Time) {
 	var pol, rl strings.Builder
 	for i, d := range res.Decisions {
@@ -28,22 +27,22 @@ func setHeaders(h http.Header, res sluice.Result, policies []sluice.Policy, now 
 		if w := windowSeconds(&policies[i], now); w > 0 {
 			pol.WriteString(";w=" + strconv.FormatInt(w, 10))
 		}
-		rl.WriteString(`"` + d.Policy + `";r=` + strconv.FormatInt(d.Remaining, 10) + ";t=" + strconv.FormatInt(wire.CeilSeconds(d.ResetAt.Sub(now)), 10))
+		rl.WriteString(`"` + d.Policy + `";r=` + strconv.FormatInt(d.Remaining, 10) + ";t=" + strconv.FormatInt(CeilSeconds(d.ResetAt.Sub(now)), 10))
 	}
 	h.Set("RateLimit-Policy", pol.String())
 	h.Set("RateLimit", rl.String())
 	d := res.Decision
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(d.Limit, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(d.Remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(wire.CeilUnix(d.ResetAt), 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(CeilUnix(d.ResetAt), 10))
 	if !res.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(wire.CeilSeconds(d.RetryAfter), 10))
+		h.Set("Retry-After", strconv.FormatInt(CeilSeconds(d.RetryAfter), 10))
 	}
 }
 
-// TestWriteHeadersAsSet: WriteHeaders sets what Header.Set would, over
+// TestWriteRateLimitHeadersAsSet: WriteRateLimitHeaders sets what Header.Set would, over
 // headers already there, for every kind of policy and outcome.
-func TestWriteHeadersAsSet(t *testing.T) {
+func TestWriteRateLimitHeadersAsSet(t *testing.T) {
 	now := time.Date(2026, 2, 10, 12, 0, 0, 500, time.UTC)
 	fw := sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 10, Window: time.Minute}
 	conc := sluice.Policy{Name: "conc", Algorithm: sluice.Concurrency, Limit: 4}
@@ -77,9 +76,9 @@ func TestWriteHeadersAsSet(t *testing.T) {
 			h.Set("Content-Type", "application/json")
 		}
 		setHeaders(want, c.res, c.policies, now)
-		WriteHeaders(got, c.res, c.policies, now)
+		WriteRateLimitHeaders(got, c.res, c.policies, now)
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("WriteHeaders:\n%v\nHeader.Set:\n%v", got, want)
+			t.Errorf("WriteRateLimitHeaders:\n%v\nHeader.Set:\n%v", got, want)
 		}
 	}
 }
