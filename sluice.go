@@ -1,7 +1,8 @@
 // Package sluice holds the domain of the Sluice rate limiter: policies,
 // requests, decisions and the interfaces that limiters and stores implement.
 // It does no I/O; the algorithms live in package algo, the stores under
-// store/, and the wiring in cmd/sluice.
+// store/, the server's assembly in internal/server, and the wiring in
+// cmd/sluice.
 //
 // Being over a limit is a Decision with Allowed false, never an error. Errors
 // are for broken things: bad input (KindInvalid), a store that is closed or

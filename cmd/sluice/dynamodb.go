@@ -7,60 +7,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/store/dynamostore"
 )
 
-// dynamoFlags are the flags that reach a table.
-type dynamoFlags struct {
-	Table, Region, Endpoint string
-}
-
-func (f *dynamoFlags) register(fs *flag.FlagSet) {
+// registerDynamo defines the flags that reach a table.
+func registerDynamo(fs *flag.FlagSet, f *server.DynamoConfig) {
 	fs.StringVar(&f.Table, "dynamodb-table", "sluice", "DynamoDB `table` (see sluice dynamodb create-table)")
 	fs.StringVar(&f.Region, "dynamodb-region", "", "AWS `region`; default $AWS_REGION, then us-east-1")
 	fs.StringVar(&f.Endpoint, "dynamodb-endpoint", "", "DynamoDB endpoint `URL`, for a local emulator; default AWS's")
-}
-
-// client returns a DynamoDB client from the usual AWS environment and
-// credential chain, with the flags' region and endpoint.
-func (f *dynamoFlags) client(ctx context.Context) (*dynamodb.Client, error) {
-	return f.clientVia(ctx, nil)
-}
-
-// clientVia is client, sending its requests through counter if not nil.
-func (f *dynamoFlags) clientVia(ctx context.Context, counter *countingClient) (*dynamodb.Client, error) {
-	var opts []func(*awsconfig.LoadOptions) error
-	region := f.Region
-	if region == "" && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
-		region = "us-east-1"
-	}
-	if region != "" {
-		opts = append(opts, awsconfig.WithRegion(region))
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("dynamodb: AWS configuration: %w", err)
-	}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if f.Endpoint != "" {
-			o.BaseEndpoint = aws.String(f.Endpoint)
-		}
-		// Enough idle connections for a busy node.
-		o.HTTPClient = awsHTTPClient()
-		if counter != nil {
-			counter.next = o.HTTPClient
-			o.HTTPClient = counter
-		}
-	}), nil
 }
 
 const dynamoUsage = `Usage:
@@ -83,9 +42,9 @@ func dynamodbCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("sluice dynamodb "+args[0], flag.ContinueOnError)
 	switch args[0] {
 	case "create-table":
-		var f dynamoFlags
+		var f server.DynamoConfig
 		var replicas string
-		f.register(fs)
+		registerDynamo(fs, &f)
 		fs.StringVar(&replicas, "replica-regions", "", "comma-separated AWS `regions` to replicate the table to: a global table (version 2019.11.21) for multi-region limits")
 		if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
 			return err
@@ -96,7 +55,7 @@ func dynamodbCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 				regions = append(regions, r)
 			}
 		}
-		db, err := f.client(ctx)
+		db, err := f.Client(ctx)
 		if err != nil {
 			return err
 		}

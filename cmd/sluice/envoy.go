@@ -4,156 +4,41 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
-	"net"
 	"os"
-	"runtime"
 	"strings"
-	"sync"
-	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-
-	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
-// envoyFlags configure Envoy's rate limit service (package envoyrls).
-type envoyFlags struct {
-	GRPCAddr      string
-	Dir           string
-	PerDescriptor bool
-	Headers       bool
-	TokenFile     string
-	token         string
-}
-
-func (f *envoyFlags) register(fs *flag.FlagSet) {
+// registerEnvoy defines the flags of Envoy's rate limit service, and
+// --grpc-token-file, whose token checkEnvoy reads.
+func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, tokenFile *string) {
 	fs.StringVar(&f.GRPCAddr, "grpc-addr", "", "`address` to serve Envoy's rate limit service on, over gRPC (off if empty; see docs/envoy.md)")
 	fs.StringVar(&f.Dir, "envoy-config", "", "`directory` of envoyproxy/ratelimit YAML files, one domain each (reloaded on SIGHUP and on change)")
 	fs.BoolVar(&f.PerDescriptor, "envoy-per-descriptor", false, "decide each descriptor on its own, as envoyproxy/ratelimit does, instead of all-or-nothing: an admitted descriptor consumes even when another denies")
 	fs.BoolVar(&f.Headers, "envoy-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset of the descriptor nearest its limit to every answer (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
-	fs.StringVar(&f.TokenFile, "grpc-token-file", "", "`file` holding a token every rate limit call must carry as \"authorization: Bearer <token>\" metadata (health checks excepted)")
+	fs.StringVar(tokenFile, "grpc-token-file", "", "`file` holding a token every rate limit call must carry as \"authorization: Bearer <token>\" metadata (health checks excepted)")
 }
 
-func (f *envoyFlags) check() error {
+// checkEnvoy checks the flags of Envoy's rate limit service, and reads
+// the token of tokenFile into f.
+func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
 	switch {
-	case f.GRPCAddr == "" && (f.Dir != "" || f.PerDescriptor || f.Headers || f.TokenFile != ""):
+	case f.GRPCAddr == "" && (f.Dir != "" || f.PerDescriptor || f.Headers || tokenFile != ""):
 		return errors.New("serve: --envoy-config, --envoy-per-descriptor, --envoy-response-headers and --grpc-token-file need --grpc-addr")
 	case f.Dir != "":
 		if fi, err := os.Stat(f.Dir); err != nil || !fi.IsDir() {
 			return fmt.Errorf("serve: --envoy-config %q is not a directory", f.Dir)
 		}
 	}
-	if f.TokenFile != "" {
-		b, err := os.ReadFile(f.TokenFile)
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
 		if err != nil {
 			return fmt.Errorf("serve: --grpc-token-file: %w", err)
 		}
-		if f.token = strings.TrimSpace(string(b)); len(f.token) < 16 {
+		if f.Token = strings.TrimSpace(string(b)); len(f.Token) < 16 {
 			return errors.New("serve: --grpc-token-file: the token must be at least 16 characters")
 		}
 	}
 	return nil
 }
-
-// envoyConfig is the Envoy configuration in force: a watched directory, or
-// none.
-type envoyConfig struct {
-	watcher *envoyrls.Watcher
-	empty   *envoyrls.Config
-}
-
-func (f *envoyFlags) load(log *slog.Logger) (envoyConfig, error) {
-	if f.Dir == "" {
-		c, _ := envoyrls.Parse(nil)
-		return envoyConfig{empty: c}, nil
-	}
-	w, err := envoyrls.NewWatcher(f.Dir, log, nil)
-	if err != nil {
-		return envoyConfig{}, fmt.Errorf("serve: %w", err)
-	}
-	return envoyConfig{watcher: w}, nil
-}
-
-func (c envoyConfig) current() *envoyrls.Config {
-	if c.watcher != nil {
-		return c.watcher.Config()
-	}
-	return c.empty
-}
-
-// named reports whether policy is a rule's in the configuration in force,
-// for its metrics' label.
-func (c envoyConfig) named(policy string) bool { return c.current().HasPolicy(policy) }
-
-// rlsServer is the running gRPC server, or nothing.
-type rlsServer struct {
-	gs   *grpc.Server
-	hs   *health.Server
-	once sync.Once
-	done chan struct{}
-}
-
-// start serves the rate limit service at --grpc-addr, if set. waits says
-// whether a decision waits for its store (a disk sync on Pebble, a round
-// trip to DynamoDB).
-func (f *envoyFlags) start(eng *engine.Engine, cfg envoyConfig, waits bool, log *slog.Logger) (*rlsServer, error) {
-	r := &rlsServer{done: make(chan struct{})}
-	if f.GRPCAddr == "" {
-		close(r.done)
-		r.once.Do(func() {})
-		return r, nil
-	}
-	ln, err := net.Listen("tcp", f.GRPCAddr)
-	if err != nil {
-		return nil, fmt.Errorf("serve: --grpc-addr: %w", err)
-	}
-	if !loopback(f.GRPCAddr) && f.token == "" {
-		log.Warn("the rate limit service listens off loopback without a token: anyone who reaches it can spend any domain's limits; set --grpc-token-file or keep it on a private network", "addr", f.GRPCAddr)
-	}
-	headers := envoyrls.Headers{}
-	if f.Headers {
-		headers = envoyrls.DefaultHeaders
-	}
-	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, PerDescriptor: f.PerDescriptor, Headers: headers})
-	// A call waiting for its store holds its stream worker meanwhile; with
-	// one worker a core, as for the memory store, the calls behind it
-	// would each start a goroutine whose stack grows by copying (12% of
-	// the server's CPU on Pebble under load, docs/benchmarks.md). 64 a
-	// core keeps them on workers; the memory store, which never waits,
-	// does best with one.
-	workers := runtime.GOMAXPROCS(0)
-	if waits {
-		workers *= 64
-	}
-	r.gs, r.hs = envoyrls.NewServer(svc, f.token, grpc.NumStreamWorkers(uint32(workers)))
-	go func() {
-		defer close(r.done)
-		if err := r.gs.Serve(ln); err != nil {
-			log.Error("rate limit service", "err", err)
-		}
-	}()
-	log.Info("envoy rate limit service serving", "addr", ln.Addr().String(), "config", f.Dir,
-		"domains", len(cfg.current().Domains()), "per_descriptor", f.PerDescriptor, "token", f.token != "")
-	return r, nil
-}
-
-// stopping stops the server: health checks answer NOT_SERVING at once, calls
-// in flight get up to d to finish, and the returned channel closes once
-// the server has stopped. Stopping again waits for the first stop.
-func (r *rlsServer) stopping(d time.Duration) <-chan struct{} {
-	r.once.Do(func() {
-		r.hs.Shutdown()
-		go func() {
-			t := time.AfterFunc(d, r.gs.Stop)
-			r.gs.GracefulStop()
-			t.Stop()
-		}()
-	})
-	return r.done
-}
-
-// stop stops the server within d and waits for it.
-func (r *rlsServer) stop(d time.Duration) { <-r.stopping(d) }

@@ -1,15 +1,60 @@
-package main
+package server
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
+
+// DynamoConfig reaches a DynamoDB table.
+type DynamoConfig struct {
+	Table    string // --dynamodb-table
+	Region   string // --dynamodb-region; default $AWS_REGION, then us-east-1
+	Endpoint string // --dynamodb-endpoint; default AWS's
+}
+
+// Client returns a DynamoDB client from the usual AWS environment and
+// credential chain, with c's region and endpoint.
+func (c DynamoConfig) Client(ctx context.Context) (*dynamodb.Client, error) {
+	return c.clientVia(ctx, nil)
+}
+
+// clientVia is Client, sending its requests through counter if not nil.
+func (c DynamoConfig) clientVia(ctx context.Context, counter *countingClient) (*dynamodb.Client, error) {
+	var opts []func(*awsconfig.LoadOptions) error
+	region := c.Region
+	if region == "" && os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		region = "us-east-1"
+	}
+	if region != "" {
+		opts = append(opts, awsconfig.WithRegion(region))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dynamodb: AWS configuration: %w", err)
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if c.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.Endpoint)
+		}
+		// Enough idle connections for a busy node.
+		o.HTTPClient = awsHTTPClient()
+		if counter != nil {
+			counter.next = o.HTTPClient
+			o.HTTPClient = counter
+		}
+	}), nil
+}
 
 // awsHTTPClient is the SDK's HTTP client with room for many concurrent
 // decisions: the default keeps few idle connections per host.

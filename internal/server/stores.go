@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/dynamostore"
+	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/store/pebblestore"
+)
+
+// stores are the stores of a server, whichever kind.
+type stores struct {
+	counters sluice.Store
+	tenants  sluice.TenantStore
+	sessions sluice.SessionStore
+	registry sluice.Registry
+	ready    func(context.Context) error
+	close    func() error
+	local    bool // in process: no network between a decision and its state
+	// metrics publishes the store's own counts, if it keeps any.
+	metrics prometheus.Collector
+	// nodes lists the live nodes of a shared store, for the dashboard to
+	// sum them (DynamoDB); nil for a store of one process.
+	nodes nodeList
+	// sweepSessions removes expired sessions' state, periodically (not
+	// for DynamoDB, whose TTL does it, eventually).
+	sweepSessions func(now time.Time)
+}
+
+func openStores(ctx context.Context, c Config, log *slog.Logger) (stores, error) {
+	mem := memstore.Options{MaxKeys: c.MaxKeys}
+	if c.Store == "dynamodb" {
+		counter := newCountingClient(nil)
+		db, err := c.Dynamo.clientVia(ctx, counter)
+		if err != nil {
+			return stores{}, fmt.Errorf("serve: %w", err)
+		}
+		s, err := dynamostore.New(db, dynamostore.Options{Table: c.Dynamo.Table, CacheKeys: c.MaxKeys, Region: c.RegionID, Regions: c.Regions})
+		if err != nil {
+			return stores{}, fmt.Errorf("serve: %w", err)
+		}
+		return stores{counters: s, tenants: s, sessions: s, registry: s, nodes: s, ready: s.Ping, close: s.Close, metrics: dynamoCollector{s.Stats, counter.counts}}, nil
+	}
+	if c.Store == "memory" {
+		s := memstore.New(mem)
+		sessions := &memstore.Sessions{}
+		return stores{counters: s, tenants: &memstore.Tenants{}, sessions: sessions, close: s.Close, local: true,
+			sweepSessions: func(now time.Time) { sessions.Sweep(now) }}, nil
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return stores{}, fmt.Errorf("serve: data dir: %w", err)
+	}
+	interval := c.SyncInterval
+	if interval == 0 {
+		interval = -1 // pebblestore's "as soon as asked"; its 0 is its default
+	}
+	s, err := pebblestore.Open(c.DataDir, pebblestore.Options{Memory: mem, SyncInterval: interval, Logger: log})
+	if err != nil {
+		return stores{}, fmt.Errorf("serve: %w", err)
+	}
+	return stores{counters: s, tenants: s, sessions: s, ready: s.Ping, close: s.Close, local: true,
+		sweepSessions: func(now time.Time) {
+			if _, err := s.SweepSessions(now); err != nil {
+				log.Warn("sweeping expired sessions", "err", err)
+			}
+		}}, nil
+}

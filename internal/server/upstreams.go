@@ -1,0 +1,50 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/fairshare"
+	"github.com/sluicehq/sluice/httpapi"
+)
+
+// newUpstreams starts a fair-share scheduler for each upstream of cfg.
+// On a store that many nodes share (shared), each upstream's rate is split
+// among the nodes by a ledger in that store (fairshare.Balancer); this
+// node's claims in it are named by a random id of its own, new at each
+// start, so that a restarted node starts with what is free.
+func newUpstreams(cfg *config.Config, lim fairshare.Limiter, shared bool, log *slog.Logger) (map[string]httpapi.Upstream, error) {
+	ups := map[string]httpapi.Upstream{}
+	node := sluice.NamedLease | rand.Uint64()
+	for _, name := range cfg.UpstreamNames() {
+		uc := cfg.Upstreams[name]
+		sc := uc.Scheduler()
+		opts := fairshare.Options{Logger: log.With("upstream", name)}
+		if shared {
+			l, err := fairshare.NewLimiterLedger(lim, name, sc, node, fairshare.DefaultTTL(sc.Window))
+			if err != nil {
+				closeUpstreams(ups)
+				return nil, fmt.Errorf("serve: upstream %s: %w", name, err)
+			}
+			opts.Ledger = l
+		}
+		q, err := fairshare.NewUpstream(sc, opts)
+		if err != nil {
+			closeUpstreams(ups)
+			return nil, fmt.Errorf("serve: upstream %s: %w", name, err)
+		}
+		ups[name] = httpapi.Upstream{Config: uc, Quota: q}
+	}
+	return ups, nil
+}
+
+// closeUpstreams stops them; waiting requests end with fairshare.ErrClosed.
+// Closing twice is harmless.
+func closeUpstreams(ups map[string]httpapi.Upstream) {
+	for _, u := range ups {
+		u.Quota.Close()
+	}
+}
