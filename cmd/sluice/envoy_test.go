@@ -464,9 +464,9 @@ func TestEnvoyToken(t *testing.T) {
 			{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}},
 			{MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "envoy.service.ratelimit.v3.RateLimitService"}},
 		} {
-			if err := stream.Send(req); err != nil {
-				break // the answer to Recv tells why
-			}
+			// A Send the server has already refused fails with io.EOF:
+			// the stream's status comes from Recv, whichever failed.
+			_ = stream.Send(req)
 			resp, err := stream.Recv()
 			if err != nil {
 				return services, files, err
