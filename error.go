@@ -29,6 +29,10 @@ const (
 	// KindGone is a thing that existed and is no more, such as a closed
 	// WebSocket connection (410, as API Gateway's management API).
 	KindGone
+	// KindExhausted is a request refused for want of a shared resource:
+	// a queue full, an upstream's share that would come too late (429).
+	// A limit's denial is a decision, never an error.
+	KindExhausted
 )
 
 func (k Kind) String() string {
@@ -47,6 +51,8 @@ func (k Kind) String() string {
 		return "forbidden"
 	case KindGone:
 		return "gone"
+	case KindExhausted:
+		return "exhausted"
 	}
 	return "internal"
 }
@@ -61,6 +67,17 @@ var (
 	// ErrLeaseNotFound is returned when releasing or renewing a lease that
 	// was released, has expired, or never existed.
 	ErrLeaseNotFound = &Error{Kind: KindNotFound, Message: "lease not found or expired"}
+
+	// ErrShortage is an upstream's request whose estimated or actual wait
+	// for its fair share exceeds its maximum wait (package fairshare): the
+	// caller should refuse it (429) instead of waiting.
+	ErrShortage = &Error{Op: "fairshare", Kind: KindExhausted, Message: "wait would exceed the maximum wait"}
+	// ErrQueueFull is an upstream's request whose customer already has
+	// as many requests waiting as its queue holds (package fairshare).
+	ErrQueueFull = &Error{Op: "fairshare", Kind: KindExhausted, Message: "customer queue full"}
+	// ErrUpstreamClosed is a call to an upstream's quota after it closed:
+	// a server shutting down (package fairshare).
+	ErrUpstreamClosed = &Error{Op: "fairshare", Kind: KindUnavailable, Message: "closed"}
 )
 
 // Error is Sluice's error type: a kind to branch on, the operation that

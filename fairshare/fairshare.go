@@ -42,7 +42,6 @@
 package fairshare
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -56,12 +55,13 @@ type Customer string
 var (
 	// ErrShortage is a request whose estimated or actual wait exceeds its
 	// maximum wait: the caller should refuse it (429) instead of waiting.
-	ErrShortage = errors.New("fairshare: wait would exceed the maximum wait")
+	// It is sluice.ErrShortage, of kind KindExhausted.
+	ErrShortage = sluice.ErrShortage
 	// ErrQueueFull is a request whose customer already has MaxQueue
-	// requests waiting.
-	ErrQueueFull = errors.New("fairshare: customer queue full")
-	// ErrClosed is a call to an Upstream after Close.
-	ErrClosed = errors.New("fairshare: closed")
+	// requests waiting: sluice.ErrQueueFull, of kind KindExhausted.
+	ErrQueueFull = sluice.ErrQueueFull
+	// ErrClosed is a call to an Upstream after Close (KindUnavailable).
+	ErrClosed = sluice.ErrUpstreamClosed
 )
 
 // MaxWeight bounds a request's weight, so deficits cannot overflow.

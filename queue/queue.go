@@ -22,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Message is one message. Group orders it: messages of one group are
@@ -40,11 +42,13 @@ type Message struct {
 	visibleAt time.Time // after a failed delivery, when it may go again
 }
 
-// Errors of Enqueue.
+// Errors of Enqueue, with their kinds: a full queue is exhausted (the
+// sender may try again), a duplicate a conflict, a closed queue
+// unavailable.
 var (
-	ErrFull      = errors.New("queue: full")
-	ErrDuplicate = errors.New("queue: duplicate message id")
-	ErrClosed    = errors.New("queue: closed")
+	ErrFull      = &sluice.Error{Op: "queue", Kind: sluice.KindExhausted, Message: "full"}
+	ErrDuplicate = &sluice.Error{Op: "queue", Kind: sluice.KindConflict, Message: "duplicate message id"}
+	ErrClosed    = &sluice.Error{Op: "queue", Kind: sluice.KindUnavailable, Message: "closed"}
 )
 
 // Handler handles one message and returns nil once it is done with it. An

@@ -36,6 +36,7 @@ var kinds = [...]struct {
 	sluice.KindUnauthorized: {http.StatusUnauthorized, "unauthorized", codes.Unauthenticated},
 	sluice.KindForbidden:    {http.StatusForbidden, "forbidden", codes.PermissionDenied},
 	sluice.KindGone:         {http.StatusGone, "gone", codes.NotFound},
+	sluice.KindExhausted:    {http.StatusTooManyRequests, "exhausted", codes.ResourceExhausted},
 }
 
 // GRPCCode returns the gRPC code of an error of kind k.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/fairshare"
 )
 
 // AcquireRequest is the body of POST /v1/upstreams/{name}/acquire: a
@@ -56,20 +55,19 @@ type UpstreamShort struct {
 // UpstreamShortCode is UpstreamShort's error code.
 const UpstreamShortCode = "upstream_quota_short"
 
-// WriteAcquireError answers an upstream's refusal (fairshare.ErrShortage,
-// ErrQueueFull) with 429, Retry-After and an UpstreamShort body; a closed
-// upstream (a server shutting down) as unavailable; any other error by its
-// kind (WriteError). retryAfter is the refused request's estimated wait.
-// Beside the kinds' table, this is the one place fairshare's errors meet
-// HTTP statuses.
+// WriteAcquireError answers an upstream's refusal (sluice.ErrShortage,
+// ErrQueueFull, which package fairshare returns) with 429, Retry-After and
+// an UpstreamShort body; a closed upstream (a server shutting down) as
+// unavailable; any other error by its kind (WriteError). retryAfter is the
+// refused request's estimated wait.
 func WriteAcquireError(w http.ResponseWriter, upstream string, err error, retryAfter time.Duration) {
 	var reason, msg string
 	switch {
-	case errors.Is(err, fairshare.ErrShortage):
+	case errors.Is(err, sluice.ErrShortage):
 		reason, msg = ReasonShortage, "the upstream quota is short: the fair wait would exceed maxWait"
-	case errors.Is(err, fairshare.ErrQueueFull):
+	case errors.Is(err, sluice.ErrQueueFull):
 		reason, msg = ReasonQueueFull, "the upstream quota is short: this customer's queue is full"
-	case errors.Is(err, fairshare.ErrClosed):
+	case errors.Is(err, sluice.ErrUpstreamClosed):
 		WriteError(w, &sluice.Error{Kind: sluice.KindUnavailable, Message: fmt.Sprintf("upstream %q is closed: the server is shutting down", upstream)})
 		return
 	default:
@@ -83,11 +81,12 @@ func WriteAcquireError(w http.ResponseWriter, upstream string, err error, retryA
 	})
 }
 
-// Err returns the fairshare error s describes (ErrShortage or
-// ErrQueueFull), for a client: an unknown reason is a shortage.
+// Err returns the refusal s describes (sluice.ErrShortage or
+// ErrQueueFull, which fairshare's errors are), for a client: an unknown
+// reason is a shortage.
 func (s UpstreamShort) Err() error {
 	if s.Reason == ReasonQueueFull {
-		return fairshare.ErrQueueFull
+		return sluice.ErrQueueFull
 	}
-	return fairshare.ErrShortage
+	return sluice.ErrShortage
 }

@@ -221,6 +221,7 @@ func TestGRPCStatus(t *testing.T) {
 		{errors.New("disk on fire at /secret/path"), codes.Internal, "internal error"},
 		{sluice.ErrTenantChanged, codes.AlreadyExists, "tenant changed since it was read"},
 		{&sluice.Error{Kind: sluice.KindForbidden, Message: "no"}, codes.PermissionDenied, "no"},
+		{fairshare.ErrShortage, codes.ResourceExhausted, "wait would exceed the maximum wait"}, // fairshare's errors have kinds: wire needs not know fairshare
 	} {
 		st, _ := status.FromError(GRPCStatus(tc.err))
 		if st.Code() != tc.code || st.Message() != tc.msg {
