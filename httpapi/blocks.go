@@ -64,6 +64,19 @@ func (h *Handler) blockOut(b sluice.KeyBlock) blockJSON {
 	return blockJSON{b, k, k}
 }
 
+// blocksOut is bs on the wire, as the audit trail keeps them: keys
+// readable.
+func (h *Handler) blocksOut(bs []sluice.KeyBlock) []blockJSON {
+	if bs == nil {
+		return nil // null in the trail, as before
+	}
+	out := make([]blockJSON, len(bs))
+	for i, b := range bs {
+		out[i] = h.blockOut(b)
+	}
+	return out
+}
+
 // maxBlock is the longest block: a longer one is a limit to set.
 const maxBlock = 30 * 24 * time.Hour
 
@@ -131,7 +144,7 @@ func (h *Handler) block(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, err)
 		return
 	}
-	h.audit(r, who, "block", tenant, before, after)
+	h.audit(r, who, "block", tenant, h.blocksOut(before), h.blocksOut(after))
 	writeJSON(w, http.StatusCreated, h.blockOut(b))
 }
 
@@ -167,7 +180,7 @@ func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
 			penalty, err = kk.Lift(r.Context(), tenant, sluice.Check{Policy: rs[0].Policy, Key: key})
 		}
 	}
-	h.audit(r, who, "lift", tenant, before, after) // the block is gone, whatever the box
+	h.audit(r, who, "lift", tenant, h.blocksOut(before), h.blocksOut(after)) // the block is gone, whatever the box
 	if err != nil {
 		writeError(w, err)
 		return

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -133,6 +134,9 @@ func TestBlocksAndAudit(t *testing.T) {
 		if actions[i] != want[i] {
 			t.Fatalf("audit actions %v, want %v", actions, want)
 		}
+	}
+	if blocked := out["entries"].([]any)[3].(map[string]any); !strings.Contains(fmt.Sprint(blocked["after"]), "key:user=mallory") {
+		t.Errorf("the block's entry shows its key as %v, want user=mallory", blocked["after"])
 	}
 	upd := out["entries"].([]any)[2].(map[string]any)
 	if upd["actor"] != "admin" || upd["before"] == nil || upd["after"].(map[string]any)["overrides"] == nil {
