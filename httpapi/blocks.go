@@ -166,17 +166,24 @@ func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, err)
 		return
 	}
-	before, after, err := h.changeBlocks(r.Context(), tenant, func(bs []sluice.KeyBlock) []sluice.KeyBlock {
-		return slices.DeleteFunc(bs, func(o sluice.KeyBlock) bool { return o.Policy == in.Policy && o.Key == key })
-	})
+	// A tenant of the file without a record has no block to lift: its
+	// penalty box is lifted all the same.
+	var before, after []sluice.KeyBlock
+	if t, lerr := h.tenants.Lookup(r.Context(), tenant); lerr != nil {
+		err = lerr
+	} else if t.Record != nil {
+		before, after, err = h.changeBlocks(r.Context(), tenant, func(bs []sluice.KeyBlock) []sluice.KeyBlock {
+			return slices.DeleteFunc(bs, func(o sluice.KeyBlock) bool { return o.Policy == in.Policy && o.Key == key })
+		})
+	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	penalty := false
 	if kk, ok := h.opts.Limiter.(KeyKeeper); ok {
-		rs, t, _, rerr := h.resolve(r, tenant, "", []string{in.Policy})
-		if err = rerr; err == nil && t.Record != nil {
+		rs, _, _, rerr := h.resolve(r, tenant, "", []string{in.Policy})
+		if err = rerr; err == nil {
 			penalty, err = kk.Lift(r.Context(), tenant, sluice.Check{Policy: rs[0].Policy, Key: key})
 		}
 	}

@@ -19,6 +19,13 @@ func TestFileTenantsAndLimits(t *testing.T) {
 	if code, out := s.do(t, adminKey, "PUT", "/v1/tenants/demo", `{"tier":"premium"}`); code != 409 || !strings.Contains(out["message"].(string), "configuration file") {
 		t.Fatalf("a PUT of the file's demo: %d %v, want 409 naming the file", code, out)
 	}
+	// A lift with nothing to lift makes no record.
+	if code, out := s.do(t, adminKey, "DELETE", "/v1/tenants/demo/blocks?policy=chat&key=user%3Dnobody", ""); code != 200 || out["block"] != false {
+		t.Fatalf("lifting nothing on the file's demo: %d %v", code, out)
+	}
+	if _, out := s.do(t, adminKey, "GET", "/v1/tenants/demo", ""); out["version"] != nil {
+		t.Fatalf("a lift of nothing made demo a record: %v", out)
+	}
 	if _, out := s.do(t, adminKey, "GET", "/v1/tenants/demo", ""); out["tier"] != "free" {
 		t.Fatalf("after a refused PUT: %v", out)
 	}
