@@ -547,7 +547,8 @@ func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
 
 func want(v any) string {
 	switch v.(type) {
-	case *rawCheckRequest, *wire.Check, *wire.Policy, *leaseRequest, *tenantJSON, *keyRequest, *wire.AcquireRequest:
+	case *rawCheckRequest, *wire.Check, *wire.Policy, *leaseRequest, *tenantJSON, *keyRequest, *wire.AcquireRequest,
+		*tryRequest, *blockRequest:
 		return "object"
 	}
 	return "value"

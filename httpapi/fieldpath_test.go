@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -41,5 +42,16 @@ func TestUnknownFieldNamedByPath(t *testing.T) {
 	_, err := decodePolicy([]byte(`{"name":"p","algorithm":"concurrency","limit":3,"penalty":{"after":1,"bse":"1s"}}`), "policy")
 	if got := sluice.FieldOf(err); got != "policy.penalty.bse" {
 		t.Errorf("lease policy: %v, want an error naming policy.penalty.bse", err)
+	}
+}
+
+// TestWrongKindOfBody: a body that is not the object a route wants says
+// so, on every route that decodes one.
+func TestWrongKindOfBody(t *testing.T) {
+	for _, v := range []any{new(leaseRequest), new(tenantJSON), new(keyRequest), new(tryRequest), new(blockRequest)} {
+		err := decodeStrict([]byte(`[]`), v, "")
+		if got, want := fmt.Sprint(err), "body must be a JSON object, got array"; got != want {
+			t.Errorf("%T: %q, want %q", v, got, want)
+		}
 	}
 }
