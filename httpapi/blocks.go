@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/tenancy"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // KeyKeeper is what the abuse view does to one key (engine.Engine): read
@@ -115,7 +116,7 @@ func (h *Handler) block(w http.ResponseWriter, r *http.Request, who principal) {
 		return
 	}
 	var in blockRequest
-	if err := decodeStrict(body, &in, ""); err != nil {
+	if err := wire.DecodeStrict(body, &in, ""); err != nil {
 		writeError(w, err)
 		return
 	}

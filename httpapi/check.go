@@ -20,7 +20,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, err)
 		return
 	}
-	in, err := decodeCheckBody(body)
+	in, err := wire.DecodeCheck(body)
 	releaseBody(buf, body) // nothing decoded refers to it
 	if err != nil {
 		writeError(w, err)

@@ -124,7 +124,7 @@ func (h *Handler) insightTry(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	var in tryRequest
-	if err := decodeStrict(body, &in, ""); err != nil {
+	if err := wire.DecodeStrict(body, &in, ""); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -114,7 +114,7 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 	if err != nil {
 		return in, "", sluice.Check{}, err
 	}
-	if err := decodeStrict(body, &in, ""); err != nil {
+	if err := wire.DecodeStrict(body, &in, ""); err != nil {
 		return in, "", sluice.Check{}, err
 	}
 	tenant, err := h.tenantOf(in.Tenant, who)
@@ -148,7 +148,7 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 			check.BlockedUntil = t.BlockedUntil(name, check.Key, h.opts.Now())
 		}
 	default:
-		p, err := decodePolicy(in.Policy, "policy")
+		p, err := wire.DecodePolicy(in.Policy, "policy")
 		if err != nil {
 			return in, "", sluice.Check{}, err
 		}

@@ -64,7 +64,7 @@ func (h *Handler) decodeTenant(w http.ResponseWriter, r *http.Request, id string
 		return sluice.Tenant{}, err
 	}
 	var in tenantJSON
-	if err := decodeStrict(body, &in, ""); err != nil {
+	if err := wire.DecodeStrict(body, &in, ""); err != nil {
 		return sluice.Tenant{}, err
 	}
 	if id != "" {
@@ -329,7 +329,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, who principa
 	}
 	var in keyRequest
 	if len(body) > 0 {
-		if err := decodeStrict(body, &in, ""); err != nil {
+		if err := wire.DecodeStrict(body, &in, ""); err != nil {
 			writeError(w, err)
 			return
 		}

@@ -41,7 +41,7 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 		return
 	}
 	var in wire.AcquireRequest
-	if err := decodeStrict(body, &in, ""); err != nil {
+	if err := wire.DecodeStrict(body, &in, ""); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -3,7 +3,9 @@
 // from error kinds to HTTP statuses. The server (httpapi, gateway,
 // httplimit) and the Go client (client) both use it, so that they cannot
 // drift apart; wire_test.go round-trips every field. upstream.go holds the
-// fair-share acquire's bodies.
+// fair-share acquire's bodies; decode.go and checkbody.go decode the
+// server's request bodies strictly, naming the field at fault by its path
+// ("checks[1].policy.windw"), and httpapi only reads them.
 package wire
 
 import (

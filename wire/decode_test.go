@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/wire"
 )
 
 // TestRawCheckRequestMatchesWire: the slow path's shape of a check request
@@ -25,8 +24,8 @@ func TestRawCheckRequestMatchesWire(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	if a, b := names(rawCheckRequest{}), names(wire.CheckRequest{}); !slices.Equal(a, b) {
-		t.Fatalf("rawCheckRequest has %v, wire.CheckRequest %v", a, b)
+	if a, b := names(rawCheckRequest{}), names(CheckRequest{}); !slices.Equal(a, b) {
+		t.Fatalf("rawCheckRequest has %v, CheckRequest %v", a, b)
 	}
 }
 
@@ -47,7 +46,7 @@ func TestInvalidTextNamesTheField(t *testing.T) {
 		`{"o":{"chat":{"limit":5},"chat":{}}}`:          "o.chat",
 		`[{"a":1},{"a":1}]`:                             "",
 	} {
-		err := invalidText([]byte(body))
+		err := ValidateText([]byte(body))
 		switch {
 		case field == "" && err != nil:
 			t.Errorf("%s: %v, want valid", body, err)
@@ -61,7 +60,7 @@ func TestInvalidTextNamesTheField(t *testing.T) {
 // in their own key space, apart from configured policies' counters, even
 // one configured later under the same name.
 func TestInlineChecksInTheirSpace(t *testing.T) {
-	in, err := decodeCheckBody([]byte(`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m"}}]}`))
+	in, err := DecodeCheck([]byte(`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m"}}]}`))
 	if err != nil || len(in.Checks) != 1 || in.Checks[0].Space != sluice.SpaceInline {
 		t.Fatalf("decoded %+v, %v: want one check in the inline space", in.Checks, err)
 	}
@@ -87,7 +86,7 @@ func FuzzPlainText(f *testing.F) {
 // checkBodies are bodies of POST /v1/check, good and bad, for the two
 // decoders to agree on.
 var checkBodies = []string{
-	chat,
+	`{"tenant":"acme","checks":[{"key":"user-1","policy":{"name":"chat","algorithm":"fixed_window","limit":3,"window":"60s"}}]}`,
 	`{"tenant":"bench","checks":[{"key":"user-1","policy":{"name":"bench","algorithm":"fixed_window","limit":1000000,"window":"1m"}}]}`,
 	` { "tenant" : "t" , "hits" : 0 , "checks" : [ { "policy" : { "name" : "p" , "algorithm" : "token_bucket" , "limit" : 5 , "window" : "1s" , "burst" : 9 } , "key" : "k" } ] } ` + "\n",
 	`{"checks":[{"key":"a","policy":{"name":"p","algorithm":"gcra","limit":1,"window":"1s","shadow":true,"failMode":"closed","scope":"regional","leased":false}},{"key":"b","policy":{"name":"q","algorithm":"concurrency","limit":2,"leaseTTL":"30s"}}]}`,
@@ -130,8 +129,8 @@ func TestCheckBodyFastPath(t *testing.T) {
 }
 
 // TestCheckBodyDecodersAgree: what the fast path decodes, encoding/json
-// decodes alike; what it refuses, the decoder answers as readBody's check
-// of the text and encoding/json did.
+// decodes alike; what it refuses, the decoder answers as ValidateText and
+// encoding/json did.
 func TestCheckBodyDecodersAgree(t *testing.T) {
 	for _, body := range checkBodies {
 		checkDecodersAgree(t, []byte(body))
@@ -149,10 +148,10 @@ func FuzzCheckBodyDecoders(f *testing.F) {
 func checkDecodersAgree(t *testing.T, body []byte) {
 	t.Helper()
 	slow, slowErr := slowCheckBody(body)
-	if err := invalidText(body); err != nil {
-		slow, slowErr = checkBody{}, err
+	if err := ValidateText(body); err != nil {
+		slow, slowErr = CheckBody{}, err
 	}
-	got, err := decodeCheckBody(body)
+	got, err := DecodeCheck(body)
 	if fmt.Sprint(err) != fmt.Sprint(slowErr) || !reflect.DeepEqual(got, slow) {
 		t.Fatalf("%q: decoded\n%#v, %v\nencoding/json:\n%#v, %v", body, got, err, slow, slowErr)
 	}

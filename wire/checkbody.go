@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"math"
@@ -6,11 +6,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/wire"
 )
 
-// checkBody is a decoded POST /v1/check body.
-type checkBody struct {
+// CheckBody is a decoded POST /v1/check body (DecodeCheck): CheckRequest
+// with its defaults filled in and its inline policies decoded.
+type CheckBody struct {
 	Tenant string
 	// Hits is the request's cost: the body's, or 1 if it gives none.
 	Hits     int64
@@ -22,20 +22,20 @@ type checkBody struct {
 	Checks []sluice.Check
 }
 
-// decodeCheckBody decodes a POST /v1/check body, as read by
-// readBodyInto: the request and, for inline policies, its checks. The
-// common shape, plain JSON of known fields, is read by hand
-// (fastCheckBody); anything else, and every error, is readBody's check of
-// the text (invalidText) then encoding/json's (slowCheckBody), so that
-// both give the same result and every error names its field as it always
-// has. A body the fast path reads passes invalidText: its strings are
-// plain and valid UTF-8, and no object of it has a member twice.
-func decodeCheckBody(body []byte) (checkBody, error) {
+// DecodeCheck decodes a POST /v1/check body, its text unchecked: the
+// request and, for inline policies, its checks. The common shape, plain
+// JSON of known fields, is read by hand (fastCheckBody); anything else,
+// and every error, is ValidateText's check of the text then
+// encoding/json's (slowCheckBody), so that both give the same result and
+// every error names its field as it always has. A body the fast path
+// reads passes ValidateText: its strings are plain and valid UTF-8, and
+// no object of it has a member twice. It keeps nothing of body.
+func DecodeCheck(body []byte) (CheckBody, error) {
 	if in, ok := fastCheckBody(body); ok {
 		return in, nil
 	}
-	if err := invalidText(body); err != nil {
-		return checkBody{}, err
+	if err := ValidateText(body); err != nil {
+		return CheckBody{}, err
 	}
 	return slowCheckBody(body)
 }
@@ -46,9 +46,9 @@ func decodeCheckBody(body []byte) (checkBody, error) {
 // another case, a member given twice, penalties, data after the object,
 // an invalid policy, and every syntax error. FuzzCheckBodyDecoders holds
 // it to that.
-func fastCheckBody(body []byte) (checkBody, bool) {
+func fastCheckBody(body []byte) (CheckBody, bool) {
 	p := fastParser{b: body}
-	in := checkBody{Hits: 1}
+	in := CheckBody{Hits: 1}
 	ok := p.fields(func(name []byte) (bit uint16, ok bool) {
 		switch string(name) {
 		case "tenant":
@@ -233,7 +233,7 @@ func (p *fastParser) bool() (bool, bool) {
 	return false, false
 }
 
-// duration reads a duration given as a string, as wire.Duration does,
+// duration reads a duration given as a string, as Duration does,
 // and reports false for one that is not a duration (its error is
 // encoding/json's path's to give) or that is a number of seconds.
 func (p *fastParser) duration() (time.Duration, bool) {
@@ -299,7 +299,7 @@ func (p *fastParser) stringMap() (map[string]string, bool) {
 	ok := p.object(func(name []byte) bool {
 		v, ok := p.string()
 		if _, dup := out[string(name)]; dup {
-			return false // invalidText's to refuse
+			return false // ValidateText's to refuse
 		}
 		out[string(name)] = v
 		return ok
@@ -312,7 +312,7 @@ func (p *fastParser) checks() ([]sluice.Check, bool) {
 	out := make([]sluice.Check, 0, 1)
 	ok := p.array(func() bool {
 		var key string
-		var w wire.Policy
+		var w Policy
 		hasPolicy := false
 		ok := p.fields(func(name []byte) (bit uint16, ok bool) {
 			switch string(name) {
@@ -342,7 +342,7 @@ func (p *fastParser) checks() ([]sluice.Check, bool) {
 }
 
 // policy reads an inline policy into w.
-func (p *fastParser) policy(w *wire.Policy) bool {
+func (p *fastParser) policy(w *Policy) bool {
 	return p.fields(func(name []byte) (bit uint16, ok bool) {
 		switch string(name) {
 		case "name":
@@ -356,7 +356,7 @@ func (p *fastParser) policy(w *wire.Policy) bool {
 			w.Limit, ok = p.int()
 		case "window":
 			bit = 1 << 3
-			w.Window = new(wire.Duration)
+			w.Window = new(Duration)
 			w.Window.D, ok = p.duration()
 		case "burst":
 			bit = 1 << 4
@@ -366,7 +366,7 @@ func (p *fastParser) policy(w *wire.Policy) bool {
 			}
 		case "leaseTTL":
 			bit = 1 << 5
-			w.LeaseTTL = new(wire.Duration)
+			w.LeaseTTL = new(Duration)
 			w.LeaseTTL.D, ok = p.duration()
 		case "buckets":
 			bit = 1 << 6
