@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/store/memstore"
 )
 
@@ -124,8 +125,8 @@ func newCheckServer(b *testing.B, warm time.Duration, recorded bool) *checkServe
 		body: []byte(`{"tenant":"bench","checks":[{"key":"user-hot","policy":{"name":"bench","algorithm":"fixed_window","limit":1000000000,"window":"1m"}}]}`)}
 	cs.ns.Store(time.Unix(3_000_000, 0).UnixNano())
 	clock := func() time.Time { return time.Unix(0, cs.ns.Load()) }
-	metrics := NewMetrics(func(string) bool { return false })
-	var obs engine.Observer = metrics
+	decisions := metrics.NewDecisions(func(string) bool { return false })
+	var obs engine.Observer = decisions
 	if recorded {
 		cs.rec = insight.NewRecorder(insight.RecorderOptions{Now: clock})
 		c := sluice.Check{Policy: sluice.Policy{Name: "bench"}, Key: "user-hot", Space: sluice.SpaceInline}
@@ -133,7 +134,7 @@ func newCheckServer(b *testing.B, warm time.Duration, recorded bool) *checkServe
 			cs.rec.DecidedKey("bench", &c, 1, engine.Allowed)
 			cs.ns.Add(int64(step))
 		}
-		obs = engine.Observers(metrics, cs.rec)
+		obs = engine.Observers(decisions, cs.rec)
 	}
 	s := memstore.New(memstore.Options{Now: clock})
 	b.Cleanup(func() { s.Close() })

@@ -31,7 +31,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	declared := map[string]bool{}
 	decl := regexp.MustCompile(`(?:Name:\s*|NewDesc\()"(sluice_[a-z_]+)"`)
-	for _, dir := range []string{"../../httpapi", "../../internal/server"} {
+	for _, dir := range []string{"../../metrics"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/insight"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/web"
 )
@@ -77,7 +78,13 @@ type Server struct {
 	envoy    envoyConfig
 	envoyHup chan os.Signal // a value reloads --envoy-config; nil if not watched
 	fileHup  chan os.Signal // a value reloads --config; nil if not watched
-	metrics  *httpapi.Metrics
+
+	// The node's metrics: the registry /metrics serves, and the engine's
+	// and the gateway's, registered in it.
+	metrics   *metrics.Registry
+	decisions *metrics.Decisions
+	gwMetrics *metrics.Gateway
+
 	st       stores
 	timeout  time.Duration // of a store operation; 0 for stores in process
 	rec      *insight.Recorder
@@ -130,7 +137,12 @@ func (s *Server) loadConfig() error {
 	}
 	s.cfg = config.Default()
 	s.current = func() *config.Config { return s.cfg }
-	s.metrics = httpapi.NewMetrics(s.configured)
+	s.metrics = metrics.NewRegistry()
+	s.decisions = metrics.NewDecisions(s.configured)
+	s.gwMetrics = metrics.NewGateway()
+	if err := s.metrics.Register(s.decisions, s.gwMetrics); err != nil {
+		return fmt.Errorf("serve: metrics: %w", err)
+	}
 	if s.c.ConfigFile != "" {
 		if s.watcher, err = config.NewWatcher(s.c.ConfigFile, s.log, s.reloaded); err != nil {
 			return fmt.Errorf("serve: %w", err)
@@ -162,7 +174,7 @@ func (s *Server) configured(policy string) bool {
 
 // reloaded is told of each reload of --config.
 func (s *Server) reloaded(ok bool) {
-	s.metrics.ConfigReloaded(ok)
+	s.decisions.ConfigReloaded(ok)
 	// Upstreams are read at start: their schedulers hold queues that a
 	// reload would have to move.
 	if ok && !reflect.DeepEqual(s.watcher.Config().Upstreams, s.cfg.Upstreams) {
@@ -203,7 +215,7 @@ func (s *Server) assemble() error {
 		s.timeout = 0
 	}
 	s.rec = insight.NewRecorder(insight.RecorderOptions{Configured: s.configured})
-	s.eng = engine.New(s.st.counters, engine.Options{Timeout: s.timeout, Observer: engine.Observers(s.metrics, s.rec), Logger: s.log})
+	s.eng = engine.New(s.st.counters, engine.Options{Timeout: s.timeout, Observer: engine.Observers(s.decisions, s.rec), Logger: s.log})
 	// Closed before the store: a node leaving withdraws its shares of the
 	// upstreams from the store.
 	var err error
@@ -215,8 +227,8 @@ func (s *Server) assemble() error {
 	}
 	tenants := tenancy.New(tenancy.Options{Store: s.st.tenants, Config: s.current})
 	s.gw = s.gateway(tenants)
-	s.metrics.LabelTenants(s.c.TenantLabels)
-	if err := s.metrics.GatewayStats(s.gw.Stats); err != nil {
+	s.gwMetrics.LabelTenants(s.c.TenantLabels)
+	if err := s.metrics.Register(metrics.GatewayStats(s.gw.Stats)); err != nil {
 		return fmt.Errorf("serve: gateway metrics: %w", err)
 	}
 	if s.st.nodes != nil {
@@ -250,7 +262,7 @@ func (s *Server) gateway(tenants *tenancy.Service) *gateway.Gateway {
 		IdleTimeout:    s.c.WSIdle,
 		MaxLifetime:    s.c.WSLifetime,
 		AllowedOrigins: s.c.WSOrigins,
-		Observer:       s.metrics,
+		Observer:       s.gwMetrics,
 		Registry:       s.st.registry,
 		Node:           s.c.advertise(s.ln),
 		Peer:           newPeer(s.c.AdminKey),
@@ -289,7 +301,7 @@ func (s *Server) api() *httpapi.Handler {
 		Page:            web.Handler(),
 		Dashboard:       web.Dashboard(),
 		GatewayStats:    s.gw.Stats,
-		GatewayRefusals: s.metrics.Refusals,
+		GatewayRefusals: s.gwMetrics.Refusals,
 		Logger:          s.log,
 	})
 }

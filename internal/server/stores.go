@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/store/dynamostore"
 	"github.com/sluicehq/sluice/store/memstore"
 	"github.com/sluicehq/sluice/store/pebblestore"
@@ -46,7 +47,7 @@ func openStores(ctx context.Context, c Config, log *slog.Logger) (stores, error)
 		if err != nil {
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
-		return stores{counters: s, tenants: s, sessions: s, registry: s, nodes: s, ready: s.Ping, close: s.Close, metrics: dynamoCollector{s.Stats, counter.counts}}, nil
+		return stores{counters: s, tenants: s, sessions: s, registry: s, nodes: s, ready: s.Ping, close: s.Close, metrics: metrics.DynamoDB(s.Stats, counter.counts)}, nil
 	}
 	if c.Store == "memory" {
 		s := memstore.New(mem)

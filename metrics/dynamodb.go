@@ -1,4 +1,4 @@
-package server
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -6,8 +6,14 @@ import (
 	"github.com/sluicehq/sluice/store/dynamostore"
 )
 
-// dynamoCollector publishes a DynamoDB store's counts: what decisions cost
-// in requests and write units, and how contention and faults were met.
+// DynamoDB publishes a DynamoDB store's counts, one snapshot of stats per
+// scrape: what decisions cost in requests and write units, and how
+// contention and faults were met. requests, if not nil, returns every
+// request sent to DynamoDB, by operation.
+func DynamoDB(stats func() dynamostore.StatsSnapshot, requests func() map[string]int64) prometheus.Collector {
+	return dynamoCollector{stats, requests}
+}
+
 type dynamoCollector struct {
 	stats    func() dynamostore.StatsSnapshot
 	requests func() map[string]int64 // every request to DynamoDB, by operation

@@ -1,8 +1,10 @@
-package httpapi
+package metrics
 
 import (
 	"sync"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -11,20 +13,22 @@ import (
 // from many goroutines, inline policies under "inline", and no series
 // exists for an outcome never seen.
 func TestDecidedCounts(t *testing.T) {
-	m := NewMetrics(func(policy string) bool { return policy == "api" })
+	d := NewDecisions(func(policy string) bool { return policy == "api" })
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for range 100 {
-				m.Decided("api", engine.Allowed)
-				m.Decided("mine", engine.Denied)
-				m.Decided("yours", engine.Denied)
+				d.Decided("api", engine.Allowed)
+				d.Decided("mine", engine.Denied)
+				d.Decided("yours", engine.Denied)
 			}
-			m.Decided("api", engine.FailedClosed)
+			d.Decided("api", engine.FailedClosed)
 		})
 	}
 	wg.Wait()
-	families, err := m.reg.Gather()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(d)
+	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

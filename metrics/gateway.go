@@ -1,4 +1,4 @@
-package httpapi
+package metrics
 
 import (
 	"strconv"
@@ -11,7 +11,9 @@ import (
 	"github.com/sluicehq/sluice/gateway"
 )
 
-// The gateway's metrics (Metrics implements gateway.Observer):
+// Gateway is the WebSocket gateway's metrics. It implements
+// gateway.Observer and prometheus.Collector, and is safe for concurrent
+// use. Its metrics, with GatewayStats's:
 //
 //	sluice_gateway_connects_total{tenant, outcome}  connects: admitted, or the refusing limit, forbidden, unavailable, invalid
 //	sluice_gateway_messages_total{tenant, outcome}  messages: accepted, throttled, duplicate, queue_full, unavailable, invalid, session_gone
@@ -24,7 +26,8 @@ import (
 // The tenant label is "" unless tenant labels are asked for
 // (LabelTenants): the first n tenants seen get their own, the rest share
 // "other", so that tenants cannot grow the label set.
-type gatewayMetrics struct {
+type Gateway struct {
+	collectorSet       // the metrics below, for prometheus.Collector
 	connects, messages *prometheus.CounterVec
 	closes             *prometheus.CounterVec
 	wait               *prometheus.HistogramVec
@@ -39,8 +42,15 @@ type gatewayMetrics struct {
 	refused map[string]int64
 }
 
-func newGatewayMetrics() *gatewayMetrics {
-	return &gatewayMetrics{
+var (
+	_ gateway.Observer     = (*Gateway)(nil)
+	_ prometheus.Collector = (*Gateway)(nil)
+)
+
+// NewGateway returns the gateway's metrics, labelled by no tenant until
+// LabelTenants.
+func NewGateway() *Gateway {
+	g := &Gateway{
 		connects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_connects_total", Help: "WebSocket connects by tenant and outcome: admitted, or why refused.",
 		}, []string{"tenant", "outcome"}),
@@ -61,9 +71,11 @@ func newGatewayMetrics() *gatewayMetrics {
 		tenants: map[string]bool{},
 		refused: map[string]int64{},
 	}
+	g.collectorSet = collectorSet{g.connects, g.messages, g.closes, g.wait, g.fanout}
+	return g
 }
 
-func (g *gatewayMetrics) refuse(what, outcome string) {
+func (g *Gateway) refuse(what, outcome string) {
 	g.mu.Lock()
 	g.refused[what+":"+outcome]++
 	g.mu.Unlock()
@@ -71,11 +83,11 @@ func (g *gatewayMetrics) refuse(what, outcome string) {
 
 // Refusals returns the gateway's connects and messages refused since the
 // start, by "connect:<outcome>" and "message:<outcome>".
-func (m *Metrics) Refusals() map[string]int64 {
-	m.gw.mu.Lock()
-	defer m.gw.mu.Unlock()
-	out := make(map[string]int64, len(m.gw.refused))
-	for k, v := range m.gw.refused {
+func (g *Gateway) Refusals() map[string]int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]int64, len(g.refused))
+	for k, v := range g.refused {
 		out[k] = v
 	}
 	return out
@@ -85,7 +97,7 @@ func (m *Metrics) Refusals() map[string]int64 {
 // once a connect of it was admitted (so that no one can take the labels
 // with made-up tenant ids), while fewer than the cap have one; "other"
 // otherwise.
-func (g *gatewayMetrics) tenant(t string, admitted bool) string {
+func (g *Gateway) tenant(t string, admitted bool) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
@@ -106,48 +118,46 @@ var closeCodes = map[websocket.StatusCode]bool{1000: true, 1001: true, 1006: tru
 
 // LabelTenants labels the gateway's metrics by tenant, for the first n
 // tenants seen; the rest count as "other". Zero (the default) labels none.
-func (m *Metrics) LabelTenants(n int) {
-	m.gw.mu.Lock()
-	m.gw.max = n
-	m.gw.mu.Unlock()
+func (g *Gateway) LabelTenants(n int) {
+	g.mu.Lock()
+	g.max = n
+	g.mu.Unlock()
 }
 
 // Connect implements gateway.Observer.
-func (m *Metrics) Connect(tenant, outcome string) {
-	m.gw.connects.WithLabelValues(m.gw.tenant(tenant, outcome == "admitted"), outcome).Inc()
+func (g *Gateway) Connect(tenant, outcome string) {
+	g.connects.WithLabelValues(g.tenant(tenant, outcome == "admitted"), outcome).Inc()
 	if outcome != "admitted" {
-		m.gw.refuse("connect", outcome)
+		g.refuse("connect", outcome)
 	}
 }
 
 // Closed implements gateway.Observer.
-func (m *Metrics) Closed(tenant string, code websocket.StatusCode) {
+func (g *Gateway) Closed(tenant string, code websocket.StatusCode) {
 	label := "other"
 	if closeCodes[code] {
 		label = strconv.Itoa(int(code))
 	}
-	m.gw.closes.WithLabelValues(label).Inc()
+	g.closes.WithLabelValues(label).Inc()
 }
 
 // Message implements gateway.Observer.
-func (m *Metrics) Message(tenant, outcome string) {
-	m.gw.messages.WithLabelValues(m.gw.tenant(tenant, false), outcome).Inc()
+func (g *Gateway) Message(tenant, outcome string) {
+	g.messages.WithLabelValues(g.tenant(tenant, false), outcome).Inc()
 	if outcome != "accepted" {
-		m.gw.refuse("message", outcome)
+		g.refuse("message", outcome)
 	}
 }
 
 // Delivered implements gateway.Observer.
-func (m *Metrics) Delivered(queue string, wait, fanout time.Duration) {
-	m.gw.wait.WithLabelValues(queue).Observe(wait.Seconds())
-	m.gw.fanout.Observe(fanout.Seconds())
+func (g *Gateway) Delivered(queue string, wait, fanout time.Duration) {
+	g.wait.WithLabelValues(queue).Observe(wait.Seconds())
+	g.fanout.Observe(fanout.Seconds())
 }
 
-var _ gateway.Observer = (*Metrics)(nil)
-
 // GatewayStats publishes a gateway's live counts, read once per scrape.
-func (m *Metrics) GatewayStats(stats func() gateway.Stats) error {
-	return m.reg.Register(gatewayStats(stats))
+func GatewayStats(stats func() gateway.Stats) prometheus.Collector {
+	return gatewayStats(stats)
 }
 
 type gatewayStats func() gateway.Stats
