@@ -25,6 +25,7 @@ Usage:
   sluice dynamodb create-table|iam-policy [flags]
                               set up the DynamoDB table; print a tenant's IAM policy
   sluice sim fairshare [flags] simulate 200 customers sharing one upstream quota
+  sluice sim regions [flags]  simulate a limit shared by regions on global tables
   sluice version              print the version
   sluice help                 print this help
 `
