@@ -16,7 +16,7 @@ import (
 
 func server(t *testing.T, s *memstore.Store) string {
 	t.Helper()
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}}))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -20,7 +20,7 @@ func exampleServer() (url string, stop func()) {
 		panic(err)
 	}
 	s := memstore.New(memstore.Options{})
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}, Config: func() *config.Config { return cfg }}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}, Config: func() *config.Config { return cfg }}))
 	return srv.URL, func() { srv.Close(); s.Close() }
 }
 

@@ -55,7 +55,7 @@ func newSite(t *testing.T) *site {
 	}
 	s := memstore.New(memstore.Options{})
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 15, 0, time.UTC)}
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
 		Limiter:  engine.New(s, engine.Options{Now: c.now}),
 		Tenants:  &memstore.Tenants{},
 		Config:   func() *config.Config { return cfg },

@@ -32,7 +32,7 @@ func TestAcquire(t *testing.T) {
 	defer q.Close()
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
 		Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{},
 		Config:    func() *config.Config { return cfg },
 		Upstreams: map[string]httpapi.Upstream{"api": {Config: cfg.Upstreams["api"], Quota: q}},

@@ -21,7 +21,7 @@ import (
 func BenchmarkCheck(b *testing.B) {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
-	h := New(Options{Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}})
+	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}})
 	bodies := make([][]byte, 1000)
 	for i := range bodies {
 		bodies[i] = []byte(`{"tenant":"bench","checks":[{"key":"user-` + strconv.Itoa(i) + `","policy":{"name":"bench","algorithm":"fixed_window","limit":1000000,"window":"1m"}}]}`)
@@ -138,7 +138,7 @@ func newCheckServer(b *testing.B, warm time.Duration, recorded bool) *checkServe
 	}
 	s := memstore.New(memstore.Options{Now: clock})
 	b.Cleanup(func() { s.Close() })
-	cs.h = New(Options{Limiter: engine.New(s, engine.Options{Now: clock, Observer: obs}), Tenants: &memstore.Tenants{}, Now: clock})
+	cs.h = New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{Now: clock, Observer: obs}), Tenants: &memstore.Tenants{}, Now: clock})
 	return cs
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/sluicehq/sluice/store/memstore"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -10,7 +11,7 @@ import (
 // TestHostAllowed: without an admin key, loopback names and the allowed
 // hosts, with a port or without, in any case; nothing else, however close.
 func TestHostAllowed(t *testing.T) {
-	h := New(Options{AllowedHosts: []string{"sluice.test", "*.corp.example.com", "pinned.example.com:8443", "fd00::1"}})
+	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, AllowedHosts: []string{"sluice.test", "*.corp.example.com", "pinned.example.com:8443", "fd00::1"}})
 	for host, want := range map[string]bool{
 		"":                             true, // HTTP/1.0: not a browser
 		"localhost":                    true,
@@ -69,6 +70,7 @@ func TestBrowserWalls(t *testing.T) {
 		{"own origin, multipart", Options{}, "POST", "localhost", "http://localhost", "multipart/form-data; boundary=x", "--x--", true},
 		{"own origin, JSON with a charset", Options{}, "POST", "localhost", "http://localhost", "application/json; charset=utf-8", "{}", false},
 	} {
+		tc.opts.Sessions, tc.opts.Audit = &memstore.Sessions{}, &memstore.Audit{}
 		h := New(tc.opts)
 		var body io.Reader
 		if tc.body != "" {

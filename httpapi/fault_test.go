@@ -71,7 +71,7 @@ func TestSlowStoreLeavesItToFailModes(t *testing.T) {
 	defer counters.Close()
 	tenants := stallingTenants{&memstore.Tenants{}, st}
 	const deadline = 50 * time.Millisecond
-	h := New(Options{
+	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
 		Limiter: engine.New(counters, engine.Options{Timeout: deadline}), Tenants: tenants,
 		Config: func() *config.Config { return cfg }, AdminKey: adminKey, StoreTimeout: deadline,
 	})

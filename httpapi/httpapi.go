@@ -43,19 +43,20 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/gateway"
-	"github.com/sluicehq/sluice/store/memstore"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
 
-// Options configures a Handler. Limiter and Tenants are required.
+// Options configures a Handler. Limiter, Tenants, Sessions and Audit are
+// required, and Secrets unless Tenants keeps them: the stores are the
+// server's to choose (internal/server), never the transport's.
 type Options struct {
 	Limiter sluice.LeaseLimiter
 	Tenants sluice.TenantStore
 	// Secrets keeps the tenants' lease-token keys, shared by every node
-	// of the store. Default: Tenants, if it keeps secrets, else in memory.
+	// of the store. Default: Tenants, if it keeps secrets.
 	Secrets sluice.SecretStore
-	// Sessions keeps WebSocket sessions. Default: in memory.
+	// Sessions keeps WebSocket sessions.
 	Sessions sluice.SessionStore
 	// OnSessionDeleted is told of every deleted session, so that the
 	// gateway closes its connections at once. Optional.
@@ -116,7 +117,7 @@ type Options struct {
 	Cluster Cluster
 	Node    string
 	// Audit keeps the trail of changes to tenants. Default: Tenants, if
-	// it keeps one, else in memory.
+	// it keeps one.
 	Audit sluice.AuditLog
 	// Ready reports whether the store answers, for /readyz. Optional.
 	Ready func(ctx context.Context) error
@@ -197,21 +198,18 @@ func New(opts Options) *Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Secrets == nil {
-		if ss, ok := opts.Tenants.(sluice.SecretStore); ok {
-			opts.Secrets = ss
-		} else {
-			opts.Secrets = &memstore.Tenants{}
-		}
+	if ss, ok := opts.Tenants.(sluice.SecretStore); ok && opts.Secrets == nil {
+		opts.Secrets = ss
 	}
-	if opts.Sessions == nil {
-		opts.Sessions = &memstore.Sessions{}
+	if a, ok := opts.Tenants.(sluice.AuditLog); ok && opts.Audit == nil {
+		opts.Audit = a
 	}
-	if opts.Audit == nil {
-		if a, ok := opts.Tenants.(sluice.AuditLog); ok {
-			opts.Audit = a
-		} else {
-			opts.Audit = &memstore.Audit{}
+	// A store the transport would have to make up is a wiring mistake:
+	// say so at once, not at the first request that needs it.
+	for name, missing := range map[string]bool{"Secrets": opts.Tenants != nil && opts.Secrets == nil,
+		"Sessions": opts.Sessions == nil, "Audit": opts.Audit == nil} {
+		if missing {
+			panic("httpapi.New: Options." + name + " is required")
 		}
 	}
 	if opts.Logger == nil {

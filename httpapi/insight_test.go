@@ -23,7 +23,7 @@ func TestInsightWalls(t *testing.T) {
 	rec := insight.NewRecorder(insight.RecorderOptions{})
 	st := memstore.New(memstore.Options{})
 	defer st.Close()
-	h := New(Options{
+	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
 		Limiter:  engine.New(st, engine.Options{Observer: rec}),
 		Tenants:  &memstore.Tenants{},
 		AdminKey: adminKey,
@@ -97,7 +97,7 @@ func TestInsightStream(t *testing.T) {
 	rec := insight.NewRecorder(insight.RecorderOptions{})
 	st := memstore.New(memstore.Options{})
 	defer st.Close()
-	h := New(Options{Limiter: engine.New(st, engine.Options{Observer: rec}), Tenants: &memstore.Tenants{}, AdminKey: adminKey, Insight: rec})
+	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(st, engine.Options{Observer: rec}), Tenants: &memstore.Tenants{}, AdminKey: adminKey, Insight: rec})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	s := &service{srv: srv}
@@ -157,7 +157,7 @@ func TestInsightTry(t *testing.T) {
 	rec := insight.NewRecorder(insight.RecorderOptions{})
 	st := memstore.New(memstore.Options{})
 	defer st.Close()
-	srv := httptest.NewServer(New(Options{Limiter: engine.New(st, engine.Options{Observer: rec}), Tenants: &memstore.Tenants{}, AdminKey: adminKey, Insight: rec}))
+	srv := httptest.NewServer(New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(st, engine.Options{Observer: rec}), Tenants: &memstore.Tenants{}, AdminKey: adminKey, Insight: rec}))
 	defer srv.Close()
 	s := &service{srv: srv}
 	for _, id := range []string{"acme", "beta"} {

@@ -39,7 +39,7 @@ func newService(t *testing.T) *service {
 	s := memstore.New(memstore.Options{})
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 15, 0, time.UTC)}
 	rec := insight.NewRecorder(insight.RecorderOptions{Now: c.now, Configured: func(p string) bool { _, ok := cfg.Policies[p]; return ok }})
-	h := New(Options{
+	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
 		Limiter:  engine.New(s, engine.Options{Now: c.now, Observer: rec}),
 		Tenants:  &memstore.Tenants{},
 		Config:   func() *config.Config { return cfg },
@@ -526,7 +526,7 @@ func TestTenantDeletionEndsItsSessions(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
 	var closed []string
-	h := New(Options{
+	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
 		Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{},
 		Config: func() *config.Config { return cfg }, OnTenantDeleted: func(id string) { closed = append(closed, id) },
 	})

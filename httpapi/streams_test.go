@@ -30,6 +30,7 @@ func newInsightNode(t *testing.T, tenants *memstore.Tenants, o Options) *insight
 	st := memstore.New(memstore.Options{})
 	t.Cleanup(func() { st.Close() })
 	o.Limiter, o.Tenants, o.AdminKey, o.Insight = engine.New(st, engine.Options{Observer: rec}), tenants, adminKey, rec
+	o.Sessions, o.Audit = &memstore.Sessions{}, &memstore.Audit{}
 	h := New(o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {

@@ -75,7 +75,7 @@ func TestTenantWritesFromTwoHandlers(t *testing.T) {
 	var srvs [2]*httptest.Server
 	for i := range srvs {
 		s := memstore.New(memstore.Options{})
-		h := New(Options{Limiter: engine.New(s, engine.Options{}), Tenants: tenants, Config: func() *config.Config { return cfg }, AdminKey: adminKey})
+		h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Secrets: &memstore.Tenants{}, Limiter: engine.New(s, engine.Options{}), Tenants: tenants, Config: func() *config.Config { return cfg }, AdminKey: adminKey})
 		srvs[i] = httptest.NewServer(h)
 		t.Cleanup(func() { srvs[i].Close(); s.Close() })
 	}

@@ -48,7 +48,7 @@ func newUpstreamService(t *testing.T) *service {
 		ups[name] = Upstream{Config: uc, Quota: q}
 	}
 	s := memstore.New(memstore.Options{})
-	h := New(Options{
+	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
 		Limiter:   engine.New(s, engine.Options{}),
 		Tenants:   &memstore.Tenants{},
 		Config:    func() *config.Config { return cfg },

@@ -27,7 +27,7 @@ func TestEndpointMiddleware(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := memstore.New(memstore.Options{})
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}, Config: func() *config.Config { return cfg }}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}, Config: func() *config.Config { return cfg }}))
 	t.Cleanup(func() { srv.Close(); s.Close() })
 	c := client.New(srv.URL, client.Options{})
 	calls := 0

@@ -22,7 +22,7 @@ func limiters(t *testing.T) map[string]sluice.Limiter {
 	t.Helper()
 	local := memstore.New(memstore.Options{})
 	remote := memstore.New(memstore.Options{})
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(remote, engine.Options{}), Tenants: &memstore.Tenants{}}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(remote, engine.Options{}), Tenants: &memstore.Tenants{}}))
 	t.Cleanup(func() { srv.Close(); local.Close(); remote.Close() })
 	return map[string]sluice.Limiter{
 		"engine": engine.New(local, engine.Options{}),
@@ -98,7 +98,7 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 	remote := memstore.New(memstore.Options{})
 	local.Close()
 	remote.Close()
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(remote, engine.Options{}), Tenants: &memstore.Tenants{}}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(remote, engine.Options{}), Tenants: &memstore.Tenants{}}))
 	defer srv.Close()
 	for name, l := range map[string]sluice.Limiter{"engine": engine.New(local, engine.Options{}), "client": client.New(srv.URL, client.Options{})} {
 		t.Run(name, func(t *testing.T) {

@@ -282,6 +282,7 @@ func (s *Server) api() *httpapi.Handler {
 		Limiter:          s.eng,
 		Tenants:          s.st.tenants,
 		Sessions:         s.st.sessions,
+		Audit:            s.st.audit,
 		Gateway:          s.gw,
 		OnSessionDeleted: s.gw.CloseSession,
 		OnTenantDeleted: func(id string) {

@@ -21,6 +21,7 @@ type stores struct {
 	counters sluice.Store
 	tenants  sluice.TenantStore
 	sessions sluice.SessionStore
+	audit    sluice.AuditLog
 	registry sluice.Registry
 	ready    func(context.Context) error
 	close    func() error
@@ -47,12 +48,12 @@ func openStores(ctx context.Context, c Config, log *slog.Logger) (stores, error)
 		if err != nil {
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
-		return stores{counters: s, tenants: s, sessions: s, registry: s, nodes: s, ready: s.Ping, close: s.Close, metrics: metrics.DynamoDB(s.Stats, counter.counts)}, nil
+		return stores{counters: s, tenants: s, sessions: s, audit: s, registry: s, nodes: s, ready: s.Ping, close: s.Close, metrics: metrics.DynamoDB(s.Stats, counter.counts)}, nil
 	}
 	if c.Store == "memory" {
 		s := memstore.New(mem)
 		sessions := &memstore.Sessions{}
-		return stores{counters: s, tenants: &memstore.Tenants{}, sessions: sessions, close: s.Close, local: true,
+		return stores{counters: s, tenants: &memstore.Tenants{}, sessions: sessions, audit: &memstore.Audit{}, close: s.Close, local: true,
 			sweepSessions: func(now time.Time) { sessions.Sweep(now) }}, nil
 	}
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
@@ -66,7 +67,7 @@ func openStores(ctx context.Context, c Config, log *slog.Logger) (stores, error)
 	if err != nil {
 		return stores{}, fmt.Errorf("serve: %w", err)
 	}
-	return stores{counters: s, tenants: s, sessions: s, ready: s.Ping, close: s.Close, local: true,
+	return stores{counters: s, tenants: s, sessions: s, audit: s, ready: s.Ping, close: s.Close, local: true,
 		sweepSessions: func(now time.Time) {
 			if _, err := s.SweepSessions(now); err != nil {
 				log.Warn("sweeping expired sessions", "err", err)
