@@ -32,34 +32,29 @@ type LeaseRequest struct {
 	Units int64
 }
 
-// leaseBody is the body of the lease routes: Policy is a configured
-// policy's name (a JSON string) or an inline policy (an object).
-type leaseBody struct {
-	Tenant   string            `json:"tenant,omitempty"`
-	Policy   any               `json:"policy"`
-	Key      map[string]string `json:"key,omitempty"`
-	KeyValue string            `json:"keyValue,omitempty"`
-	Units    *int64            `json:"units,omitempty"`
-}
-
 // body returns req as the body of the lease routes, with the key and the
 // units only for an acquisition.
-func (req LeaseRequest) body(acquire bool) (leaseBody, error) {
+func (req LeaseRequest) body(acquire bool) (wire.LeaseRequest, error) {
 	if req.Inline != nil && req.Policy != "" {
-		return leaseBody{}, sluice.Invalid("policy", "give a configured policy's name or an inline policy, not both")
+		return wire.LeaseRequest{}, sluice.Invalid("policy", "give a configured policy's name or an inline policy, not both")
 	}
 	for _, t := range []struct{ field, s string }{{"tenant", req.Tenant}, {"policy", req.Policy}, {"keyValue", req.KeyValue}} {
 		if !utf8.ValidString(t.s) {
-			return leaseBody{}, sluice.Invalid(t.field, "is not valid UTF-8")
+			return wire.LeaseRequest{}, sluice.Invalid(t.field, "is not valid UTF-8")
 		}
 	}
-	out := leaseBody{Tenant: req.Tenant, Policy: req.Policy}
+	var policy any = req.Policy
 	if req.Inline != nil {
-		out.Policy = wire.FromPolicy(*req.Inline)
+		policy = wire.FromPolicy(*req.Inline)
 	}
+	raw, err := json.Marshal(policy)
+	if err != nil {
+		return wire.LeaseRequest{}, err
+	}
+	out := wire.LeaseRequest{Tenant: req.Tenant, Policy: raw}
 	if acquire {
 		if err := validParts(req.Key); err != nil {
-			return leaseBody{}, err
+			return wire.LeaseRequest{}, err
 		}
 		out.Key, out.KeyValue = req.Key, req.KeyValue
 		if req.Units != 0 {

@@ -27,7 +27,7 @@ func TestTenantUnknownFieldNamedByPath(t *testing.T) {
 // TestWrongKindOfBody: a body that is not the object a route wants says
 // so, on every route that decodes one.
 func TestWrongKindOfBody(t *testing.T) {
-	for _, v := range []any{new(leaseRequest), new(tenantJSON), new(keyRequest), new(tryRequest), new(blockRequest)} {
+	for _, v := range []any{new(wire.LeaseRequest), new(tenantJSON), new(keyRequest), new(tryRequest), new(blockRequest)} {
 		err := wire.DecodeStrict([]byte(`[]`), v, "")
 		if got, want := fmt.Sprint(err), "body must be a JSON object, got array"; got != want {
 			t.Errorf("%T: %q, want %q", v, got, want)

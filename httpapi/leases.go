@@ -14,17 +14,6 @@ import (
 	"github.com/sluicehq/sluice/wire"
 )
 
-// leaseRequest is the body of the lease routes. Policy is a configured
-// policy's name (a JSON string) or an inline policy (an object); Key holds
-// the key parts of a named policy, KeyValue the key of an inline one.
-type leaseRequest struct {
-	Tenant   string            `json:"tenant"`
-	Policy   json.RawMessage   `json:"policy"`
-	Key      map[string]string `json:"key"`
-	KeyValue string            `json:"keyValue"`
-	Units    *int64            `json:"units"` // absent means 1
-}
-
 // acquire: POST /v1/leases.
 func (h *Handler) acquire(w http.ResponseWriter, r *http.Request, who principal) {
 	in, tenant, check, err := h.leaseCheck(w, r, who, true)
@@ -108,8 +97,8 @@ func (h *Handler) updateLease(w http.ResponseWriter, r *http.Request, who princi
 
 // leaseCheck decodes a lease body into its tenant and check. withKey is
 // false for renew and release, whose key is in the token.
-func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who principal, withKey bool) (leaseRequest, string, sluice.Check, error) {
-	var in leaseRequest
+func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who principal, withKey bool) (wire.LeaseRequest, string, sluice.Check, error) {
+	var in wire.LeaseRequest
 	body, err := readBody(w, r)
 	if err != nil {
 		return in, "", sluice.Check{}, err

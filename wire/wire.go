@@ -389,3 +389,16 @@ func CeilUnix(t time.Time) int64 {
 	}
 	return s
 }
+
+// LeaseRequest is the body of the lease routes (POST /v1/leases, and a
+// lease's renew and release): the tenant (a tenant's key may omit it), the
+// policy (a configured policy's name as a JSON string, or an inline policy
+// as an object), the key (a configured policy's key parts, or an inline
+// one's KeyValue), and the units (absent means 1).
+type LeaseRequest struct {
+	Tenant   string            `json:"tenant,omitempty"`
+	Policy   json.RawMessage   `json:"policy"`
+	Key      map[string]string `json:"key,omitempty"`
+	KeyValue string            `json:"keyValue,omitempty"`
+	Units    *int64            `json:"units,omitempty"`
+}
