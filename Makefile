@@ -9,7 +9,6 @@ ADDR       ?= 127.0.0.1:8080
 FUZZTIME   ?= 30s
 BENCHCOUNT ?= 6
 BENCHTIME  ?= 1s
-FUZZ_TARGETS := FuzzFixedWindow FuzzSlidingWindow FuzzSlidingLog FuzzTokenBucket FuzzConcurrency FuzzQuota
 
 .PHONY: build run test deps check bench fuzz clean
 
@@ -72,11 +71,14 @@ bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) . | tee bench.txt
 	cd bench && $(GO) tool benchstat -col /lib bench.txt
 
-## fuzz: run each algorithm's fuzz target for $(FUZZTIME)
+## fuzz: run every fuzz target of the module (the algorithms', the wire
+## decoders', the gateway's frames...) for $(FUZZTIME) each
 fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-		echo "== $$t"; \
-		$(GO) test ./algo -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; \
+	@for p in $$($(GO) list ./...); do \
+		for t in $$($(GO) test $$p -list '^Fuzz' | grep '^Fuzz'); do \
+			echo "== $$p $$t"; \
+			$(GO) test $$p -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) || exit 1; \
+		done; \
 	done
 
 clean:
