@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/loopback"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/store/pebblestore"
 )
@@ -181,7 +182,7 @@ func (c *serveConfig) check(regions string) error {
 		return fmt.Errorf("serve: --config-poll must be positive, got %v", c.ConfigPoll)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("serve: --log-format must be text or json, got %q", c.LogFormat)
-	case c.DebugAddr != "" && !server.Loopback(c.DebugAddr):
+	case c.DebugAddr != "" && !loopback.Addr(c.DebugAddr):
 		return fmt.Errorf("serve: --debug-addr %q must be on loopback", c.DebugAddr)
 	case c.AdminKey != "" && len(c.AdminKey) < 16:
 		return errors.New("serve: the admin key must be at least 16 characters")

@@ -18,7 +18,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -27,6 +26,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/loopback"
 )
 
 // Config is a run of the bench. Each field is the `sluice bench` flag
@@ -55,9 +56,9 @@ func (c Config) Validate() error {
 	switch {
 	case err != nil || u.Host == "":
 		return fmt.Errorf("bench: --url %q is not a URL", c.URL)
-	case !loopback(hostPort(u)):
+	case !loopback.Addr(hostPort(u)):
 		return fmt.Errorf("bench: --url %q is not on loopback: load is only ever sent to 127.0.0.1 or ::1", c.URL)
-	case c.GRPC != "" && !loopback(c.GRPC):
+	case c.GRPC != "" && !loopback.Addr(c.GRPC):
 		return fmt.Errorf("bench: --grpc %q is not on loopback: load is only ever sent to 127.0.0.1 or ::1", c.GRPC)
 	case c.GRPCLimit > math.MaxUint32:
 		return fmt.Errorf("bench: --grpc-limit must be at most %d, got %d", uint32(math.MaxUint32), c.GRPCLimit)
@@ -71,20 +72,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: --requests must be positive, got %d", c.MaxReqs)
 	}
 	return nil
-}
-
-// loopback reports whether addr, a host and a port, is on localhost or a
-// loopback address.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
 }
 
 func hostPort(u *url.URL) string {

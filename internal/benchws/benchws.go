@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -28,6 +27,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice/internal/loopback"
 )
 
 // Config is a run of the bench. Each field is the `sluice bench-ws` flag
@@ -67,7 +68,7 @@ func (c Config) Validate() error {
 		switch {
 		case err != nil || u.Host == "":
 			return fmt.Errorf("bench-ws: --url %q is not a URL", one)
-		case !loopback(u):
+		case !loopback.Host(u.Hostname()):
 			return fmt.Errorf("bench-ws: --url %q is not on loopback: load is only ever sent to 127.0.0.1 or ::1", one)
 		}
 	}
@@ -92,15 +93,6 @@ func (c Config) Validate() error {
 		return errors.New("bench-ws: --slow needs Self, the command that runs the bench again for the attack")
 	}
 	return nil
-}
-
-// loopback reports whether u's host is localhost or a loopback address.
-func loopback(u *url.URL) bool {
-	if u.Hostname() == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(u.Hostname())
-	return err == nil && a.IsLoopback()
 }
 
 // wsBench is one run of bench-ws: the nodes, and what the phases share.

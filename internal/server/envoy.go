@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/internal/loopback"
 )
 
 // EnvoyConfig configures Envoy's rate limit service (package envoyrls).
@@ -76,7 +77,7 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	if err != nil {
 		return nil, fmt.Errorf("serve: --grpc-addr: %w", err)
 	}
-	if !Loopback(f.GRPCAddr) && f.Token == "" {
+	if !loopback.Addr(f.GRPCAddr) && f.Token == "" {
 		log.Warn("the rate limit service listens off loopback without a token: anyone who reaches it can spend any domain's limits; set --grpc-token-file or keep it on a private network", "addr", f.GRPCAddr)
 	}
 	headers := envoyrls.Headers{}

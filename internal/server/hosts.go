@@ -4,26 +4,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
 )
-
-// Loopback reports whether addr only listens on loopback: off it, the
-// server needs an admin key, and its profiles (--debug-addr) are never
-// served off it.
-func Loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
-}
 
 // allowedHosts returns the hosts the server answers besides loopback
 // names, when it answers only some (httpapi.Options.AllowedHosts): those

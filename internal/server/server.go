@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/insight"
+	"github.com/sluicehq/sluice/internal/loopback"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/web"
@@ -109,7 +110,7 @@ type Server struct {
 // store and listens on c.Addr, logging to log. ctx bounds the store's
 // opening. On error, what it opened is closed.
 func New(ctx context.Context, c Config, log *slog.Logger) (*Server, error) {
-	if !Loopback(c.Addr) && c.AdminKey == "" {
+	if !loopback.Addr(c.Addr) && c.AdminKey == "" {
 		return nil, fmt.Errorf("serve: refusing to listen on %s, off loopback, without an admin key: set --admin-key, $SLUICE_ADMIN_KEY or --admin-key-file", c.Addr)
 	}
 	s := &Server{c: c, log: log}
