@@ -377,7 +377,15 @@ func limiterError(err error) error {
 	if k := sluice.KindOf(err); k != sluice.KindInvalid && k != sluice.KindUnavailable {
 		err = &sluice.Error{Kind: sluice.KindUnavailable, Message: "the limiter is unavailable; try again", Err: err}
 	}
-	return wire.GRPCStatus(err)
+	return grpcStatus(err)
+}
+
+// grpcStatus returns err as a gRPC status error: its kind's code (wire's
+// one table of kinds), and the message an HTTP answer of it carries
+// (wire.ErrorOf: the field at fault and the innermost Sluice message,
+// never an internal error's text).
+func grpcStatus(err error) error {
+	return status.Error(codes.Code(wire.GRPCCode(sluice.KindOf(err))), wire.ErrorOf(err).Message)
 }
 
 // answer makes the response of decided targets.

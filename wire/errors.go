@@ -7,9 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/sluicehq/sluice"
 )
 
@@ -21,33 +18,41 @@ type Error struct {
 	Message string `json:"message"`
 }
 
+// The gRPC status codes of the kinds (google.golang.org/grpc/codes, by
+// their numbers, which gRPC fixes): named here so that wire, and the Go
+// client that uses it, need not link gRPC.
+const (
+	grpcNotFound          = 5
+	grpcAlreadyExists     = 6
+	grpcPermissionDenied  = 7
+	grpcResourceExhausted = 8
+	grpcInvalidArgument   = 3
+	grpcInternal          = 13
+	grpcUnavailable       = 14
+	grpcUnauthenticated   = 16
+)
+
 // kinds is the one table from error kinds to HTTP statuses, codes, and
 // gRPC codes.
 var kinds = [...]struct {
 	status int
 	code   string
-	grpc   codes.Code
+	grpc   uint32
 }{
-	sluice.KindInternal:     {http.StatusInternalServerError, "internal", codes.Internal},
-	sluice.KindInvalid:      {http.StatusBadRequest, "invalid_request", codes.InvalidArgument},
-	sluice.KindNotFound:     {http.StatusNotFound, "not_found", codes.NotFound},
-	sluice.KindUnavailable:  {http.StatusServiceUnavailable, "unavailable", codes.Unavailable},
-	sluice.KindConflict:     {http.StatusConflict, "conflict", codes.AlreadyExists},
-	sluice.KindUnauthorized: {http.StatusUnauthorized, "unauthorized", codes.Unauthenticated},
-	sluice.KindForbidden:    {http.StatusForbidden, "forbidden", codes.PermissionDenied},
-	sluice.KindGone:         {http.StatusGone, "gone", codes.NotFound},
-	sluice.KindExhausted:    {http.StatusTooManyRequests, "exhausted", codes.ResourceExhausted},
+	sluice.KindInternal:     {http.StatusInternalServerError, "internal", grpcInternal},
+	sluice.KindInvalid:      {http.StatusBadRequest, "invalid_request", grpcInvalidArgument},
+	sluice.KindNotFound:     {http.StatusNotFound, "not_found", grpcNotFound},
+	sluice.KindUnavailable:  {http.StatusServiceUnavailable, "unavailable", grpcUnavailable},
+	sluice.KindConflict:     {http.StatusConflict, "conflict", grpcAlreadyExists},
+	sluice.KindUnauthorized: {http.StatusUnauthorized, "unauthorized", grpcUnauthenticated},
+	sluice.KindForbidden:    {http.StatusForbidden, "forbidden", grpcPermissionDenied},
+	sluice.KindGone:         {http.StatusGone, "gone", grpcNotFound},
+	sluice.KindExhausted:    {http.StatusTooManyRequests, "exhausted", grpcResourceExhausted},
 }
 
-// GRPCCode returns the gRPC code of an error of kind k.
-func GRPCCode(k sluice.Kind) codes.Code { return kinds[known(k)].grpc }
-
-// GRPCStatus returns err as a gRPC status error: its kind's code, and the
-// message an HTTP answer of it carries (ErrorOf: the field at fault and the
-// innermost Sluice message, never an internal error's text).
-func GRPCStatus(err error) error {
-	return status.Error(GRPCCode(sluice.KindOf(err)), ErrorOf(err).Message)
-}
+// GRPCCode returns the gRPC status code of an error of kind k, as
+// google.golang.org/grpc/codes numbers it.
+func GRPCCode(k sluice.Kind) uint32 { return kinds[known(k)].grpc }
 
 // Status returns the HTTP status of an error of kind k.
 func Status(k sluice.Kind) int { return kinds[known(k)].status }
