@@ -195,7 +195,7 @@ func (c *conn) readLoop() {
 		buf := readBufs.Get().(*bytes.Buffer)
 		typ, b, err := c.read(buf)
 		if err != nil {
-			readBufs.Put(buf)
+			putReadBuf(buf)
 			if code := websocket.CloseStatus(err); code != -1 {
 				c.close(code, "")
 			}
@@ -220,7 +220,7 @@ func (c *conn) readLoop() {
 		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 		c.handle(ctx, b) // which keeps nothing of b: parseFrame copies the data
 		cancel()
-		readBufs.Put(buf)
+		putReadBuf(buf)
 	}
 }
 
@@ -229,6 +229,19 @@ func (c *conn) readLoop() {
 // message left 100 KiB of garbage, and the collector's work slows every
 // tenant's messages.
 var readBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledRead is the largest read buffer kept between messages: room
+// for the default MaxMessage (128 KiB) as a buffer grows to it, and no
+// more, so that under a larger --ws-max-message one tenant's rare large
+// frames leave no buffers of their size in the pool.
+const maxPooledRead = 256 << 10
+
+// putReadBuf returns buf to readBufs, unless it grew past maxPooledRead.
+func putReadBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledRead {
+		readBufs.Put(buf)
+	}
+}
 
 // read reads the next message into buf, emptied first.
 func (c *conn) read(buf *bytes.Buffer) (websocket.MessageType, []byte, error) {
