@@ -101,8 +101,8 @@ func TestWatcherSeesSameSizeAndTime(t *testing.T) {
 	if err := os.Chtimes(file, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	w.poll()
-	w.poll() // a change loads once two polls read it
+	w.Poll()
+	w.Poll() // a change loads once two polls read it
 	if w.Config().Policies["chat"].Limit != 30 {
 		t.Fatalf("a file of the same size and time with other content was taken as unchanged: limit %d", w.Config().Policies["chat"].Limit)
 	}
@@ -129,18 +129,18 @@ func TestWatcherWaitsForAFileToSettle(t *testing.T) {
 		}
 	}
 	write("") // truncated, mid-write: valid YAML with no policies
-	w.poll()
+	w.Poll()
 	next := strings.Replace(good, "limit: 20", "limit: 30", 1)
 	write(next) // the write completes before the next poll
-	w.poll()
+	w.Poll()
 	if len(loads) != 0 || w.Config().Policies["chat"].Limit != 20 {
 		t.Fatalf("after a poll of an empty file and one of the new: %d loads, limit %d; want none, 20", len(loads), w.Config().Policies["chat"].Limit)
 	}
-	w.poll() // the same content twice: settled
+	w.Poll() // the same content twice: settled
 	if len(loads) != 1 || !loads[0] || w.Config().Policies["chat"].Limit != 30 {
 		t.Fatalf("after the new content stayed: loads %v, limit %d; want one good load, 30", loads, w.Config().Policies["chat"].Limit)
 	}
-	w.poll()
+	w.Poll()
 	if len(loads) != 1 {
 		t.Fatalf("an unchanged file loaded again: %v", loads)
 	}
