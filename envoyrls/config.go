@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // Config is a loaded directory of envoyproxy/ratelimit YAML files: its
@@ -223,7 +224,7 @@ func Parse(files []File) (*Config, error) {
 
 // maxDomainLen keeps a domain, as a Sluice tenant ("envoy:" and the
 // domain), within sluice.MaxTenantLen.
-const maxDomainLen = sluice.MaxTenantLen - len(tenantPrefix)
+const maxDomainLen = tenancy.MaxEnvoyDomainLen
 
 // load builds the level below n from ds; fullKey names n, path locates ds
 // in the file, for errors.

@@ -35,14 +35,13 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
 
-// tenantPrefix begins the tenant of every domain.
-const tenantPrefix = "envoy:"
-
-// Tenant returns the Sluice tenant that counts domain's requests.
-func Tenant(domain string) string { return tenantPrefix + domain }
+// Tenant returns the Sluice tenant that counts domain's requests: the
+// tenant layer's name for it (tenancy.EnvoyTenant).
+func Tenant(domain string) string { return tenancy.EnvoyTenant(domain) }
 
 // Limiter decides requests all-or-nothing: sluice.Limiter's Check, which
 // the engine implements.
