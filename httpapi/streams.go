@@ -151,7 +151,7 @@ func (h *Handler) peersSecond(sec int64) map[string]insight.Point {
 					continue
 				}
 				if sum, ok := out[s.Name]; ok {
-					p = sumPoints([]insight.Point{sum}, []insight.Point{p})[0]
+					p = insight.SumPoints([]insight.Point{sum}, []insight.Point{p})[0]
 				}
 				out[s.Name] = p
 			}

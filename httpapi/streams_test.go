@@ -213,7 +213,7 @@ func TestInsightStreamsPollPeersOnce(t *testing.T) {
 	}()
 	start := time.Now()
 	for seen := false; !seen; {
-		var got []series
+		var got []insight.NamedPoints
 		if err := json.Unmarshal([]byte(waitEvent(t, all[0], "second")), &got); err != nil {
 			t.Fatal(err)
 		}
