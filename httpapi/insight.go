@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
+	"github.com/sluicehq/sluice/internal/peer"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -227,20 +228,20 @@ func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
 	for _, p := range sorted(h.opts.Insight.Policies()) {
 		out.Policies = append(out.Policies, insight.NamedPoints{Name: p, Points: h.opts.Insight.Policy(p, from, to)})
 	}
-	g := h.gather(r, insightPath(r, from, to))
-	for _, o := range decodeEach[insightOut](h, g.bodies) {
+	g := h.opts.Cluster.GatherFor(r, insightPath(r, from, to))
+	for _, o := range peer.DecodeEach[insightOut](g.Bodies, h.log) {
 		out.Tenants = insight.SumNamed(out.Tenants, o.Tenants)
 		out.Policies = insight.SumNamed(out.Policies, o.Policies)
 		out.Store = insight.SumLatency(out.Store, o.Store)
 	}
-	out.Nodes, out.Missing = g.nodes, g.missing
+	out.Nodes, out.Missing = g.Nodes, g.Missing
 	shape := h.pointsFor(r, g, from, to)
 	for _, ss := range [][]insight.NamedPoints{out.Tenants, out.Policies} {
 		for i := range ss {
 			ss[i].Points = shape(ss[i].Points)
 		}
 	}
-	if forward(r) {
+	if !peer.Forwarded(r) {
 		// A client's: the buckets are for summing nodes.
 		for i := range out.Store {
 			out.Store[i].Buckets = nil
@@ -261,8 +262,8 @@ func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, who prin
 		return
 	}
 	one := insight.NamedPoints{Name: tenant, Points: h.tenantPoints(tenant, since, from, to)}
-	g := h.gather(r, insightPath(r, from, to))
-	for _, o := range decodeEach[insightOut](h, g.bodies) {
+	g := h.opts.Cluster.GatherFor(r, insightPath(r, from, to))
+	for _, o := range peer.DecodeEach[insightOut](g.Bodies, h.log) {
 		if o.Tenant != nil && o.Tenant.Name == tenant {
 			one.Points = insight.SumPoints(one.Points, o.Tenant.Points)
 		}
@@ -270,7 +271,7 @@ func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, who prin
 	one.Points = h.pointsFor(r, g, from, to)(one.Points)
 	out := insightOut{Kinds: insightKinds(), Tenant: &one}
 	if who.admin {
-		out.Nodes, out.Missing = g.nodes, g.missing
+		out.Nodes, out.Missing = g.Nodes, g.Missing
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -309,11 +310,11 @@ func insightPath(r *http.Request, from, to int64) string {
 // pointsFor returns how a counts route's series leave: a peer gets the
 // seconds with counts only (an hour by tenant and policy is mostly zeros);
 // a client every second, when peers' sparse series were summed in.
-func (h *Handler) pointsFor(r *http.Request, g gathered, from, to int64) func([]insight.Point) []insight.Point {
+func (h *Handler) pointsFor(r *http.Request, g peer.Gathered, from, to int64) func([]insight.Point) []insight.Point {
 	switch {
-	case !forward(r):
+	case peer.Forwarded(r):
 		return sparse
-	case len(g.bodies) > 0:
+	case len(g.Bodies) > 0:
 		return func(pts []insight.Point) []insight.Point { return dense(pts, from, to) }
 	}
 	return func(pts []insight.Point) []insight.Point { return pts }
@@ -375,13 +376,13 @@ func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, who princip
 	// Each node's lists are cut at maxTop, not n, so that a key heavy
 	// over the cluster but not on one node is still summed.
 	tops := []insight.Top{h.opts.Insight.TopKeys(policy, tenant, since, maxTop)}
-	g := h.gather(r, r.URL.Path+"?policy="+url.QueryEscape(policy)+"&n="+strconv.Itoa(maxTop))
-	tops = append(tops, decodeEach[insight.Top](h, g.bodies)...)
+	g := h.opts.Cluster.GatherFor(r, r.URL.Path+"?policy="+url.QueryEscape(policy)+"&n="+strconv.Itoa(maxTop))
+	tops = append(tops, peer.DecodeEach[insight.Top](g.Bodies, h.log)...)
 	top := insight.SumTop(tops, n)
 	out := topJSON{Policy: policy}
 	if who.admin {
 		out.HitsBound, out.DenialsBound = &top.HitsBound, &top.DenialsBound
-		out.Nodes, out.Missing = g.nodes, g.missing
+		out.Nodes, out.Missing = g.Nodes, g.Missing
 	} else {
 		// A shared sketch's errors and bounds come of every tenant's
 		// traffic: a tenant sees what its keys were counted since they
