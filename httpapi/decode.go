@@ -1,107 +1,35 @@
 package httpapi
 
 import (
-	"io"
 	"net/http"
-	"strings"
 	"sync"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/wire"
 )
 
 // MaxBodyBytes caps a request body: a larger one is refused 413, with the
-// error body naming the field "body" (errBodyTooLarge).
-const MaxBodyBytes = 64 << 10
-
-// maxDrainBytes bounds what the server reads of a body it refuses as too
-// large (drainRefused).
-const maxDrainBytes = 16 << 20
+// error body naming the field "body" (wire.ReadBody).
+const MaxBodyBytes = wire.MaxBodyBytes
 
 // errBodyTooLarge refuses a body over MaxBodyBytes; writeError answers it
 // 413.
-var errBodyTooLarge = sluice.Invalid("body", "exceeds %d bytes", MaxBodyBytes)
+var errBodyTooLarge = wire.ErrBodyTooLarge
 
-// readBody reads at most MaxBodyBytes of r's body, and refuses text that
-// JSON would not carry as it is (wire.ValidateText): invalid UTF-8, or an
-// escaped lone surrogate, which encoding/json silently turns into U+FFFD,
-// so that keys "\xff" and "\xfe" would share one counter.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	b, err := readBodyInto(w, r, make([]byte, 0, 512))
-	if err == nil {
-		err = wire.ValidateText(b)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// readBodyInto reads at most MaxBodyBytes of r's body, appending to b as
-// io.ReadAll would; readBody without the check of its text. A longer body
-// is errBodyTooLarge, and drained (drainRefused).
-func readBodyInto(w http.ResponseWriter, r *http.Request, b []byte) ([]byte, error) {
-	if r.ContentLength > MaxBodyBytes {
-		drainRefused(w, r, false)
-		return b, errBodyTooLarge
-	}
-	start := len(b)
-	rd := io.LimitReader(r.Body, MaxBodyBytes+1)
-	for {
-		n, err := rd.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if len(b)-start > MaxBodyBytes {
-			drainRefused(w, r, true)
-			return b, errBodyTooLarge
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return b, sluice.Invalid("body", "could not be read: %v", err)
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // room to read on
-		}
-	}
-	return b, nil
-}
-
-// drainRefused reads and discards the rest of the body of a request
-// refused as too large, up to maxDrainBytes, before the answer. Most
-// clients send the whole body before they read the answer, and a server
-// that closes a connection with data unread resets it (net/http closes
-// one whose body is left unread past a few hundred KiB): the reset
-// discards the answer the client has not read yet, which then sees
-// "connection reset by peer" instead of the 413. Drained, the connection
-// even stays open for the next request. read reports whether any of the
-// body was read: a client that asked to be told first (Expect:
-// 100-continue) and was told nothing has sent nothing, and is answered at
-// once. A body declared over maxDrainBytes is not read, nor one past it:
-// the connection closes after the answer, and a client still sending may
-// see the reset.
-func drainRefused(w http.ResponseWriter, r *http.Request, read bool) {
-	if !read && (r.ContentLength > maxDrainBytes || strings.EqualFold(r.Header.Get("Expect"), "100-continue")) {
-		w.Header().Set("Connection", "close")
-		return
-	}
-	if _, err := io.CopyN(io.Discard, r.Body, maxDrainBytes); err != io.EOF {
-		w.Header().Set("Connection", "close")
-	}
-}
+// readBody is wire.ReadBody: at most MaxBodyBytes, of valid text.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) { return wire.ReadBody(w, r) }
 
 // bodyBufs hold the buffers of the check route's bodies, which it keeps
 // nothing of once decoded.
 var bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// readPooledBody is readBodyInto a buffer of bodyBufs, which releaseBody
-// returns. The text is not checked: wire.DecodeCheck does.
+// readPooledBody is wire.ReadBodyInto a buffer of bodyBufs, which
+// releaseBody returns. The text is not checked: wire.DecodeCheck does.
 func readPooledBody(w http.ResponseWriter, r *http.Request) (*[]byte, []byte, error) {
 	bp := bodyBufs.Get().(*[]byte)
 	if cap(*bp) == 0 {
 		*bp = make([]byte, 0, 1024)
 	}
-	body, err := readBodyInto(w, r, (*bp)[:0])
+	body, err := wire.ReadBodyInto(w, r, (*bp)[:0])
 	return bp, body, err
 }
 

@@ -38,11 +38,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/gateway"
+	"github.com/sluicehq/sluice/internal/peer"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -110,12 +109,10 @@ type Options struct {
 	// GET /v1/insight/gateway. Optional: without them it answers 404.
 	GatewayStats    func() gateway.Stats
 	GatewayRefusals func() map[string]int64
-	// Cluster reaches the other nodes of a shared store, whose counts the
-	// dashboard's routes sum with this node's (cluster.go); Node is this
-	// node's base URL, as they reach it. Optional: without it the routes
-	// answer for this node.
-	Cluster Cluster
-	Node    string
+	// Cluster is this node and the other nodes of a shared store, whose
+	// counts the dashboard's routes sum with this node's (Cluster.Gather).
+	// Optional: without it the routes answer for this node alone, named "".
+	Cluster *peer.Cluster
 	// Audit keeps the trail of changes to tenants. Default: Tenants, if
 	// it keeps one.
 	Audit sluice.AuditLog
@@ -139,21 +136,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Gateway is the WebSocket gateway's HTTP side.
+// Gateway is the WebSocket gateway's HTTP side: its connects and its
+// admission check. Its connection management API is the node-to-node
+// protocol's (peer.Mount, over TenantRoute).
 type Gateway interface {
 	http.Handler
 	AdmitHandler(w http.ResponseWriter, r *http.Request)
-	// The connection management API (API Gateway's @connections); each
-	// answers sluice.KindGone for a connection that has gone away, and
-	// forwards a call for a connection another node holds to it when
-	// forward is set.
-	PostToConnection(ctx context.Context, tenant, id string, data []byte, forward bool) error
-	ConnectionInfo(ctx context.Context, tenant, id string, forward bool) (gateway.ConnectionInfo, error)
-	CloseConnection(ctx context.Context, tenant, id string, code websocket.StatusCode, reason string, forward bool) error
-	// SessionChanged drops what the node keeps of a session's
-	// connections on other nodes: another node has a new one (newNode:
-	// its first there).
-	SessionChanged(tenant, session string, newNode bool)
 }
 
 // Handler serves the API. Create it with New.
@@ -249,10 +237,6 @@ func New(opts Options) *Handler {
 		h.mux.HandleFunc("GET /v1/ws/admit", opts.Gateway.AdmitHandler)
 		h.allow["/v1/ws"] = []string{"GET"}
 		h.allow["/v1/ws/admit"] = []string{"GET"}
-		h.tenantRoute("POST", "/v1/tenants/{id}/connections/{conn}", h.postToConnection)
-		h.tenantRoute("GET", "/v1/tenants/{id}/connections/{conn}", h.connectionInfo)
-		h.tenantRoute("DELETE", "/v1/tenants/{id}/connections/{conn}", h.closeConnection)
-		h.tenantRoute("POST", "/v1/tenants/{id}/sessions/{session}/changed", h.sessionChanged)
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -307,6 +291,14 @@ func (h *Handler) tenantRoute(method, path string, fn func(w http.ResponseWriter
 		}
 		fn(w, r, tenant)
 	})
+}
+
+// TenantRoute routes a tenant's path, /v1/tenants/{id}/..., to fn behind
+// the API's authentication, as the API's own: the caller must reach
+// tenant {id} (403 otherwise) and fn gets its id. For the routes of other
+// packages (peer.Mount), routed before the handler serves.
+func (h *Handler) TenantRoute(method, path string, fn func(w http.ResponseWriter, r *http.Request, tenant string)) {
+	h.tenantRoute(method, path, fn)
 }
 
 // ServeHTTP routes r, answering unknown routes 404 and known paths with the

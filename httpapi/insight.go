@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
+	"github.com/sluicehq/sluice/internal/peer"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -195,12 +196,6 @@ func insightN(r *http.Request) (int, error) {
 	return n, nil
 }
 
-// series is counts per second by kind, named.
-type series struct {
-	Name   string          `json:"name"`
-	Points []insight.Point `json:"points"`
-}
-
 func (h *Handler) insightReady(w http.ResponseWriter) bool {
 	if h.opts.Insight == nil {
 		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: "this server keeps no insight"})
@@ -213,9 +208,9 @@ func (h *Handler) insightReady(w http.ResponseWriter) bool {
 // policy's, the store's latencies, and the nodes summed.
 type insightOut struct {
 	Kinds    []string               `json:"kinds"`
-	Tenants  []series               `json:"tenants,omitempty"`
-	Tenant   *series                `json:"tenant,omitempty"`
-	Policies []series               `json:"policies,omitempty"`
+	Tenants  []insight.NamedPoints  `json:"tenants,omitempty"`
+	Tenant   *insight.NamedPoints   `json:"tenant,omitempty"`
+	Policies []insight.NamedPoints  `json:"policies,omitempty"`
 	Store    []insight.LatencyPoint `json:"store,omitempty"`
 	Nodes    []string               `json:"nodes,omitempty"` // the admin's alone
 	Missing  []string               `json:"missing,omitempty"`
@@ -226,27 +221,27 @@ func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := insightOut{Kinds: insightKinds(), Tenants: []series{}, Policies: []series{}, Store: h.opts.Insight.StoreLatency(from, to)}
+	out := insightOut{Kinds: insightKinds(), Tenants: []insight.NamedPoints{}, Policies: []insight.NamedPoints{}, Store: h.opts.Insight.StoreLatency(from, to)}
 	for _, t := range sorted(h.opts.Insight.Tenants()) {
-		out.Tenants = append(out.Tenants, series{t, h.opts.Insight.Tenant(t, from, to)})
+		out.Tenants = append(out.Tenants, insight.NamedPoints{Name: t, Points: h.opts.Insight.Tenant(t, from, to)})
 	}
 	for _, p := range sorted(h.opts.Insight.Policies()) {
-		out.Policies = append(out.Policies, series{p, h.opts.Insight.Policy(p, from, to)})
+		out.Policies = append(out.Policies, insight.NamedPoints{Name: p, Points: h.opts.Insight.Policy(p, from, to)})
 	}
-	g := h.gather(r, insightPath(r, from, to))
-	for _, o := range decodeEach[insightOut](h, g.bodies) {
-		out.Tenants = sumSeries(out.Tenants, o.Tenants)
-		out.Policies = sumSeries(out.Policies, o.Policies)
-		out.Store = sumLatency(out.Store, o.Store)
+	g := h.opts.Cluster.GatherFor(r, insightPath(r, from, to))
+	for _, o := range peer.DecodeEach[insightOut](g.Bodies, h.log) {
+		out.Tenants = insight.SumNamed(out.Tenants, o.Tenants)
+		out.Policies = insight.SumNamed(out.Policies, o.Policies)
+		out.Store = insight.SumLatency(out.Store, o.Store)
 	}
-	out.Nodes, out.Missing = g.nodes, g.missing
+	out.Nodes, out.Missing = g.Nodes, g.Missing
 	shape := h.pointsFor(r, g, from, to)
-	for _, ss := range [][]series{out.Tenants, out.Policies} {
+	for _, ss := range [][]insight.NamedPoints{out.Tenants, out.Policies} {
 		for i := range ss {
 			ss[i].Points = shape(ss[i].Points)
 		}
 	}
-	if forward(r) {
+	if !peer.Forwarded(r) {
 		// A client's: the buckets are for summing nodes.
 		for i := range out.Store {
 			out.Store[i].Buckets = nil
@@ -266,17 +261,17 @@ func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, who prin
 	if !ok {
 		return
 	}
-	one := series{tenant, h.tenantPoints(tenant, since, from, to)}
-	g := h.gather(r, insightPath(r, from, to))
-	for _, o := range decodeEach[insightOut](h, g.bodies) {
+	one := insight.NamedPoints{Name: tenant, Points: h.tenantPoints(tenant, since, from, to)}
+	g := h.opts.Cluster.GatherFor(r, insightPath(r, from, to))
+	for _, o := range peer.DecodeEach[insightOut](g.Bodies, h.log) {
 		if o.Tenant != nil && o.Tenant.Name == tenant {
-			one.Points = sumPoints(one.Points, o.Tenant.Points)
+			one.Points = insight.SumPoints(one.Points, o.Tenant.Points)
 		}
 	}
 	one.Points = h.pointsFor(r, g, from, to)(one.Points)
 	out := insightOut{Kinds: insightKinds(), Tenant: &one}
 	if who.admin {
-		out.Nodes, out.Missing = g.nodes, g.missing
+		out.Nodes, out.Missing = g.Nodes, g.Missing
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -315,11 +310,11 @@ func insightPath(r *http.Request, from, to int64) string {
 // pointsFor returns how a counts route's series leave: a peer gets the
 // seconds with counts only (an hour by tenant and policy is mostly zeros);
 // a client every second, when peers' sparse series were summed in.
-func (h *Handler) pointsFor(r *http.Request, g gathered, from, to int64) func([]insight.Point) []insight.Point {
+func (h *Handler) pointsFor(r *http.Request, g peer.Gathered, from, to int64) func([]insight.Point) []insight.Point {
 	switch {
-	case !forward(r):
+	case peer.Forwarded(r):
 		return sparse
-	case len(g.bodies) > 0:
+	case len(g.Bodies) > 0:
 		return func(pts []insight.Point) []insight.Point { return dense(pts, from, to) }
 	}
 	return func(pts []insight.Point) []insight.Point { return pts }
@@ -381,13 +376,13 @@ func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, who princip
 	// Each node's lists are cut at maxTop, not n, so that a key heavy
 	// over the cluster but not on one node is still summed.
 	tops := []insight.Top{h.opts.Insight.TopKeys(policy, tenant, since, maxTop)}
-	g := h.gather(r, r.URL.Path+"?policy="+url.QueryEscape(policy)+"&n="+strconv.Itoa(maxTop))
-	tops = append(tops, decodeEach[insight.Top](h, g.bodies)...)
-	top := sumTop(tops, n)
+	g := h.opts.Cluster.GatherFor(r, r.URL.Path+"?policy="+url.QueryEscape(policy)+"&n="+strconv.Itoa(maxTop))
+	tops = append(tops, peer.DecodeEach[insight.Top](g.Bodies, h.log)...)
+	top := insight.SumTop(tops, n)
 	out := topJSON{Policy: policy}
 	if who.admin {
 		out.HitsBound, out.DenialsBound = &top.HitsBound, &top.DenialsBound
-		out.Nodes, out.Missing = g.nodes, g.missing
+		out.Nodes, out.Missing = g.Nodes, g.Missing
 	} else {
 		// A shared sketch's errors and bounds come of every tenant's
 		// traffic: a tenant sees what its keys were counted since they
@@ -586,13 +581,13 @@ func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, who prin
 	sec := h.opts.Now().Unix() - 1
 	for {
 		peers := h.hub.last()
-		var out []series
+		var out []insight.NamedPoints
 		if all {
 			for _, t := range sorted(h.opts.Insight.Tenants()) {
-				out = append(out, series{t, h.opts.Insight.Tenant(t, sec, sec)})
+				out = append(out, insight.NamedPoints{Name: t, Points: h.opts.Insight.Tenant(t, sec, sec)})
 			}
 		} else {
-			out = append(out, series{tenant, h.tenantPoints(tenant, since, sec, sec)})
+			out = append(out, insight.NamedPoints{Name: tenant, Points: h.tenantPoints(tenant, since, sec, sec)})
 		}
 		if peers.sec == sec {
 			out = addPeers(out, peers.tenants, all, sec)
@@ -617,16 +612,16 @@ func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, who prin
 
 // addPeers adds the other nodes' counts of second sec to a stream's
 // series: every tenant's for all, else the stream's one.
-func addPeers(out []series, peers map[string]insight.Point, all bool, sec int64) []series {
+func addPeers(out []insight.NamedPoints, peers map[string]insight.Point, all bool, sec int64) []insight.NamedPoints {
 	if all {
-		theirs := make([]series, 0, len(peers))
+		theirs := make([]insight.NamedPoints, 0, len(peers))
 		for t, p := range peers {
-			theirs = append(theirs, series{t, []insight.Point{p}})
+			theirs = append(theirs, insight.NamedPoints{Name: t, Points: []insight.Point{p}})
 		}
-		return sumSeries(out, theirs)
+		return insight.SumNamed(out, theirs)
 	}
 	if p, ok := peers[out[0].Name]; ok && p.Second == sec {
-		out[0].Points = sumPoints(out[0].Points, []insight.Point{p})
+		out[0].Points = insight.SumPoints(out[0].Points, []insight.Point{p})
 	}
 	return out
 }

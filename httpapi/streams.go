@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/insight"
+	"github.com/sluicehq/sluice/internal/peer"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -143,15 +144,15 @@ func (s *streamHub) poll() {
 // summed: one request to each.
 func (h *Handler) peersSecond(sec int64) map[string]insight.Point {
 	out := map[string]insight.Point{}
-	g := h.gatherCtx(context.Background(), "/v1/insight?seconds=3", streamPollTimeout)
-	for _, o := range decodeEach[insightOut](h, g.bodies) {
+	g := h.opts.Cluster.Gather(context.Background(), "/v1/insight?seconds=3", streamPollTimeout)
+	for _, o := range peer.DecodeEach[insightOut](g.Bodies, h.log) {
 		for _, s := range o.Tenants {
 			for _, p := range s.Points {
 				if p.Second != sec {
 					continue
 				}
 				if sum, ok := out[s.Name]; ok {
-					p = sumPoints([]insight.Point{sum}, []insight.Point{p})[0]
+					p = insight.SumPoints([]insight.Point{sum}, []insight.Point{p})[0]
 				}
 				out[s.Name] = p
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
+	"github.com/sluicehq/sluice/internal/peer"
 	"github.com/sluicehq/sluice/store/memstore"
 )
 
@@ -188,7 +190,12 @@ func TestInsightStreamsPollPeersOnce(t *testing.T) {
 	tenants := &memstore.Tenants{}
 	b := newInsightNode(t, tenants, Options{})
 	var asked atomic.Int64
-	a := newInsightNode(t, tenants, Options{Node: "a", Cluster: &httpCluster{peer: b.srv.URL, asked: &asked}})
+	counted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		b.h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(counted.Close)
+	a := newInsightNode(t, tenants, Options{Cluster: peer.NewCluster("a", nodes{counted.URL}, peer.NewClient(adminKey), nil)})
 	a.do(t, adminKey, "POST", "/v1/tenants", `{"id":"acme"}`)
 	const streams = 20
 	var all []<-chan [2]string
@@ -213,7 +220,7 @@ func TestInsightStreamsPollPeersOnce(t *testing.T) {
 	}()
 	start := time.Now()
 	for seen := false; !seen; {
-		var got []series
+		var got []insight.NamedPoints
 		if err := json.Unmarshal([]byte(waitEvent(t, all[0], "second")), &got); err != nil {
 			t.Fatal(err)
 		}
@@ -233,27 +240,9 @@ func TestInsightStreamsPollPeersOnce(t *testing.T) {
 	}
 }
 
-// httpCluster is a cluster of one other node, reached over HTTP as a
-// node reaches its peers, counting the requests.
-type httpCluster struct {
-	peer  string
-	asked *atomic.Int64
-}
+// nodes is a shared store's list of live nodes, fixed.
+type nodes []string
 
-func (c *httpCluster) Peers(context.Context) ([]string, error) { return []string{c.peer}, nil }
+func (n nodes) Announce(context.Context, string, time.Time) error { return nil }
 
-func (c *httpCluster) Get(ctx context.Context, node, pathAndQuery string) ([]byte, error) {
-	c.asked.Add(1)
-	req, err := http.NewRequestWithContext(ctx, "GET", node+pathAndQuery, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+adminKey)
-	req.Header.Set(ForwardedHeader, "1")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return io.ReadAll(resp.Body)
-}
+func (n nodes) Nodes(context.Context, time.Time) ([]string, error) { return slices.Clone(n), nil }

@@ -116,16 +116,21 @@ func message(err error) string {
 }
 
 // WriteError answers err with its kind's status and the error body. An
-// unavailable answer asks for a retry a second later.
+// unavailable answer asks for a retry a second later. A body over
+// MaxBodyBytes (ErrBodyTooLarge) is the one invalid input answered 413
+// rather than 400, with the same body, naming the field "body".
 func WriteError(w http.ResponseWriter, err error) {
 	k := sluice.KindOf(err)
-	switch k {
-	case sluice.KindUnauthorized:
+	status := Status(k)
+	switch {
+	case k == sluice.KindUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
-	case sluice.KindUnavailable:
+	case k == sluice.KindUnavailable:
 		w.Header().Set("Retry-After", strconv.FormatInt(CeilSeconds(sluice.FailedRetry), 10))
+	case errors.Is(err, ErrBodyTooLarge):
+		status = http.StatusRequestEntityTooLarge
 	}
-	WriteJSON(w, Status(k), ErrorOf(err))
+	WriteJSON(w, status, ErrorOf(err))
 }
 
 // ParseError returns the error an error answer describes: a *sluice.Error

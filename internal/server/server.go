@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/internal/loopback"
+	"github.com/sluicehq/sluice/internal/peer"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/web"
@@ -93,7 +94,7 @@ type Server struct {
 	ups      map[string]httpapi.Upstream
 	ln       net.Listener
 	gw       *gateway.Gateway
-	clu      *cluster // nil for a store of one process
+	clu      *peer.Cluster // this node alone, for a store of one process
 	srv      *http.Server
 	inflight sync.WaitGroup // handlers running, so that the store outlives them
 
@@ -232,12 +233,10 @@ func (s *Server) assemble() error {
 	if err := s.metrics.Register(metrics.GatewayStats(s.gw.Stats)); err != nil {
 		return fmt.Errorf("serve: gateway metrics: %w", err)
 	}
-	if s.st.nodes != nil {
-		// A peer's hour of counts by tenant and policy runs to megabytes.
-		p := newPeer(s.c.AdminKey)
-		p.maxBody = 64 << 20
-		s.clu = &cluster{self: s.c.advertise(s.ln), nodes: s.st.nodes, peer: p, log: s.log}
-	}
+	// A peer's hour of counts by tenant and policy runs to megabytes.
+	counts := peer.NewClient(s.c.AdminKey)
+	counts.MaxBody = 64 << 20
+	s.clu = peer.NewCluster(s.c.advertise(s.ln), s.st.nodes, counts, s.log)
 	s.srv = s.httpServer(s.api())
 	return nil
 }
@@ -266,20 +265,16 @@ func (s *Server) gateway(tenants *tenancy.Service) *gateway.Gateway {
 		Observer:       s.gwMetrics,
 		Registry:       s.st.registry,
 		Node:           s.c.advertise(s.ln),
-		Peer:           newPeer(s.c.AdminKey),
+		Peer:           peer.NewClient(s.c.AdminKey),
 		Logger:         s.log,
 	})
 }
 
-// api builds the HTTP API.
+// api builds the HTTP API, with the connection management API (the
+// node-to-node protocol's server half) behind its authentication.
 func (s *Server) api() *httpapi.Handler {
-	var clu httpapi.Cluster
-	if s.clu != nil {
-		clu = s.clu
-	}
-	return httpapi.New(httpapi.Options{
-		Cluster:          clu,
-		Node:             s.c.advertise(s.ln),
+	api := httpapi.New(httpapi.Options{
+		Cluster:          s.clu,
 		Limiter:          s.eng,
 		Tenants:          s.st.tenants,
 		Sessions:         s.st.sessions,
@@ -306,6 +301,8 @@ func (s *Server) api() *httpapi.Handler {
 		GatewayRefusals: s.gwMetrics.Refusals,
 		Logger:          s.log,
 	})
+	peer.Mount(api, s.gw)
+	return api
 }
 
 // httpServer serves api, logging each request, counting those in flight.
@@ -362,8 +359,8 @@ func (s *Server) start() {
 	if s.st.sweepSessions != nil {
 		s.wg.Go(func() { s.sweep(wctx) })
 	}
-	if s.clu != nil {
-		s.wg.Go(func() { s.clu.announce(wctx) })
+	if s.st.nodes != nil {
+		s.wg.Go(func() { s.clu.Announce(wctx) })
 	}
 	if s.envoy.watcher != nil {
 		s.wg.Go(func() { s.envoy.watcher.Run(wctx, s.envoyHup, s.c.ConfigPoll) })

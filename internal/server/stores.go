@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/peer"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/store/dynamostore"
 	"github.com/sluicehq/sluice/store/memstore"
@@ -30,7 +31,7 @@ type stores struct {
 	metrics prometheus.Collector
 	// nodes lists the live nodes of a shared store, for the dashboard to
 	// sum them (DynamoDB); nil for a store of one process.
-	nodes nodeList
+	nodes peer.Store
 	// sweepSessions removes expired sessions' state, periodically (not
 	// for DynamoDB, whose TTL does it, eventually).
 	sweepSessions func(now time.Time)

@@ -1,0 +1,173 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// store is a shared store's list of nodes, in memory: what it lists, the
+// announcements it got, and how often it was read.
+type store struct {
+	mu        sync.Mutex
+	nodes     []string
+	err       error
+	reads     int
+	announced []time.Time // the untils
+}
+
+func (s *store) Announce(_ context.Context, node string, until time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.announced = append(s.announced, until)
+	return nil
+}
+
+func (s *store) Nodes(context.Context, time.Time) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	return slices.Clone(s.nodes), s.err
+}
+
+// TestGatherNamesTheNodesThatDidNotAnswer: a gather asks every other
+// node at once, with the admin key and marked forwarded; a node that
+// answers in time is counted, one that does not answer within the
+// timeout, or answers an error, is named missing (and logged), and the
+// gather takes the timeout, not the slow node's time. A request that is
+// itself forwarded gathers this node alone, as does a cluster without a
+// store, a store that fails, or none at all.
+func TestGatherNamesTheNodesThatDidNotAnswer(t *testing.T) {
+	var asked atomic.Int64
+	answers := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		if !Forwarded(r) || r.Header.Get("Authorization") != "Bearer k" || r.URL.Path != "/v1/insight" || r.URL.RawQuery != "seconds=3" {
+			http.Error(w, "unexpected "+r.URL.String(), http.StatusBadRequest)
+			return
+		}
+		w.Write([]byte(`{"n":2}`))
+	}))
+	defer answers.Close()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // the asker gave up
+	}))
+	defer slow.Close()
+	fails := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":"unavailable","message":"the store is unavailable; try again"}`, http.StatusServiceUnavailable)
+	}))
+	defer fails.Close()
+
+	client := NewClient("k")
+	defer client.client.CloseIdleConnections()
+	st := &store{nodes: []string{answers.URL, "http://self", slow.URL, fails.URL}}
+	var buf bytes.Buffer // written by the handler, which serialises the gather's goroutines
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	c := NewCluster("http://self", st, client, log)
+
+	start := time.Now()
+	g := c.Gather(context.Background(), "/v1/insight?seconds=3", 300*time.Millisecond)
+	took := time.Since(start)
+	if !slices.Equal(g.Nodes, []string{"http://self", answers.URL}) || !slices.Equal(g.Missing, []string{slow.URL, fails.URL}) || len(g.Bodies) != 1 {
+		t.Fatalf("gathered nodes %q, missing %q, %d bodies; want this node and the one that answered, the slow and the failing missing", g.Nodes, g.Missing, len(g.Bodies))
+	}
+	if took < 300*time.Millisecond || took > patience {
+		t.Errorf("the gather took %v: want the timeout, 300ms, waited for the slow node and no more", took)
+	}
+	if got := DecodeEach[struct{ N int }](append(g.Bodies, []byte("not JSON")), log); len(got) != 1 || got[0].N != 2 {
+		t.Errorf("DecodeEach = %+v, want the one answer, the other skipped", got)
+	}
+	for _, want := range []string{"node=" + slow.URL, "node=" + fails.URL, "not understood"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, &buf)
+		}
+	}
+
+	// A request that another node forwarded is answered by this node
+	// alone; a client's asks the others.
+	asked.Store(0)
+	c = NewCluster("http://self", &store{nodes: []string{answers.URL}}, client, nil)
+	r := httptest.NewRequest("GET", "/v1/insight?seconds=3", nil)
+	r.Header.Set(ForwardedHeader, "1")
+	if g := c.GatherFor(r, "/v1/insight?seconds=3"); !slices.Equal(g.Nodes, []string{"http://self"}) || g.Missing != nil || asked.Load() != 0 {
+		t.Errorf("a forwarded request gathered %q, missing %q, asking %d nodes; want this node alone", g.Nodes, g.Missing, asked.Load())
+	}
+	r.Header.Del(ForwardedHeader)
+	if g := c.GatherFor(r, "/v1/insight?seconds=3"); len(g.Bodies) != 1 || asked.Load() != 1 {
+		t.Errorf("a client's request gathered %d bodies, asking %d nodes; want the other nodes asked", len(g.Bodies), asked.Load())
+	}
+
+	for name, c := range map[string]*Cluster{
+		"no store":     NewCluster("http://self", nil, client, nil),
+		"store failed": NewCluster("http://self", &store{err: errors.New("table gone")}, client, nil),
+	} {
+		if g := c.Gather(context.Background(), "/v1/insight", time.Second); !slices.Equal(g.Nodes, []string{"http://self"}) || g.Missing != nil {
+			t.Errorf("%s: gathered %q, missing %q; want this node alone", name, g.Nodes, g.Missing)
+		}
+	}
+	var none *Cluster
+	if g := none.GatherFor(r, "/v1/insight"); !slices.Equal(g.Nodes, []string{""}) {
+		t.Errorf("no cluster: gathered %q, want this node alone, unnamed", g.Nodes)
+	}
+}
+
+// TestPeers: the other nodes, without this one, read from the store once
+// per 5 seconds however often asked.
+func TestPeers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &store{nodes: []string{"http://a", "http://self", "http://b"}}
+		c := NewCluster("http://self", st, nil, nil)
+		for range 3 {
+			if got, err := c.Peers(t.Context()); err != nil || !slices.Equal(got, []string{"http://a", "http://b"}) {
+				t.Fatalf("Peers = %q, %v; want the others", got, err)
+			}
+		}
+		time.Sleep(peersFresh - time.Nanosecond)
+		c.Peers(t.Context())
+		if st.reads != 1 {
+			t.Fatalf("%d reads of the store within 5s, want 1", st.reads)
+		}
+		time.Sleep(time.Nanosecond)
+		st.mu.Lock()
+		st.nodes = []string{"http://self"}
+		st.mu.Unlock()
+		if got, _ := c.Peers(t.Context()); len(got) != 0 || st.reads != 2 {
+			t.Fatalf("after 5s: Peers = %q after %d reads; want the store read again, and no other node", got, st.reads)
+		}
+	})
+}
+
+// TestAnnounce: a node announces itself at once and every 5 seconds, live
+// for 15, until its context ends; without a store it returns at once.
+func TestAnnounce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &store{}
+		c := NewCluster("http://self", st, nil, nil)
+		start := time.Now()
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.Announce(ctx)
+		}()
+		time.Sleep(2*announceEvery + time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		want := []time.Time{start.Add(announceTTL), start.Add(announceEvery + announceTTL), start.Add(2*announceEvery + announceTTL)}
+		if !slices.EqualFunc(st.announced, want, time.Time.Equal) {
+			t.Fatalf("announced until %v, want %v", st.announced, want)
+		}
+
+		NewCluster("http://self", nil, nil, nil).Announce(t.Context()) // returns
+	})
+}
