@@ -1,11 +1,12 @@
 package httpapi
 
 import (
-	"github.com/sluicehq/sluice/store/memstore"
 	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/store/memstore"
 )
 
 // TestHostAllowed: without an admin key, loopback names and the allowed

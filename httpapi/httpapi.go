@@ -41,7 +41,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/gateway"
-	"github.com/sluicehq/sluice/internal/peer"
+	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/insight"
-	"github.com/sluicehq/sluice/internal/peer"
+	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/wire"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
-	"github.com/sluicehq/sluice/internal/peer"
+	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/store/memstore"
 )
 

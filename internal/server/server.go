@@ -30,8 +30,8 @@ import (
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/internal/loopback"
-	"github.com/sluicehq/sluice/internal/peer"
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/web"
 )
