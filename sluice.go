@@ -84,11 +84,17 @@ type Check struct {
 	// operator's block of this check's key (KeyBlock): the request is
 	// denied and consumes nothing. Transports set it from the tenant.
 	BlockedUntil time.Time
+	// Epoch is the tenant's (Tenant.Epoch), set by the tenant layer: the
+	// counters of one tenant id under two epochs are two counters, so
+	// that a tenant created again under the id of a deleted one starts
+	// with none of its counts, penalties or leases. Zero for tenants
+	// without one (the configuration file's, inline checks', Go callers').
+	Epoch int64
 }
 
 // CounterKey returns the key of c's counter for tenant.
 func (c *Check) CounterKey(tenant string) Key {
-	return Key{Tenant: tenant, Space: c.Space, Algorithm: c.Policy.Algorithm, Policy: c.Policy.Name, Value: c.Key}
+	return Key{Tenant: tenant, Epoch: c.Epoch, Space: c.Space, Algorithm: c.Policy.Algorithm, Policy: c.Policy.Name, Value: c.Key}
 }
 
 // BoxKey returns the key of the penalty box of c's counter for tenant: the
@@ -157,7 +163,11 @@ const (
 // algorithms names two counters, so that a check of another algorithm can
 // never read another's state as empty and so reset it.
 type Key struct {
-	Tenant    string
+	Tenant string
+	// Epoch tells apart the counters of tenants of one id, one deleted
+	// and the other created since (Check.Epoch); zero for none. Stores
+	// encode a key of epoch zero as before epochs were.
+	Epoch     int64
 	Space     Space
 	Algorithm Algorithm
 	Policy    string

@@ -232,10 +232,10 @@ func validRegion(r string) bool {
 }
 
 // counterPK is a counter's partition key: the tenant's id first (see
-// docs/dynamodb.md), then the key space's number after "c" (configured
-// policies, inline ones, Sluice's own, and their penalty boxes, each
-// apart), the algorithm's number, the policy
-// and the key, the key as it is when it is UTF-8 ("u:") and in base64
+// docs/dynamodb.md), its epoch if it has one ("#e", in base 36), then the
+// key space's number after "c" (configured policies, inline ones,
+// Sluice's own, and their penalty boxes, each apart), the algorithm's
+// number, the policy and the key, the key as it is when it is UTF-8 ("u:") and in base64
 // otherwise ("b:"). Tenant ids and policy names cannot hold '#', so the
 // parts cannot run into each other.
 func counterPK(k *sluice.Key) string {
@@ -243,7 +243,13 @@ func counterPK(k *sluice.Key) string {
 	if !utf8.ValidString(k.Value) {
 		v = "b:" + base64.RawURLEncoding.EncodeToString([]byte(k.Value))
 	}
-	pk := k.Tenant + "#c" + strconv.Itoa(int(k.Space)) + "#" + strconv.Itoa(int(k.Algorithm)) + "#" + k.Policy + "#" + v
+	tenant := k.Tenant
+	if k.Epoch != 0 {
+		// After the tenant's "#" (dynamodb:LeadingKeys), before "#c": a
+		// key of epoch zero is as it was before epochs.
+		tenant += "#e" + strconv.FormatInt(k.Epoch, 36)
+	}
+	pk := tenant + "#c" + strconv.Itoa(int(k.Space)) + "#" + strconv.Itoa(int(k.Algorithm)) + "#" + k.Policy + "#" + v
 	if k.Region != "" {
 		// Keys are base64 or UTF-8 text after "u:"; "#r:" ends one only in
 		// a region's counter, whose region id has no '#'.

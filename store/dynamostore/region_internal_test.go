@@ -1,6 +1,10 @@
 package dynamostore
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice"
+)
 
 func item(lim int64) *regionItem {
 	return &regionItem{lim: lim, total: map[string]int64{}, pend: map[string]int64{}, from: map[string]int64{}, wrote: 1}
@@ -77,4 +81,19 @@ func indexOf(rs []string, r string) int {
 		}
 	}
 	return -1
+}
+
+// TestCounterPKEpoch: a counter key of epoch zero has the partition key it
+// had before keys had epochs (counters written before an upgrade are found
+// after it); an epoch comes after the tenant's "#", which the tenant's IAM
+// policy (dynamodb:LeadingKeys "tenant#*") still covers.
+func TestCounterPKEpoch(t *testing.T) {
+	k := sluice.Key{Tenant: "acme", Space: sluice.SpaceInline, Algorithm: sluice.SlidingWindow, Policy: "p", Value: "u"}
+	if got, want := counterPK(&k), "acme#c1#2#p#u:u"; got != want {
+		t.Errorf("counterPK of epoch 0 = %q, want %q", got, want)
+	}
+	k.Epoch = 36
+	if got, want := counterPK(&k), "acme#e10#c1#2#p#u:u"; got != want {
+		t.Errorf("counterPK of epoch 36 = %q, want %q", got, want)
+	}
 }

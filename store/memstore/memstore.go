@@ -146,13 +146,16 @@ func (s *Store) hash(k *sluice.Key) uint64 {
 	return s.valueHash(s.prefixHash(k), k.Value)
 }
 
-// prefixHash is the part of a key's hash that its prefix (tenant, space,
+// prefixHash is the part of a key's hash that its prefix (tenant, epoch, space,
 // algorithm, policy, region) makes, computed once by a Scope. String hashes
 // cost less than maphash.Comparable, which also moves the key to the heap.
 func (s *Store) prefixHash(k *sluice.Key) uint64 {
 	h := (maphash.String(s.seed, k.Policy) ^ uint64(k.Space)<<56 ^ uint64(k.Algorithm)<<48) * 0x9e3779b97f4a7c15
 	if k.Region != "" {
 		h = (h ^ maphash.String(s.seed, k.Region)) * 0x9e3779b97f4a7c15
+	}
+	if k.Epoch != 0 {
+		h = (h ^ uint64(k.Epoch)) * 0x9e3779b97f4a7c15
 	}
 	return h ^ maphash.String(s.seed, k.Tenant)
 }

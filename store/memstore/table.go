@@ -6,13 +6,14 @@ import (
 )
 
 // prefix is the part of a key that every key of one scope shares: its
-// tenant, space, algorithm, policy and region. Entries added through a
+// tenant and epoch, space, algorithm, policy and region. Entries added through a
 // Scope point to the scope's prefix, and entries added by Apply share the
 // prefix of the last key their shard added when it is the same, so that
 // comparing a prefix is usually comparing a pointer, or reading a struct
 // that is already in the cache.
 type prefix struct {
 	tenant, policy, region string
+	epoch                  int64
 	space                  sluice.Space
 	alg                    sluice.Algorithm
 }
@@ -22,11 +23,11 @@ func newPrefix(k *sluice.Key) *prefix {
 	// alive a larger buffer the caller's strings may point into.
 	a, b := len(k.Tenant), len(k.Tenant)+len(k.Policy)
 	all := k.Tenant + k.Policy + k.Region
-	return &prefix{tenant: all[:a], policy: all[a:b], region: all[b:], space: k.Space, alg: k.Algorithm}
+	return &prefix{tenant: all[:a], policy: all[a:b], region: all[b:], epoch: k.Epoch, space: k.Space, alg: k.Algorithm}
 }
 
 func (p *prefix) of(k *sluice.Key) bool {
-	return p.tenant == k.Tenant && p.policy == k.Policy && p.region == k.Region && p.space == k.Space && p.alg == k.Algorithm
+	return p.tenant == k.Tenant && p.epoch == k.Epoch && p.policy == k.Policy && p.region == k.Region && p.space == k.Space && p.alg == k.Algorithm
 }
 
 // inline is how many bytes of a key's value an entry holds in itself; a
@@ -151,7 +152,7 @@ func (e *entry) update(op *sluice.Op, now int64, d *sluice.Decision) {
 
 func (e *entry) key() sluice.Key {
 	p := e.prefix
-	return sluice.Key{Tenant: p.tenant, Space: p.space, Algorithm: p.alg, Policy: p.policy, Region: p.region, Value: e.value()}
+	return sluice.Key{Tenant: p.tenant, Epoch: p.epoch, Space: p.space, Algorithm: p.alg, Policy: p.policy, Region: p.region, Value: e.value()}
 }
 
 // table is an open-addressing hash table with linear probing, keyed by the
@@ -189,7 +190,7 @@ func tag(h uint64) uint8 { return uint8(h>>40) | 0x80 }
 // get returns the entry of k, whose hash is h, or nil. The pointer is valid
 // until the next add or sweep.
 func (t *table) get(h uint64, k *sluice.Key) *entry {
-	p := prefix{tenant: k.Tenant, policy: k.Policy, region: k.Region, space: k.Space, alg: k.Algorithm}
+	p := prefix{tenant: k.Tenant, policy: k.Policy, region: k.Region, epoch: k.Epoch, space: k.Space, alg: k.Algorithm}
 	return t.getScoped(h, &p, k.Value)
 }
 

@@ -200,21 +200,32 @@ func (s *Store) Ping(ctx context.Context) error {
 // Key prefixes. Every key of a tenant's data leads with the tenant's id,
 // length-prefixed, so that no two tenants' keys can collide.
 const (
-	prefixCounter   = 'c' // c | tenant | space | algorithm | policy | value -> algo.State
+	prefixCounter   = 'c' // c | tenant | [epochMark epoch] | space | algorithm | policy | value -> algo.State
 	prefixTenant    = 't' // t | id -> Tenant (JSON)
 	prefixTenantKey = 'K' // K | tenant | key id -> APIKey (JSON)
 	prefixMeta      = 'm'
 )
+
+// epochMark precedes a counter key's epoch, where a key without one has
+// its space: no space is 0x7f (sluice.Space).
+const epochMark = 0x7f
 
 func appendPart(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
 }
 
+// counterKey encodes k. A key of epoch zero is encoded as before epochs
+// were; a key's epoch follows its tenant, after epochMark, which no space
+// is (the byte there before epochs): the counters of one tenant under two
+// epochs never meet, nor those of two tenants.
 func counterKey(k *sluice.Key) []byte {
-	b := make([]byte, 0, 1+len(k.Tenant)+len(k.Policy)+len(k.Value)+6)
+	b := make([]byte, 0, 1+len(k.Tenant)+len(k.Policy)+len(k.Value)+6+11)
 	b = append(b, prefixCounter)
 	b = appendPart(b, k.Tenant)
+	if k.Epoch != 0 {
+		b = binary.AppendUvarint(append(b, epochMark), uint64(k.Epoch))
+	}
 	b = append(b, byte(k.Space), byte(k.Algorithm))
 	b = appendPart(b, k.Policy)
 	return append(b, k.Value...)

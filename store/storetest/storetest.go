@@ -209,8 +209,9 @@ func testSameKeyTwice(t *testing.T, s sluice.Store) {
 	}
 }
 
-// testTenantsAreWalls: the same policy name and key under two tenants are
-// two counters, and keys that would collide if joined naively do not.
+// testTenantsAreWalls: the same policy name and key under two tenants, or
+// two epochs of one tenant, are two counters, and keys that would collide
+// if joined naively do not.
 func testTenantsAreWalls(t *testing.T, s sluice.Store) {
 	p := sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute}
 	keys := []sluice.Key{
@@ -226,6 +227,14 @@ func testTenantsAreWalls(t *testing.T, s sluice.Store) {
 		keyIn(sluice.SpacePolicy, sluice.PenaltyBox, "a", "p", "k"),
 		(&sluice.Check{Policy: sluice.Policy{Name: "p"}, Key: "k"}).BoxKey("a"),
 		(&sluice.Check{Policy: sluice.Policy{Name: "p"}, Key: "k", Space: sluice.SpaceInline}).BoxKey("a"),
+		// A tenant created again under the id of a deleted one (another
+		// epoch) has counters of its own, in every space.
+		{Tenant: "a", Epoch: 1, Policy: "p", Value: "k"},
+		{Tenant: "a", Epoch: 36, Policy: "p", Value: "k"},
+		{Tenant: "a", Epoch: 1 << 62, Policy: "p", Value: "k"},
+		{Tenant: "a", Epoch: 1, Space: sluice.SpaceInternal, Policy: "p", Value: "k"},
+		(&sluice.Check{Policy: sluice.Policy{Name: "p"}, Key: "k", Epoch: 1}).BoxKey("a"),
+		{Tenant: "b", Epoch: 1, Policy: "p", Value: "k"},
 	}
 	for i, k := range keys {
 		if d := apply(t, s, t0, sluice.Op{Key: k, Policy: &p, Hits: 1})[0]; !d.Allowed {
