@@ -52,10 +52,10 @@ func (s *Service) InlineLeaseCheck(p sluice.Policy, key string) (sluice.Check, e
 	if len(key) > sluice.MaxKeyLen {
 		return sluice.Check{}, sluice.Invalid("keyValue", "is %d bytes, at most %d allowed", len(key), sluice.MaxKeyLen)
 	}
-	c := sluice.Check{Policy: p, Key: key, Space: sluice.SpaceInline}
-	if err := s.RefuseConfigured([]sluice.Check{c}, "policy.name"); err != nil {
-		return sluice.Check{}, err
+	if s.Configured(p.Name) {
+		return sluice.Check{}, errConfiguredName("policy.name", p.Name)
 	}
+	c := sluice.Check{Policy: p, Key: key, Space: sluice.SpaceInline}
 	return c, leasable(c)
 }
 
@@ -75,10 +75,16 @@ func (s *Service) RefuseConfigured(checks []sluice.Check, field string) error {
 	cfg := s.opts.Config()
 	for i := range checks {
 		if _, ok := cfg.Policies[checks[i].Policy.Name]; ok {
-			return sluice.Invalid(fmt.Sprintf(field, i), "%q is a configured policy: name it in policies or endpoint, or give the inline policy another name", checks[i].Policy.Name)
+			return errConfiguredName(fmt.Sprintf(field, i), checks[i].Policy.Name)
 		}
 	}
 	return nil
+}
+
+// errConfiguredName refuses an inline policy, at field, named as the
+// configured policy name.
+func errConfiguredName(field, name string) error {
+	return sluice.Invalid(field, "%q is a configured policy: name it in policies or endpoint, or give the inline policy another name", name)
 }
 
 // Lease tokens name a lease to its holder: its counter's key and its id,
