@@ -24,6 +24,11 @@
 // any route, a request of a host the server does not answer, or a page's
 // request of another origin that would change state, answers 403
 // (browser.go).
+//
+// The routes translate HTTP alone: they read the bearer token and decode,
+// ask the tenant layer (package tenancy: who the caller is, what it
+// reaches, what a change may be and what the audit trail records of it)
+// and the limiter, and encode.
 package httpapi
 
 import (
