@@ -41,8 +41,8 @@ type OverrideDoc struct {
 	Shadow   *bool           `json:"shadow,omitempty"`
 }
 
-// DocOf returns the document of stored tenant t.
-func DocOf(t sluice.Tenant) TenantDoc {
+// docOf returns the document of stored tenant t.
+func docOf(t sluice.Tenant) TenantDoc {
 	out := TenantDoc{ID: t.ID, Tier: t.Tier, Settings: t.Settings, CreatedAt: &t.CreatedAt, UpdatedAt: &t.UpdatedAt, Version: t.Version}
 	if len(t.Overrides) > 0 {
 		out.Overrides = map[string]OverrideDoc{}
@@ -64,7 +64,7 @@ func DocOf(t sluice.Tenant) TenantDoc {
 // with the version of the record that holds its blocks and keys, if it
 // has one (rec).
 func fileDoc(id string, ft config.Tenant, rec *sluice.Tenant) TenantDoc {
-	out := DocOf(sluice.Tenant{ID: id, Tier: ft.Tier, Settings: ft.Settings, Overrides: ft.Overrides})
+	out := docOf(sluice.Tenant{ID: id, Tier: ft.Tier, Settings: ft.Settings, Overrides: ft.Overrides})
 	out.CreatedAt, out.UpdatedAt, out.Source = nil, nil, "file"
 	if rec != nil {
 		out.Version = rec.Version
@@ -150,7 +150,7 @@ func (s *Service) Tenants(ctx context.Context, who Principal) ([]TenantDoc, erro
 		case t.File && inFile:
 			out = append(out, fileDoc(t.ID, ft, &t))
 		default:
-			out = append(out, DocOf(t))
+			out = append(out, docOf(t))
 		}
 	}
 	// The configuration file's tenants exist too.
@@ -177,7 +177,7 @@ func (s *Service) ShowTenant(ctx context.Context, who Principal, id string) (Ten
 	case t.FileOnly():
 		return fileDoc(id, t.cfg.Tenants[id], t.Record), nil
 	}
-	return DocOf(*t.Record), nil
+	return docOf(*t.Record), nil
 }
 
 // CreateTenant creates the tenant d describes, for the admin, and records
@@ -195,8 +195,8 @@ func (s *Service) CreateTenant(ctx context.Context, a Actor, d TenantDoc) (Tenan
 	if err := s.opts.Store.CreateTenant(ctx, t); err != nil {
 		return TenantDoc{}, err
 	}
-	s.audit(ctx, a, "tenant.create", t.ID, nil, DocOf(t))
-	return DocOf(t), nil
+	s.audit(ctx, a, "tenant.create", t.ID, nil, docOf(t))
+	return docOf(t), nil
 }
 
 // errFileTenant answers a change of a tenant of the configuration file's
@@ -236,8 +236,8 @@ func (s *Service) ReplaceTenant(ctx context.Context, a Actor, id string, d Tenan
 	if err != nil {
 		return TenantDoc{}, err
 	}
-	s.audit(ctx, a, "tenant.update", id, DocOf(old), DocOf(t))
-	return DocOf(t), nil
+	s.audit(ctx, a, "tenant.update", id, docOf(old), docOf(t))
+	return docOf(t), nil
 }
 
 // DeleteTenant deletes stored tenant id and its API keys, for the admin:
@@ -254,7 +254,7 @@ func (s *Service) DeleteTenant(ctx context.Context, a Actor, id string) error {
 	if err != nil {
 		return err
 	}
-	s.audit(ctx, a, "tenant.delete", old.ID, DocOf(old), nil)
+	s.audit(ctx, a, "tenant.delete", old.ID, docOf(old), nil)
 	s.tenantDeleted(id)
 	return nil
 }

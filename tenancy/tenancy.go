@@ -9,9 +9,9 @@
 // It owns, besides, who a request comes from and what a tenant's tokens
 // name: API keys and the principals they authenticate (auth.go), lease
 // tokens and their secrets (leases.go), the administration of tenants,
-// their keys and their blocks with its audit trail (admin.go, blocks.go),
-// sessions (sessions.go), and the hooks told of deletions, which the
-// gateway subscribes to.
+// their keys and their blocks with its audit trail (admin.go, blocks.go,
+// audit.go), sessions (sessions.go), and the hooks told of deletions,
+// which the gateway subscribes to (hooks.go).
 //
 // Every front door (the HTTP API, the WebSocket gateway, the upstreams,
 // the dashboard's routes) asks it; none reads the tenant store or merges
