@@ -12,11 +12,13 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 func server(t *testing.T, s *memstore.Store) string {
 	t.Helper()
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(s, engine.Options{}),
+		Tenancy: tenancy.New(tenancy.Options{Store: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}})}))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // exampleServer serves examples/sluice.yaml, as `sluice serve --config
@@ -20,7 +21,8 @@ func exampleServer() (url string, stop func()) {
 		panic(err)
 	}
 	s := memstore.New(memstore.Options{})
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}, Config: func() *config.Config { return cfg }}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(s, engine.Options{}),
+		Tenancy: tenancy.New(tenancy.Options{Store: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Config: func() *config.Config { return cfg }})}))
 	return srv.URL, func() { srv.Close(); s.Close() }
 }
 

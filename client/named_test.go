@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 const adminKey = "admin-key-for-client-tests"
@@ -55,12 +56,11 @@ func newSite(t *testing.T) *site {
 	}
 	s := memstore.New(memstore.Options{})
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 15, 0, time.UTC)}
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
-		Limiter:  engine.New(s, engine.Options{Now: c.now}),
-		Tenants:  &memstore.Tenants{},
-		Config:   func() *config.Config { return cfg },
-		AdminKey: adminKey,
-		Now:      c.now,
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{
+		Limiter: engine.New(s, engine.Options{Now: c.now}),
+		Tenancy: tenancy.New(tenancy.Options{Store: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
+			Config: func() *config.Config { return cfg }, AdminKey: adminKey, Now: c.now}),
+		Now: c.now,
 	}))
 	t.Cleanup(func() { srv.Close(); s.Close() })
 	return &site{url: srv.URL, store: s, clock: c}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/fairshare"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // TestAcquire: an upstream of one unit a minute grants the first request
@@ -32,9 +33,9 @@ func TestAcquire(t *testing.T) {
 	defer q.Close()
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
-		Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{},
-		Config:    func() *config.Config { return cfg },
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{
+		Limiter:   engine.New(s, engine.Options{}),
+		Tenancy:   tenancy.New(tenancy.Options{Store: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Config: func() *config.Config { return cfg }}),
 		Upstreams: map[string]httpapi.Upstream{"api": {Config: cfg.Upstreams["api"], Quota: q}},
 	}))
 	defer srv.Close()

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // BenchmarkCheck is POST /v1/check in process, the body of `sluice bench`:
@@ -21,7 +22,7 @@ import (
 func BenchmarkCheck(b *testing.B) {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
-	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}})
+	h := New(Options{Limiter: engine.New(s, engine.Options{}), Tenancy: newTenancy(tenancy.Options{})})
 	bodies := make([][]byte, 1000)
 	for i := range bodies {
 		bodies[i] = []byte(`{"tenant":"bench","checks":[{"key":"user-` + strconv.Itoa(i) + `","policy":{"name":"bench","algorithm":"fixed_window","limit":1000000,"window":"1m"}}]}`)
@@ -138,7 +139,7 @@ func newCheckServer(b *testing.B, warm time.Duration, recorded bool) *checkServe
 	}
 	s := memstore.New(memstore.Options{Now: clock})
 	b.Cleanup(func() { s.Close() })
-	cs.h = New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{Now: clock, Observer: obs}), Tenants: &memstore.Tenants{}, Now: clock})
+	cs.h = New(Options{Limiter: engine.New(s, engine.Options{Now: clock, Observer: obs}), Tenancy: newTenancy(tenancy.Options{Now: clock}), Now: clock})
 	return cs
 }
 

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // TestHostAllowed: without an admin key, loopback names and the allowed
 // hosts, with a port or without, in any case; nothing else, however close.
 func TestHostAllowed(t *testing.T) {
-	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, AllowedHosts: []string{"sluice.test", "*.corp.example.com", "pinned.example.com:8443", "fd00::1"}})
+	h := New(Options{Tenancy: newTenancy(tenancy.Options{}), AllowedHosts: []string{"sluice.test", "*.corp.example.com", "pinned.example.com:8443", "fd00::1"}})
 	for host, want := range map[string]bool{
 		"":                             true, // HTTP/1.0: not a browser
 		"localhost":                    true,
@@ -57,13 +57,13 @@ func TestBrowserWalls(t *testing.T) {
 		refused                     bool
 	}{
 		{"foreign host", Options{}, "GET", "rebind.example", "", "", "", true},
-		{"foreign host, admin key", Options{AdminKey: "k"}, "GET", "rebind.example", "", "", "", false},
-		{"foreign host, admin key and allowed hosts", Options{AdminKey: "k", AllowedHosts: []string{"sluice.test"}}, "GET", "rebind.example", "", "", "", true},
-		{"foreign origin, admin key", Options{AdminKey: "k"}, "POST", "sluice.test", "https://evil.example", "application/json", "{}", true},
+		{"foreign host, admin key", Options{Tenancy: newTenancy(tenancy.Options{AdminKey: "k"})}, "GET", "rebind.example", "", "", "", false},
+		{"foreign host, admin key and allowed hosts", Options{Tenancy: newTenancy(tenancy.Options{AdminKey: "k"}), AllowedHosts: []string{"sluice.test"}}, "GET", "rebind.example", "", "", "", true},
+		{"foreign origin, admin key", Options{Tenancy: newTenancy(tenancy.Options{AdminKey: "k"})}, "POST", "sluice.test", "https://evil.example", "application/json", "{}", true},
 		{"foreign origin reads", Options{}, "GET", "localhost", "https://evil.example", "", "", false},
 		{"foreign origin, HEAD", Options{}, "HEAD", "localhost", "https://evil.example", "", "", false},
 		{"foreign origin, PATCH", Options{}, "PATCH", "localhost", "https://evil.example", "application/json", "{}", true},
-		{"own origin behind a TLS proxy", Options{AdminKey: "k"}, "POST", "sluice.test", "https://sluice.test", "application/json", "{}", false},
+		{"own origin behind a TLS proxy", Options{Tenancy: newTenancy(tenancy.Options{AdminKey: "k"})}, "POST", "sluice.test", "https://sluice.test", "application/json", "{}", false},
 		{"own origin, another scheme", Options{}, "POST", "localhost:8080", "ftp://localhost:8080", "application/json", "{}", true},
 		{"empty origin", Options{}, "POST", "localhost", "", "application/json", "{}", true}, // no browser sends it
 		{"allowed origin pattern", Options{AllowedOrigins: []string{"https://*.example.com"}}, "POST", "localhost", "https://app.example.com", "application/json", "{}", false},
@@ -71,7 +71,9 @@ func TestBrowserWalls(t *testing.T) {
 		{"own origin, multipart", Options{}, "POST", "localhost", "http://localhost", "multipart/form-data; boundary=x", "--x--", true},
 		{"own origin, JSON with a charset", Options{}, "POST", "localhost", "http://localhost", "application/json; charset=utf-8", "{}", false},
 	} {
-		tc.opts.Sessions, tc.opts.Audit = &memstore.Sessions{}, &memstore.Audit{}
+		if tc.opts.Tenancy == nil {
+			tc.opts.Tenancy = newTenancy(tenancy.Options{})
+		}
 		h := New(tc.opts)
 		var body io.Reader
 		if tc.body != "" {

@@ -2,12 +2,10 @@ package httpapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
@@ -27,7 +25,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 		return
 	}
 	req := sluice.Request{Hits: in.Hits}
-	if req.Tenant, err = h.tenantOf(in.Tenant, who); err != nil {
+	if req.Tenant, err = who.TenantOf(in.Tenant); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -49,38 +47,13 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 		err = sluice.Invalid("key", "applies to named policies: give endpoint or policies")
 	default:
 		req.Checks = in.Checks
-		err = h.refuseConfiguredNames(req.Checks, "checks[%d].policy.name")
+		err = h.tenants.RefuseConfigured(req.Checks, "checks[%d].policy.name")
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	h.decide(w, r, req, named)
-}
-
-// refuseConfiguredNames refuses inline policies named as configured ones:
-// counters are keyed by policy name, so an inline policy of that name would
-// spend, and could reset, the configured policy's counters.
-func (h *Handler) refuseConfiguredNames(checks []sluice.Check, field string) error {
-	cfg := h.opts.Config()
-	for i := range checks {
-		if _, ok := cfg.Policies[checks[i].Policy.Name]; ok {
-			return sluice.Invalid(fmt.Sprintf(field, i), "%q is a configured policy: name it in policies or endpoint, or give the inline policy another name", checks[i].Policy.Name)
-		}
-	}
-	return nil
-}
-
-// tenantOf returns the tenant a request is for: the body's, which a tenant
-// key must match, or the key's own.
-func (h *Handler) tenantOf(tenant string, who principal) (string, error) {
-	switch {
-	case tenant == "" && who.tenant != "":
-		return who.tenant, nil
-	case !who.can(tenant):
-		return "", errForbidden
-	}
-	return tenant, nil
 }
 
 // namedChecks resolves configured policies for tenant into the engine's
@@ -98,20 +71,6 @@ func (h *Handler) keyParts(r *http.Request, parts map[string]string) tenancy.Key
 		}
 		return "", false
 	}}
-}
-
-// resolve returns the configured policies for tenant (tenancy.Tenant's
-// Resolve), and the stored tenant (nil if none). If the store fails, it
-// resolves from the file alone and returns the store's error as storeErr.
-func (h *Handler) resolve(r *http.Request, tenant, endpoint string, names []string) (rs []config.Resolved, t tenancy.Tenant, storeErr, err error) {
-	t, storeErr = h.tenants.View(r.Context(), tenant)
-	rs, err = t.Resolve(endpoint, names)
-	return rs, t, storeErr, err
-}
-
-// counterKey is the counter's key of policy rp for the request's parts.
-func (h *Handler) counterKey(r *http.Request, rp config.Resolved, parts map[string]string) (string, error) {
-	return tenancy.CounterKey(rp, h.keyParts(r, parts))
 }
 
 // decide runs req and writes the decision, its headers and its body. A

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // stall makes a store that, while stalled, answers nothing until the
@@ -71,9 +72,8 @@ func TestSlowStoreLeavesItToFailModes(t *testing.T) {
 	defer counters.Close()
 	tenants := stallingTenants{&memstore.Tenants{}, st}
 	const deadline = 50 * time.Millisecond
-	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
-		Limiter: engine.New(counters, engine.Options{Timeout: deadline}), Tenants: tenants,
-		Config: func() *config.Config { return cfg }, AdminKey: adminKey, StoreTimeout: deadline,
+	h := New(Options{Limiter: engine.New(counters, engine.Options{Timeout: deadline}),
+		Tenancy: newTenancy(tenancy.Options{Store: tenants, Config: func() *config.Config { return cfg }, AdminKey: adminKey, StoreTimeout: deadline}),
 	})
 	srv := httptest.NewServer(h)
 	defer srv.Close()

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -17,7 +18,7 @@ func TestTenantUnknownFieldNamedByPath(t *testing.T) {
 		`{"id":"t","settings":{"tenantConnections":3,"sesionTTL":"1m"}}`:   "settings.sesionTTL",
 		`{"id":"t","overrides":{"chat":{"limit":3}},"tier":"f","tiers":1}`: "tiers",
 	} {
-		err := wire.DecodeStrict([]byte(body), new(tenantJSON), "")
+		err := wire.DecodeStrict([]byte(body), new(tenancy.TenantDoc), "")
 		if got := sluice.FieldOf(err); got != field {
 			t.Errorf("tenant %s: %v, want an error naming %s", body, err, field)
 		}
@@ -27,7 +28,7 @@ func TestTenantUnknownFieldNamedByPath(t *testing.T) {
 // TestWrongKindOfBody: a body that is not the object a route wants says
 // so, on every route that decodes one.
 func TestWrongKindOfBody(t *testing.T) {
-	for _, v := range []any{new(wire.LeaseRequest), new(tenantJSON), new(keyRequest), new(tryRequest), new(blockRequest)} {
+	for _, v := range []any{new(wire.LeaseRequest), new(tenancy.TenantDoc), new(keyRequest), new(tryRequest), new(tenancy.BlockRequest)} {
 		err := wire.DecodeStrict([]byte(`[]`), v, "")
 		if got, want := fmt.Sprint(err), "body must be a JSON object, got array"; got != want {
 			t.Errorf("%T: %q, want %q", v, got, want)

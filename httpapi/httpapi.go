@@ -24,6 +24,11 @@
 // any route, a request of a host the server does not answer, or a page's
 // request of another origin that would change state, answers 403
 // (browser.go).
+//
+// The routes translate HTTP alone: they read the bearer token and decode,
+// ask the tenant layer (package tenancy: who the caller is, what it
+// reaches, what a change may be and what the audit trail records of it)
+// and the limiter, and encode.
 package httpapi
 
 import (
@@ -35,52 +40,37 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
 
-// Options configures a Handler. Limiter, Tenants, Sessions and Audit are
-// required, and Secrets unless Tenants keeps them: the stores are the
-// server's to choose (internal/server), never the transport's.
+// Options configures a Handler. Limiter and Tenancy are required: the
+// stores, behind the tenant layer, are the server's to choose
+// (internal/server), never the transport's.
 type Options struct {
 	Limiter sluice.LeaseLimiter
-	Tenants sluice.TenantStore
-	// Secrets keeps the tenants' lease-token keys, shared by every node
-	// of the store. Default: Tenants, if it keeps secrets.
-	Secrets sluice.SecretStore
-	// Sessions keeps WebSocket sessions.
-	Sessions sluice.SessionStore
-	// OnSessionDeleted is told of every deleted session, so that the
-	// gateway closes its connections at once. Optional.
-	OnSessionDeleted func(tenant, id string)
-	// OnTenantDeleted is told of every deleted tenant, so that the
-	// gateway closes its connections at once. Optional.
-	OnTenantDeleted func(tenant string)
+	// Tenancy is the tenant layer: who a request comes from (its API
+	// keys, or its admin key: with none, no authentication, for a server
+	// bound to loopback, which then answers only loopback hosts and
+	// AllowedHosts), and every tenant, key, block, session and lease token
+	// the routes reach.
+	Tenancy *tenancy.Service
 	// Gateway serves GET /v1/ws (WebSocket connects, which authenticate by
 	// their session) and GET /v1/ws/admit. Optional.
 	Gateway Gateway
-	// Config returns the configuration in force; it may change between
-	// requests (reloads). Default: config.Default().
-	Config func() *config.Config
-	// AdminKey, if set, is required of every /v1 request as
-	// "Authorization: Bearer <key>", or a tenant's API key. Empty: no
-	// authentication, for a server bound to loopback, which then answers
-	// only loopback hosts and AllowedHosts.
-	AdminKey string
 	// AllowedHosts are the host names, besides loopback ones, that the
 	// server answers: patterns matched as path.Match does, in any case,
 	// against a request's Host with its port and without ("sluice.internal",
-	// "*.corp.example.com", "sluice.internal:8443"). A server without
-	// AdminKey answers only these and loopback names (localhost, 127.0.0.1,
-	// [::1], any port), so that a page whose name is pointed at loopback
-	// (DNS rebinding) reads nothing; with AdminKey, only if some are given.
+	// "*.corp.example.com", "sluice.internal:8443"). A server without an
+	// admin key (Tenancy's) answers only these and loopback names
+	// (localhost, 127.0.0.1, [::1], any port), so that a page whose name is
+	// pointed at loopback (DNS rebinding) reads nothing; with one, only if
+	// some are given.
 	// Other requests answer 403 (browser.go).
 	AllowedHosts []string
 	// AllowedOrigins are the browser origins, besides the server's own,
@@ -93,11 +83,6 @@ type Options struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed
 	// when finding a client's IP.
 	TrustedProxies []netip.Prefix
-	// StoreTimeout bounds each read of the tenant store on a request's
-	// path (API keys, tenants, secrets), as the engine's deadline bounds a
-	// decision's: a slow store fails the request, or lets the fail modes
-	// decide, rather than holding it. Zero: none, for stores in process.
-	StoreTimeout time.Duration
 	// Upstreams are the fair-share upstream quotas, by name; their owner
 	// closes them. Optional.
 	Upstreams map[string]Upstream
@@ -113,9 +98,6 @@ type Options struct {
 	// counts the dashboard's routes sum with this node's (Cluster.Gather).
 	// Optional: without it the routes answer for this node alone, named "".
 	Cluster *peer.Cluster
-	// Audit keeps the trail of changes to tenants. Default: Tenants, if
-	// it keeps one.
-	Audit sluice.AuditLog
 	// Ready reports whether the store answers, for /readyz. Optional.
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
@@ -147,16 +129,8 @@ type Gateway interface {
 // Handler serves the API. Create it with New.
 type Handler struct {
 	opts Options
-	// secrets holds the tenants' lease secrets read so far, and
-	// secretCount bounds them (leaseSecret).
-	secrets     sync.Map
-	secretCount atomic.Int64
-	// keys holds the API keys last read, by tenant and id, and keyCount
-	// bounds them (apiKey).
-	keys     sync.Map
-	keyCount atomic.Int64
-	log      *slog.Logger
-	mux      *http.ServeMux
+	log  *slog.Logger
+	mux  *http.ServeMux
 	// checkRoute serves POST /v1/check, as the mux routes it.
 	checkRoute http.HandlerFunc
 	allow      map[string][]string // pattern path -> methods, for 405's Allow
@@ -179,33 +153,19 @@ func (h *Handler) CloseStreams() {
 
 // New returns a Handler.
 func New(opts Options) *Handler {
-	if opts.Config == nil {
-		def := config.Default()
-		opts.Config = func() *config.Config { return def }
+	if opts.Tenancy == nil {
+		// The tenants' stores are the server's: a transport that made
+		// them up would answer from stores no other front door sees.
+		panic("httpapi.New: Options.Tenancy is required")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	if ss, ok := opts.Tenants.(sluice.SecretStore); ok && opts.Secrets == nil {
-		opts.Secrets = ss
-	}
-	if a, ok := opts.Tenants.(sluice.AuditLog); ok && opts.Audit == nil {
-		opts.Audit = a
-	}
-	// A store the transport would have to make up is a wiring mistake:
-	// say so at once, not at the first request that needs it.
-	for name, missing := range map[string]bool{"Secrets": opts.Tenants != nil && opts.Secrets == nil,
-		"Sessions": opts.Sessions == nil, "Audit": opts.Audit == nil} {
-		if missing {
-			panic("httpapi.New: Options." + name + " is required")
-		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), allow: map[string][]string{}, streams: make(chan struct{}),
-		checkHost: opts.AdminKey == "" || len(opts.AllowedHosts) > 0,
-		tenants:   tenancy.New(tenancy.Options{Store: opts.Tenants, Config: opts.Config, StoreTimeout: opts.StoreTimeout, Now: opts.Now})}
+		checkHost: !opts.Tenancy.RequiresKey() || len(opts.AllowedHosts) > 0, tenants: opts.Tenancy}
 	h.hub = newStreamHub(h, opts.MaxStreams, opts.MaxTenantStreams)
 	h.checkRoute = h.route("POST", "/v1/check", h.check)
 	h.route("POST", "/v1/leases", h.acquire)
@@ -213,16 +173,16 @@ func New(opts Options) *Handler {
 	h.route("DELETE", "/v1/leases/{token}", h.release)
 	h.route("GET", "/v1/tenants", h.listTenants)
 	h.route("POST", "/v1/tenants", h.createTenant)
-	h.tenantRoute("GET", "/v1/tenants/{id}", h.getTenant)
+	h.route("GET", "/v1/tenants/{id}", h.getTenant)
 	h.tenantRoute("GET", "/v1/tenants/{id}/limits", h.tenantLimits)
 	h.route("PUT", "/v1/tenants/{id}", h.putTenant)
 	h.route("DELETE", "/v1/tenants/{id}", h.deleteTenant)
 	h.route("POST", "/v1/tenants/{id}/keys", h.createKey)
-	h.tenantRoute("GET", "/v1/tenants/{id}/keys", h.listKeys)
+	h.route("GET", "/v1/tenants/{id}/keys", h.listKeys)
 	h.route("DELETE", "/v1/tenants/{id}/keys/{key}", h.deleteKey)
-	h.tenantRoute("PUT", "/v1/tenants/{id}/sessions", h.createSession)
-	h.tenantRoute("GET", "/v1/tenants/{id}/sessions/{session}", h.getSession)
-	h.tenantRoute("DELETE", "/v1/tenants/{id}/sessions/{session}", h.deleteSession)
+	h.route("PUT", "/v1/tenants/{id}/sessions", h.createSession)
+	h.route("GET", "/v1/tenants/{id}/sessions/{session}", h.getSession)
+	h.route("DELETE", "/v1/tenants/{id}/sessions/{session}", h.deleteSession)
 	h.route("GET", "/v1/policies", h.policies)
 	h.route("POST", "/v1/upstreams/{name}/acquire", h.acquireUpstream)
 	h.route("GET", "/v1/upstreams", h.listUpstreams)
@@ -285,8 +245,8 @@ func (h *Handler) route(method, path string, fn authedHandler) http.HandlerFunc 
 func (h *Handler) tenantRoute(method, path string, fn func(w http.ResponseWriter, r *http.Request, tenant string)) {
 	h.route(method, path, func(w http.ResponseWriter, r *http.Request, who principal) {
 		tenant := r.PathValue("id")
-		if !who.can(tenant) {
-			writeError(w, errForbidden)
+		if !who.Can(tenant) {
+			writeError(w, tenancy.ErrForbidden)
 			return
 		}
 		fn(w, r, tenant)

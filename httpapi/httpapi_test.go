@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 type clock struct{ t time.Time }
@@ -33,7 +34,7 @@ func newFixture(t *testing.T) *fixture {
 	s := memstore.New(memstore.Options{})
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 15, 250_000_000, time.UTC)}
 	eng := engine.New(s, engine.Options{Now: c.now})
-	srv := httptest.NewServer(New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: eng, Tenants: &memstore.Tenants{}, Now: c.now}))
+	srv := httptest.NewServer(New(Options{Limiter: eng, Tenancy: newTenancy(tenancy.Options{Now: c.now}), Now: c.now}))
 	t.Cleanup(func() { srv.Close(); s.Close() })
 	return &fixture{srv: srv, eng: eng, clock: c}
 }
@@ -231,7 +232,7 @@ func TestLeaseInResponse(t *testing.T) {
 // Retry-After: a fault, never a limit (429) that nobody reached.
 func TestStoreFailureFollowsFailMode(t *testing.T) {
 	s := memstore.New(memstore.Options{})
-	srv := httptest.NewServer(New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}}))
+	srv := httptest.NewServer(New(Options{Limiter: engine.New(s, engine.Options{}), Tenancy: newTenancy(tenancy.Options{})}))
 	defer srv.Close()
 	s.Close()
 	for _, tc := range []struct {
@@ -266,7 +267,7 @@ func TestCheckRouteAsTheMux(t *testing.T) {
 	defer s.Close()
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 15, 0, time.UTC)}
 	// httptest's requests name example.com.
-	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{Now: c.now}), Tenants: &memstore.Tenants{}, Now: c.now, AllowedHosts: []string{"example.com"}})
+	h := New(Options{Limiter: engine.New(s, engine.Options{Now: c.now}), Tenancy: newTenancy(tenancy.Options{Now: c.now}), Now: c.now, AllowedHosts: []string{"example.com"}})
 	for i, target := range []string{"/v1/check", "http://example.com/v1/check", "/v1/%63heck", "/v1//check", "/v1/check/", "/v1/check?x=1"} {
 		serve := func(key string, fn http.HandlerFunc) (*httptest.ResponseRecorder, string) {
 			body := `{"checks":[{"key":"` + key + `","policy":{"name":"p","algorithm":"fixed_window","limit":9,"window":"1m"}}]}`

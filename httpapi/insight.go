@@ -50,17 +50,17 @@ func (h *Handler) routeInsight() {
 	// The admin's routes mix tenants: a tenant's key gets 403.
 	admin := func(fn http.HandlerFunc) authedHandler {
 		return func(w http.ResponseWriter, r *http.Request, who principal) {
-			if !who.admin {
-				writeError(w, errAdminOnly)
+			if !who.Admin {
+				writeError(w, tenancy.ErrAdminOnly)
 				return
 			}
 			fn(w, r)
 		}
 	}
 	h.route("GET", "/v1/insight", admin(h.insightAll))
-	h.route("GET", "/v1/insight/top", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTop(w, r, principal{admin: true}, "") }))
+	h.route("GET", "/v1/insight/top", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTop(w, r, principal{Admin: true}, "") }))
 	h.route("GET", "/v1/insight/stream", admin(func(w http.ResponseWriter, r *http.Request) {
-		h.insightStream(w, r, principal{admin: true}, "", true)
+		h.insightStream(w, r, principal{Admin: true}, "", true)
 	}))
 	h.route("POST", "/v1/insight/try", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTry(w, r, "") }))
 	h.route("GET", "/v1/insight/gateway", admin(h.insightGateway))
@@ -68,8 +68,8 @@ func (h *Handler) routeInsight() {
 	tenant := func(fn func(w http.ResponseWriter, r *http.Request, who principal, tenant string)) authedHandler {
 		return func(w http.ResponseWriter, r *http.Request, who principal) {
 			tenant := r.PathValue("id")
-			if !who.can(tenant) {
-				writeError(w, errForbidden)
+			if !who.Can(tenant) {
+				writeError(w, tenancy.ErrForbidden)
 				return
 			}
 			fn(w, r, who, tenant)
@@ -167,7 +167,7 @@ func (h *Handler) insightTry(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	for i := range tried.Who {
-		tried.Who[i].Key = h.keyLabel(p.Name, tried.Who[i].Key)
+		tried.Who[i].Key = h.tenants.KeyLabel(p.Name, tried.Who[i].Key)
 	}
 	writeJSON(w, http.StatusOK, tried)
 }
@@ -270,7 +270,7 @@ func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, who prin
 	}
 	one.Points = h.pointsFor(r, g, from, to)(one.Points)
 	out := insightOut{Kinds: insightKinds(), Tenant: &one}
-	if who.admin {
+	if who.Admin {
 		out.Nodes, out.Missing = g.Nodes, g.Missing
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -380,7 +380,7 @@ func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, who princip
 	tops = append(tops, peer.DecodeEach[insight.Top](g.Bodies, h.log)...)
 	top := insight.SumTop(tops, n)
 	out := topJSON{Policy: policy}
-	if who.admin {
+	if who.Admin {
 		out.HitsBound, out.DenialsBound = &top.HitsBound, &top.DenialsBound
 		out.Nodes, out.Missing = g.Nodes, g.Missing
 	} else {
@@ -437,9 +437,9 @@ type keyState struct {
 func (h *Handler) keysOut(r *http.Request, policy string, keys []insight.KeyCount, states *stateCache) []topKeyJSON {
 	out := make([]topKeyJSON, 0, len(keys))
 	kk, canRead := h.opts.Limiter.(KeyKeeper)
-	_, configured := h.opts.Config().Policies[policy]
+	configured := h.tenants.Configured(policy)
 	for _, k := range keys {
-		label := h.keyLabel(policy, k.Key)
+		label := h.tenants.KeyLabel(policy, k.Key)
 		j := topKeyJSON{KeyCount: k, Key: label, Label: label}
 		if states != nil && canRead && configured {
 			j.keyState = h.stateOf(r, kk, states, policy, k.Tenant, k.Key)
@@ -464,7 +464,8 @@ func (h *Handler) stateOf(r *http.Request, kk KeyKeeper, c *stateCache, policy, 
 	}
 	rt, ok := c.tenants[tenant]
 	if !ok {
-		rs, t, storeErr, err := h.resolve(r, tenant, "", []string{policy})
+		t, storeErr := h.tenants.View(r.Context(), tenant)
+		rs, err := t.Resolve("", []string{policy})
 		rt = resolvedTenant{t: t, ok: err == nil && storeErr == nil}
 		if rt.ok {
 			rt.p = rs[0].Policy
@@ -562,10 +563,10 @@ func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, who prin
 			return
 		}
 	}
-	leave, ok := h.hub.enter(tenant, who.admin)
+	leave, ok := h.hub.enter(tenant, who.Admin)
 	if !ok {
 		what := "the most"
-		if !who.admin {
+		if !who.Admin {
 			what = "its tenant's most"
 		}
 		refuseStream(w, what)

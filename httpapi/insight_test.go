@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // The dashboard's routes: a tenant's key reads its own tenant's counts and
@@ -23,11 +24,10 @@ func TestInsightWalls(t *testing.T) {
 	rec := insight.NewRecorder(insight.RecorderOptions{})
 	st := memstore.New(memstore.Options{})
 	defer st.Close()
-	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
-		Limiter:  engine.New(st, engine.Options{Observer: rec}),
-		Tenants:  &memstore.Tenants{},
-		AdminKey: adminKey,
-		Insight:  rec,
+	h := New(Options{
+		Limiter: engine.New(st, engine.Options{Observer: rec}),
+		Tenancy: newTenancy(tenancy.Options{AdminKey: adminKey}),
+		Insight: rec,
 	})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -97,7 +97,7 @@ func TestInsightStream(t *testing.T) {
 	rec := insight.NewRecorder(insight.RecorderOptions{})
 	st := memstore.New(memstore.Options{})
 	defer st.Close()
-	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(st, engine.Options{Observer: rec}), Tenants: &memstore.Tenants{}, AdminKey: adminKey, Insight: rec})
+	h := New(Options{Limiter: engine.New(st, engine.Options{Observer: rec}), Tenancy: newTenancy(tenancy.Options{AdminKey: adminKey}), Insight: rec})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	s := &service{srv: srv}
@@ -157,7 +157,7 @@ func TestInsightTry(t *testing.T) {
 	rec := insight.NewRecorder(insight.RecorderOptions{})
 	st := memstore.New(memstore.Options{})
 	defer st.Close()
-	srv := httptest.NewServer(New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(st, engine.Options{Observer: rec}), Tenants: &memstore.Tenants{}, AdminKey: adminKey, Insight: rec}))
+	srv := httptest.NewServer(New(Options{Limiter: engine.New(st, engine.Options{Observer: rec}), Tenancy: newTenancy(tenancy.Options{AdminKey: adminKey}), Insight: rec}))
 	defer srv.Close()
 	s := &service{srv: srv}
 	for _, id := range []string{"acme", "beta"} {

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 const adminKey = "admin-secret-for-tests"
@@ -39,13 +40,11 @@ func newService(t *testing.T) *service {
 	s := memstore.New(memstore.Options{})
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 15, 0, time.UTC)}
 	rec := insight.NewRecorder(insight.RecorderOptions{Now: c.now, Configured: func(p string) bool { _, ok := cfg.Policies[p]; return ok }})
-	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
-		Limiter:  engine.New(s, engine.Options{Now: c.now, Observer: rec}),
-		Tenants:  &memstore.Tenants{},
-		Config:   func() *config.Config { return cfg },
-		AdminKey: adminKey,
-		Insight:  rec,
-		Now:      c.now,
+	h := New(Options{
+		Limiter: engine.New(s, engine.Options{Now: c.now, Observer: rec}),
+		Tenancy: newTenancy(tenancy.Options{Config: func() *config.Config { return cfg }, AdminKey: adminKey, Now: c.now}),
+		Insight: rec,
+		Now:     c.now,
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); s.Close() })
@@ -526,10 +525,9 @@ func TestTenantDeletionEndsItsSessions(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
 	var closed []string
-	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
-		Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{},
-		Config: func() *config.Config { return cfg }, OnTenantDeleted: func(id string) { closed = append(closed, id) },
-	})
+	tenants := newTenancy(tenancy.Options{Config: func() *config.Config { return cfg }})
+	tenants.OnTenantDeleted(func(id string) { closed = append(closed, id) })
+	h := New(Options{Limiter: engine.New(s, engine.Options{}), Tenancy: tenants})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	sv := &service{srv: srv}

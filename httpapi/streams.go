@@ -178,7 +178,7 @@ func (h *Handler) streamGone(r *http.Request, tenant string, all bool, since tim
 		return "" // the store is down: the key was good a second ago
 	case err != nil:
 		return "the stream's key is no longer valid"
-	case all && !who.admin, !all && !who.can(tenant):
+	case all && !who.Admin, !all && !who.Can(tenant):
 		return "the stream's key no longer reaches its tenant"
 	case all:
 		return ""

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // insightNode is one node's handler of the insight routes, with its own
@@ -31,8 +32,8 @@ func newInsightNode(t *testing.T, tenants *memstore.Tenants, o Options) *insight
 	rec := insight.NewRecorder(insight.RecorderOptions{})
 	st := memstore.New(memstore.Options{})
 	t.Cleanup(func() { st.Close() })
-	o.Limiter, o.Tenants, o.AdminKey, o.Insight = engine.New(st, engine.Options{Observer: rec}), tenants, adminKey, rec
-	o.Sessions, o.Audit = &memstore.Sessions{}, &memstore.Audit{}
+	o.Limiter, o.Insight = engine.New(st, engine.Options{Observer: rec}), rec
+	o.Tenancy = newTenancy(tenancy.Options{Store: tenants, AdminKey: adminKey})
 	h := New(o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // racingTenants is a tenant store whose reads wait (up to 50ms) for a
@@ -75,7 +76,8 @@ func TestTenantWritesFromTwoHandlers(t *testing.T) {
 	var srvs [2]*httptest.Server
 	for i := range srvs {
 		s := memstore.New(memstore.Options{})
-		h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Secrets: &memstore.Tenants{}, Limiter: engine.New(s, engine.Options{}), Tenants: tenants, Config: func() *config.Config { return cfg }, AdminKey: adminKey})
+		h := New(Options{Limiter: engine.New(s, engine.Options{}),
+			Tenancy: newTenancy(tenancy.Options{Store: tenants, Secrets: &memstore.Tenants{}, Config: func() *config.Config { return cfg }, AdminKey: adminKey})})
 		srvs[i] = httptest.NewServer(h)
 		t.Cleanup(func() { srvs[i].Close(); s.Close() })
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/fairshare"
+	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -45,7 +46,7 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 		writeError(w, err)
 		return
 	}
-	tenant, err := h.tenantOf(in.Tenant, who)
+	tenant, err := who.TenantOf(in.Tenant)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -187,8 +188,8 @@ func orEmpty(m map[string]int64) map[string]int64 {
 
 // listUpstreams: GET /v1/upstreams, the admin's.
 func (h *Handler) listUpstreams(w http.ResponseWriter, r *http.Request, who principal) {
-	if !who.admin {
-		writeError(w, errAdminOnly)
+	if !who.Admin {
+		writeError(w, tenancy.ErrAdminOnly)
 		return
 	}
 	out := []upstreamOut{}
@@ -200,8 +201,8 @@ func (h *Handler) listUpstreams(w http.ResponseWriter, r *http.Request, who prin
 
 // getUpstream: GET /v1/upstreams/{name}, the admin's.
 func (h *Handler) getUpstream(w http.ResponseWriter, r *http.Request, who principal) {
-	if !who.admin {
-		writeError(w, errAdminOnly)
+	if !who.Admin {
+		writeError(w, tenancy.ErrAdminOnly)
 		return
 	}
 	name := r.PathValue("name")

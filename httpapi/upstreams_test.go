@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fairshare"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // upstreamsYAML: "fast" paces one unit every 100ms; "held" one every 10s,
@@ -48,11 +49,9 @@ func newUpstreamService(t *testing.T) *service {
 		ups[name] = Upstream{Config: uc, Quota: q}
 	}
 	s := memstore.New(memstore.Options{})
-	h := New(Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
+	h := New(Options{
 		Limiter:   engine.New(s, engine.Options{}),
-		Tenants:   &memstore.Tenants{},
-		Config:    func() *config.Config { return cfg },
-		AdminKey:  adminKey,
+		Tenancy:   newTenancy(tenancy.Options{Config: func() *config.Config { return cfg }, AdminKey: adminKey}),
 		Upstreams: ups,
 	})
 	srv := httptest.NewServer(h)

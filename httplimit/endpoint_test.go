@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 var _ httplimit.EndpointLimiter = (*client.Client)(nil)
@@ -27,7 +28,8 @@ func TestEndpointMiddleware(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := memstore.New(memstore.Options{})
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(s, engine.Options{}), Tenants: &memstore.Tenants{}, Config: func() *config.Config { return cfg }}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(s, engine.Options{}),
+		Tenancy: tenancy.New(tenancy.Options{Store: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Config: func() *config.Config { return cfg }})}))
 	t.Cleanup(func() { srv.Close(); s.Close() })
 	c := client.New(srv.URL, client.Options{})
 	calls := 0

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/store/memstore"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // limiters returns the two ways a service can limit: in process, and
@@ -22,7 +23,8 @@ func limiters(t *testing.T) map[string]sluice.Limiter {
 	t.Helper()
 	local := memstore.New(memstore.Options{})
 	remote := memstore.New(memstore.Options{})
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(remote, engine.Options{}), Tenants: &memstore.Tenants{}}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(remote, engine.Options{}),
+		Tenancy: tenancy.New(tenancy.Options{Store: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}})}))
 	t.Cleanup(func() { srv.Close(); local.Close(); remote.Close() })
 	return map[string]sluice.Limiter{
 		"engine": engine.New(local, engine.Options{}),
@@ -98,7 +100,8 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 	remote := memstore.New(memstore.Options{})
 	local.Close()
 	remote.Close()
-	srv := httptest.NewServer(httpapi.New(httpapi.Options{Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Limiter: engine.New(remote, engine.Options{}), Tenants: &memstore.Tenants{}}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Limiter: engine.New(remote, engine.Options{}),
+		Tenancy: tenancy.New(tenancy.Options{Store: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}})}))
 	defer srv.Close()
 	for name, l := range map[string]sluice.Limiter{"engine": engine.New(local, engine.Options{}), "client": client.New(srv.URL, client.Options{})} {
 		t.Run(name, func(t *testing.T) {

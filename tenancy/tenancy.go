@@ -6,15 +6,24 @@
 // tenant over the version it read, again when another writer changed it
 // meanwhile.
 //
+// It owns, besides, who a request comes from and what a tenant's tokens
+// name: API keys and the principals they authenticate (auth.go), lease
+// tokens and their secrets (leases.go), the administration of tenants,
+// their keys and their blocks with its audit trail (admin.go, blocks.go,
+// audit.go), sessions (sessions.go), and the hooks told of deletions,
+// which the gateway subscribes to (hooks.go).
+//
 // Every front door (the HTTP API, the WebSocket gateway, the upstreams,
 // the dashboard's routes) asks it; none reads the tenant store or merges
-// the file's entries itself, so that they cannot disagree.
+// the file's entries itself, so that they cannot disagree. Transports
+// decode, call it, and encode.
 package tenancy
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"net/url"
 	"strings"
@@ -24,27 +33,71 @@ import (
 	"github.com/sluicehq/sluice/config"
 )
 
-// Options configure a Service. Store and Config are required.
+// Options configure a Service. Store, Sessions and Audit are required,
+// and Secrets unless Store keeps them: the stores are the server's to
+// choose (internal/server).
 type Options struct {
-	Store  sluice.TenantStore
-	Config func() *config.Config // the configuration now: reloads take effect on the next call
-	// StoreTimeout bounds each read of the store (0: the caller's
-	// context alone): a tenant store slower than that is unavailable.
+	Store sluice.TenantStore
+	// Secrets keeps the tenants' lease-token keys, shared by every node
+	// of the store. Default: Store, if it keeps secrets.
+	Secrets sluice.SecretStore
+	// Sessions keeps WebSocket sessions.
+	Sessions sluice.SessionStore
+	// Audit keeps the trail of changes to tenants. Default: Store, if it
+	// keeps one.
+	Audit  sluice.AuditLog
+	Config func() *config.Config // the configuration now: reloads take effect on the next call; default config.Default()
+	// AdminKey, if set, is the admin's bearer token, and every request
+	// must authenticate (Authenticate) with it or a tenant's API key.
+	// Empty: no authentication, everyone is the admin, for a server bound
+	// to loopback.
+	AdminKey string
+	// StoreTimeout bounds each read of the store on a request's path
+	// (tenants, API keys, secrets; 0: the caller's context alone): a
+	// store slower than that is unavailable.
 	StoreTimeout time.Duration
 	Now          func() time.Time
+	// Logger receives what the store failed to do. Default: discard.
+	Logger *slog.Logger
 }
 
 // Service is the tenant layer. It is safe for concurrent use.
 type Service struct {
 	opts Options
+	// keys holds the API keys last read, for a store that fails
+	// (apiKey); secrets the tenants' lease secrets read so far
+	// (leaseSecret).
+	keys    cache[sluice.APIKey]
+	secrets cache[[]byte]
+	hooks   hooks
 }
 
-// New returns a Service.
+// New returns a Service. It panics if a required store is missing: a
+// wiring mistake, said at once rather than at the first request.
 func New(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{opts: o}
+	if o.Config == nil {
+		def := config.Default()
+		o.Config = func() *config.Config { return def }
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if ss, ok := o.Store.(sluice.SecretStore); ok && o.Secrets == nil {
+		o.Secrets = ss
+	}
+	if a, ok := o.Store.(sluice.AuditLog); ok && o.Audit == nil {
+		o.Audit = a
+	}
+	for name, missing := range map[string]bool{"Store": o.Store == nil, "Secrets": o.Secrets == nil,
+		"Sessions": o.Sessions == nil, "Audit": o.Audit == nil} {
+		if missing {
+			panic("tenancy.New: Options." + name + " is required")
+		}
+	}
+	return &Service{opts: o, keys: cache[sluice.APIKey]{max: maxHeldKeys}, secrets: cache[[]byte]{max: maxCachedSecrets}}
 }
 
 // Tenant is a tenant as every front door sees it: its record in the

@@ -23,7 +23,8 @@ func newService(t *testing.T, store sluice.TenantStore) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Options{Store: store, Config: func() *config.Config { return cfg }, Now: func() time.Time { return t0 }})
+	return New(Options{Store: store, Secrets: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
+		Config: func() *config.Config { return cfg }, Now: func() time.Time { return t0 }})
 }
 
 // failing is a tenant store whose reads fail, as an unreachable one's do.

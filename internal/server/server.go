@@ -89,6 +89,7 @@ type Server struct {
 
 	st       stores
 	timeout  time.Duration // of a store operation; 0 for stores in process
+	tenants  *tenancy.Service
 	rec      *insight.Recorder
 	eng      *engine.Engine
 	ups      map[string]httpapi.Upstream
@@ -227,8 +228,16 @@ func (s *Server) assemble() error {
 	if s.ln, err = net.Listen("tcp", s.c.Addr); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	tenants := tenancy.New(tenancy.Options{Store: s.st.tenants, Config: s.current})
-	s.gw = s.gateway(tenants)
+	s.tenants = tenancy.New(tenancy.Options{Store: s.st.tenants, Sessions: s.st.sessions, Audit: s.st.audit, Config: s.current,
+		AdminKey: s.c.AdminKey, StoreTimeout: s.timeout, Logger: s.log})
+	s.gw = s.gateway(s.tenants)
+	// Deleting a tenant or a session ends what the gateway holds of it,
+	// and what the recorder does, at once.
+	s.tenants.OnSessionDeleted(s.gw.CloseSession)
+	s.tenants.OnTenantDeleted(func(id string) {
+		s.gw.CloseTenant(id)
+		s.rec.Forget(id)
+	})
 	s.gwMetrics.LabelTenants(s.c.TenantLabels)
 	if err := s.metrics.Register(metrics.GatewayStats(s.gw.Stats)); err != nil {
 		return fmt.Errorf("serve: gateway metrics: %w", err)
@@ -274,23 +283,13 @@ func (s *Server) gateway(tenants *tenancy.Service) *gateway.Gateway {
 // node-to-node protocol's server half) behind its authentication.
 func (s *Server) api() *httpapi.Handler {
 	api := httpapi.New(httpapi.Options{
-		Cluster:          s.clu,
-		Limiter:          s.eng,
-		Tenants:          s.st.tenants,
-		Sessions:         s.st.sessions,
-		Audit:            s.st.audit,
-		Gateway:          s.gw,
-		OnSessionDeleted: s.gw.CloseSession,
-		OnTenantDeleted: func(id string) {
-			s.gw.CloseTenant(id)
-			s.rec.Forget(id)
-		},
-		Config:          s.current,
-		AdminKey:        s.c.AdminKey,
+		Cluster:         s.clu,
+		Limiter:         s.eng,
+		Tenancy:         s.tenants,
+		Gateway:         s.gw,
 		AllowedHosts:    s.c.allowedHosts(s.ln),
 		AllowedOrigins:  s.c.AllowedOrigins,
 		TrustedProxies:  s.c.TrustedProxies,
-		StoreTimeout:    s.timeout,
 		Upstreams:       s.ups,
 		Insight:         s.rec,
 		Ready:           s.st.ready,
