@@ -35,8 +35,8 @@ type Tenant struct {
 	// the file's too.
 	File bool `json:"file,omitempty"`
 	// Epoch names the tenant's counters apart from those of an earlier
-	// tenant of the same id, deleted since (Check.Epoch): set once, when
-	// the tenant is created, from its creation time. Zero for tenants
+	// tenant of the same id, deleted since (Check.Epoch): set once, at
+	// random, when the tenant is created. Zero for tenants
 	// created before counters had epochs, whose counters keep the bare id
 	// (so that an upgrade resets none of them), and for the file's.
 	Epoch int64 `json:"epoch,omitempty"`

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -192,6 +194,9 @@ func (s *Service) CreateTenant(ctx context.Context, a Actor, d TenantDoc) (Tenan
 	}
 	t.CreatedAt = s.opts.Now().UTC()
 	t.UpdatedAt = t.CreatedAt
+	// Counters of its own, none of an earlier tenant of the id's: at
+	// random, not of the clock, which two nodes may not agree on.
+	t.Epoch = rand.Int64N(math.MaxInt64) + 1
 	if err := s.opts.Store.CreateTenant(ctx, t); err != nil {
 		return TenantDoc{}, err
 	}
@@ -227,7 +232,7 @@ func (s *Service) ReplaceTenant(ctx context.Context, a Actor, id string, d Tenan
 		if read != 0 && read != old.Version {
 			return t, sluice.ErrTenantChanged // the writer's own precondition: not tried again
 		}
-		t.CreatedAt, t.UpdatedAt, t.Blocks, t.Version = old.CreatedAt, s.opts.Now().UTC(), old.Blocks, old.Version
+		t.CreatedAt, t.UpdatedAt, t.Blocks, t.Version, t.Epoch = old.CreatedAt, s.opts.Now().UTC(), old.Blocks, old.Version, old.Epoch
 		return t, nil
 	})
 	if _, inFile := s.opts.Config().Tenants[id]; inFile && sluice.KindOf(err) == sluice.KindNotFound {

@@ -143,7 +143,7 @@ func (s *Service) Lift(ctx context.Context, a Actor, tenant, policy, key string,
 		t, _ := s.View(ctx, tenant)
 		rs, rerr := t.Resolve("", []string{policy})
 		if err = rerr; err == nil {
-			out.Penalty, err = box(ctx, tenant, sluice.Check{Policy: rs[0].Policy, Key: key})
+			out.Penalty, err = box(ctx, tenant, sluice.Check{Policy: rs[0].Policy, Key: key, Epoch: t.Epoch()})
 		}
 	}
 	s.audit(ctx, a, "lift", tenant, s.blocksOut(before), s.blocksOut(after)) // the block is gone, whatever the box

@@ -31,7 +31,7 @@ func (s *Service) LeaseCheck(ctx context.Context, tenant, name string, parts *Ke
 		}
 		return sluice.Check{}, err
 	}
-	c := sluice.Check{Policy: rs[0].Policy}
+	c := sluice.Check{Policy: rs[0].Policy, Epoch: t.Epoch()}
 	if parts != nil {
 		if c.Key, err = CounterKey(rs[0], *parts); err != nil {
 			return sluice.Check{}, err

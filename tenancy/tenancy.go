@@ -122,6 +122,16 @@ func (t Tenant) Since() time.Time {
 	return t.Record.CreatedAt
 }
 
+// Epoch is the epoch of the tenant's counters (sluice.Tenant.Epoch), which
+// every check made for it carries: zero for a tenant of the file, or one
+// created before counters had epochs.
+func (t Tenant) Epoch() int64 {
+	if t.Record == nil || t.Record.File {
+		return 0
+	}
+	return t.Record.Epoch
+}
+
 // FileOnly reports whether the tenant's limits are the configuration
 // file's alone: a tenant of the file with no record, or with the record
 // that holds its blocks and keys (sluice.Tenant.File).
@@ -231,7 +241,7 @@ func (s *Service) Checks(ctx context.Context, id, endpoint string, names []strin
 		if err != nil {
 			return nil, nil, err
 		}
-		checks[i] = sluice.Check{Policy: rp.Policy, Key: key, BlockedUntil: t.BlockedUntil(rp.Policy.Name, key, now)}
+		checks[i] = sluice.Check{Policy: rp.Policy, Key: key, BlockedUntil: t.BlockedUntil(rp.Policy.Name, key, now), Epoch: t.Epoch()}
 	}
 	return checks, storeErr, nil
 }
