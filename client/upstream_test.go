@@ -36,7 +36,7 @@ func TestAcquire(t *testing.T) {
 	srv := httptest.NewServer(httpapi.New(httpapi.Options{
 		Limiter:   engine.New(s, engine.Options{}),
 		Tenancy:   tenancy.New(tenancy.Options{Store: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{}, Config: func() *config.Config { return cfg }}),
-		Upstreams: map[string]httpapi.Upstream{"api": {Config: cfg.Upstreams["api"], Quota: q}},
+		Upstreams: map[string]httpapi.Upstream{"api": {Quota: q, MaxWait: cfg.Upstreams["api"].MaxWait}},
 	}))
 	defer srv.Close()
 	c := client.New(srv.URL, client.Options{})

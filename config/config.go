@@ -83,18 +83,6 @@ func (u Upstream) Scheduler() fairshare.Config {
 	return fairshare.Config{Rate: u.Rate, Window: u.Window, Burst: u.Burst, MaxQueue: u.MaxQueue, Cap: u.Cap}
 }
 
-// Weight returns the weight of tenant's customers on u: the tenant's own
-// weight, else its tier's (see Tier), else 1.
-func (u Upstream) Weight(tenant, tier string) int64 {
-	if w, ok := u.TenantWeights[tenant]; ok {
-		return w
-	}
-	if w, ok := u.TierWeights[tier]; ok {
-		return w
-	}
-	return 1
-}
-
 // Tier returns the tier of tenant t (as the tenant store holds it; nil if
 // unknown): the store's, else the file's, else the default.
 func (c *Config) Tier(t *sluice.Tenant, tenantID string) string {

@@ -143,21 +143,15 @@ func TestUpstreams(t *testing.T) {
 	if err := u.Scheduler().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := u.Weight("acme", c.Tier(nil, "acme")); got != 2 {
-		t.Errorf("acme (premium in the file): weight %d", got)
-	}
-	if got := u.Weight("x", c.Tier(&sluice.Tenant{ID: "x", Tier: "premium"}, "x")); got != 2 {
-		t.Errorf("a premium tenant of the store: weight %d", got)
-	}
-	if got := u.Weight("nobody", c.Tier(nil, "nobody")); got != 1 {
-		t.Errorf("a free tenant: weight %d", got)
+	if u.TierWeights["premium"] != 2 || c.Tier(nil, "acme") != "premium" {
+		t.Errorf("premium's weight %d, acme's tier %q; want 2, premium", u.TierWeights["premium"], c.Tier(nil, "acme"))
 	}
 	c, err = Parse("c.yaml", []byte("upstreams:\n  api:\n    rate: 5\n    cap: 2\n    weights: {tenants: {acme: 7}, tiers: {free: 3}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	u = c.Upstreams["api"]
-	if u.Window != DefaultUpstreamWindow || u.MaxWait != DefaultUpstreamMaxWait || u.Burst != 0 || u.Weight("acme", "free") != 7 || u.Weight("beta", "free") != 3 {
+	if u.Window != DefaultUpstreamWindow || u.MaxWait != DefaultUpstreamMaxWait || u.Burst != 0 || u.TenantWeights["acme"] != 7 || u.TierWeights["free"] != 3 {
 		t.Errorf("api: %+v", u)
 	}
 	if u.Cap != 2 || u.Scheduler().Cap != 2 {

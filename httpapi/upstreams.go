@@ -9,18 +9,20 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/fairshare"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
 
-// Upstream is a configured upstream quota and the scheduler that shares it.
+// Upstream is a configured upstream quota and the scheduler that shares it,
+// with what of its configuration the scheduler does not hold: as the
+// server started, until a restart.
 type Upstream struct {
-	// Config is the configuration it was built from, at start: its
-	// weights and maxWait hold until a restart.
-	Config config.Upstream
-	Quota  *fairshare.Upstream
+	Quota *fairshare.Upstream
+	// MaxWait is a request's wait when it names none, and the most it may
+	// name.
+	MaxWait time.Duration
+	Weights tenancy.Weights
 }
 
 // maxShownQueues bounds the customer queues an upstream's state lists.
@@ -52,7 +54,7 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 		return
 	}
 	qc := up.Quota.Config()
-	cost, maxWait := int64(1), up.Config.MaxWait
+	cost, maxWait := int64(1), up.MaxWait
 	if in.Cost != nil {
 		cost = *in.Cost
 	}
@@ -70,19 +72,14 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 		err = sluice.Invalid("cost", "must be at most the upstream's cap %d per customer, got %d", qc.Cap, cost)
 	case in.MaxWait.Err() != nil:
 		err = sluice.Invalid("maxWait", "%v", in.MaxWait.Err())
-	case maxWait < time.Millisecond || maxWait > up.Config.MaxWait:
-		err = sluice.Invalid("maxWait", "must be between 1ms and the upstream's maxWait %v, got %v", up.Config.MaxWait, maxWait)
+	case maxWait < time.Millisecond || maxWait > up.MaxWait:
+		err = sluice.Invalid("maxWait", "must be between 1ms and the upstream's maxWait %v, got %v", up.MaxWait, maxWait)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	t, err := h.tenants.View(r.Context(), tenant)
-	if err != nil {
-		// The weight is a share, not a wall: the file's tier will do.
-		h.log.Warn("tenant store failed; weighing by the file's tier", "tenant", tenant, "err", err)
-	}
-	weight := up.Config.Weight(tenant, t.Tier())
+	weight := h.tenants.UpstreamWeight(r.Context(), up.Weights, tenant)
 	c := customerOf(tenant, in.Key)
 	// The server's write timeout is for ordinary requests; this one is
 	// held for up to maxWait first. Not every writer can say (httptest's
@@ -163,8 +160,8 @@ func upstreamInfo(name string, up Upstream) upstreamOut {
 	qc := up.Quota.Config()
 	st := up.Quota.Stats(maxShownQueues)
 	out := upstreamOut{
-		Name: name, Rate: qc.Rate, Window: qc.Window.String(), Burst: qc.Burst, MaxQueue: qc.MaxQueue, Cap: qc.Cap, MaxWait: up.Config.MaxWait.String(),
-		Weights: weightsOut{Tiers: orEmpty(up.Config.TierWeights), Tenants: orEmpty(up.Config.TenantWeights)},
+		Name: name, Rate: qc.Rate, Window: qc.Window.String(), Burst: qc.Burst, MaxQueue: qc.MaxQueue, Cap: qc.Cap, MaxWait: up.MaxWait.String(),
+		Weights: weightsOut{Tiers: orEmpty(up.Weights.Tiers), Tenants: orEmpty(up.Weights.Tenants)},
 		State: upstreamState{Waiting: st.Waiting, Customers: st.Customers, Granted: st.Granted, Utilisation: st.Utilisation,
 			Share: st.Share, Nodes: st.Nodes},
 		Queues: make([]customerOut, len(st.Queues)),

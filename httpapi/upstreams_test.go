@@ -46,7 +46,7 @@ func newUpstreamService(t *testing.T) *service {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ups[name] = Upstream{Config: uc, Quota: q}
+		ups[name] = Upstream{Quota: q, MaxWait: uc.MaxWait, Weights: tenancy.Weights{Tiers: uc.TierWeights, Tenants: uc.TenantWeights}}
 	}
 	s := memstore.New(memstore.Options{})
 	h := New(Options{

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/fairshare"
 	"github.com/sluicehq/sluice/httpapi"
+	"github.com/sluicehq/sluice/tenancy"
 )
 
 // newUpstreams starts a fair-share scheduler for each upstream of cfg.
@@ -36,7 +37,7 @@ func newUpstreams(cfg *config.Config, lim fairshare.Limiter, shared bool, log *s
 			closeUpstreams(ups)
 			return nil, fmt.Errorf("serve: upstream %s: %w", name, err)
 		}
-		ups[name] = httpapi.Upstream{Config: uc, Quota: q}
+		ups[name] = httpapi.Upstream{Quota: q, MaxWait: uc.MaxWait, Weights: tenancy.Weights{Tiers: uc.TierWeights, Tenants: uc.TenantWeights}}
 	}
 	return ups, nil
 }
