@@ -6,15 +6,21 @@
 // tenant over the version it read, again when another writer changed it
 // meanwhile.
 //
+// A tenant's creation is part of its identity: one deleted and created
+// again under the same id is another tenant, with none of the earlier
+// one's sessions, lease tokens or counters (Tenant.Since, Tenant.Epoch).
+//
 // It owns, besides, who a request comes from and what a tenant's tokens
 // name: API keys and the principals they authenticate (auth.go), lease
 // tokens and their secrets (leases.go), the administration of tenants,
 // their keys and their blocks with its audit trail (admin.go, blocks.go,
-// audit.go), sessions (sessions.go), and the hooks told of deletions,
-// which the gateway subscribes to (hooks.go).
+// audit.go), sessions (sessions.go), the hooks told of deletions, which
+// the gateway subscribes to (hooks.go), a tenant's weight on an upstream
+// quota (upstreams.go), and the tenant that counts an Envoy domain
+// (envoy.go).
 //
 // Every front door (the HTTP API, the WebSocket gateway, the upstreams,
-// the dashboard's routes) asks it; none reads the tenant store or merges
+// the dashboard's routes, Envoy's service) asks it; none reads the tenant store or merges
 // the file's entries itself, so that they cannot disagree. Transports
 // decode, call it, and encode.
 package tenancy
