@@ -26,9 +26,10 @@ func TestTenantUnknownFieldNamedByPath(t *testing.T) {
 }
 
 // TestWrongKindOfBody: a body that is not the object a route wants says
-// so, on every route that decodes one.
+// so, on every route that decodes one (insighthttp's try:
+// TestTryWrongKindOfBody).
 func TestWrongKindOfBody(t *testing.T) {
-	for _, v := range []any{new(wire.LeaseRequest), new(tenancy.TenantDoc), new(keyRequest), new(tryRequest), new(tenancy.BlockRequest)} {
+	for _, v := range []any{new(wire.LeaseRequest), new(tenancy.TenantDoc), new(keyRequest), new(tenancy.BlockRequest)} {
 		err := wire.DecodeStrict([]byte(`[]`), v, "")
 		if got, want := fmt.Sprint(err), "body must be a JSON object, got array"; got != want {
 			t.Errorf("%T: %q, want %q", v, got, want)

@@ -16,6 +16,11 @@
 //	GET    /v1/upstreams, /v1/upstreams/{name}  upstreams' configuration and state (admin)
 //	GET    /healthz, /readyz, /metrics        operations
 //
+// Other packages' routes go behind its authentication, mounted before it
+// serves: the node-to-node protocol's connection routes (peer.Mount, over
+// TenantRoute) and the dashboard's insight routes (insighthttp, over Route
+// and Authenticate).
+//
 // Every response body is JSON. A decision answers 200 when allowed and 429
 // when denied, with the IETF RateLimit headers, the X-RateLimit-* headers
 // and Retry-After; bad input answers 400 with an error naming the field and
@@ -39,12 +44,9 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/gateway"
-	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -86,18 +88,6 @@ type Options struct {
 	// Upstreams are the fair-share upstream quotas, by name; their owner
 	// closes them. Optional.
 	Upstreams map[string]Upstream
-	// Insight is what this node decided, for the dashboard's routes
-	// (insight.go). Optional: without it they answer 404.
-	Insight Insight
-	// GatewayStats and GatewayRefusals are the gateway's live counts and
-	// its refusals since the start (Metrics.Refusals), for the dashboard's
-	// GET /v1/insight/gateway. Optional: without them it answers 404.
-	GatewayStats    func() gateway.Stats
-	GatewayRefusals func() map[string]int64
-	// Cluster is this node and the other nodes of a shared store, whose
-	// counts the dashboard's routes sum with this node's (Cluster.Gather).
-	// Optional: without it the routes answer for this node alone, named "".
-	Cluster *peer.Cluster
 	// Ready reports whether the store answers, for /readyz. Optional.
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics. Optional.
@@ -107,11 +97,6 @@ type Options struct {
 	// Dashboard serves GET /dashboard and the files under it (the
 	// operator's dashboard, package web). Optional.
 	Dashboard http.Handler
-	// MaxStreams bounds the insight streams this node holds (default
-	// 256), and MaxTenantStreams those of one tenant's keys (default 4):
-	// past either a stream is refused 429 (streams.go).
-	MaxStreams       int
-	MaxTenantStreams int
 	// Now is the clock of timestamps and headers. Default time.Now.
 	Now func() time.Time
 	// Logger receives errors. Default: discard.
@@ -134,21 +119,11 @@ type Handler struct {
 	// checkRoute serves POST /v1/check, as the mux routes it.
 	checkRoute http.HandlerFunc
 	allow      map[string][]string // pattern path -> methods, for 405's Allow
-	// streams is closed by CloseStreams: the insight streams end.
-	streams     chan struct{}
-	streamsOnce sync.Once
-	hub         *streamHub // the streams open, and the poller of the other nodes
 	// checkHost: the server answers only loopback and allowed hosts
 	// (Options.AllowedHosts).
 	checkHost bool
 	// tenants answers who a tenant is and what it may do.
 	tenants *tenancy.Service
-}
-
-// CloseStreams ends the requests held open to stream (insight): for a
-// server's shutdown, which would otherwise wait for them.
-func (h *Handler) CloseStreams() {
-	h.streamsOnce.Do(func() { close(h.streams) })
 }
 
 // New returns a Handler.
@@ -164,9 +139,8 @@ func New(opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), allow: map[string][]string{}, streams: make(chan struct{}),
+	h := &Handler{opts: opts, log: opts.Logger, mux: http.NewServeMux(), allow: map[string][]string{},
 		checkHost: !opts.Tenancy.RequiresKey() || len(opts.AllowedHosts) > 0, tenants: opts.Tenancy}
-	h.hub = newStreamHub(h, opts.MaxStreams, opts.MaxTenantStreams)
 	h.checkRoute = h.route("POST", "/v1/check", h.check)
 	h.route("POST", "/v1/leases", h.acquire)
 	h.route("POST", "/v1/leases/{token}/renew", h.renew)
@@ -187,7 +161,6 @@ func New(opts Options) *Handler {
 	h.route("POST", "/v1/upstreams/{name}/acquire", h.acquireUpstream)
 	h.route("GET", "/v1/upstreams", h.listUpstreams)
 	h.route("GET", "/v1/upstreams/{name}", h.getUpstream)
-	h.routeInsight()
 	h.routeBlocks()
 	if opts.Gateway != nil {
 		// A connect proves itself by its session id, which only its
@@ -259,6 +232,19 @@ func (h *Handler) tenantRoute(method, path string, fn func(w http.ResponseWriter
 // packages (peer.Mount), routed before the handler serves.
 func (h *Handler) TenantRoute(method, path string, fn func(w http.ResponseWriter, r *http.Request, tenant string)) {
 	h.tenantRoute(method, path, fn)
+}
+
+// Route routes method and path to fn behind the API's authentication, as
+// the API's own: fn gets the request's principal. For the routes of other
+// packages (insighthttp's Mount), routed before the handler serves.
+func (h *Handler) Route(method, path string, fn func(w http.ResponseWriter, r *http.Request, who tenancy.Principal)) {
+	h.route(method, path, fn)
+}
+
+// Authenticate returns who sent r, as the routes authenticate it: for a
+// request held open (an insight stream) that asks again.
+func (h *Handler) Authenticate(r *http.Request) (tenancy.Principal, error) {
+	return h.authenticate(r.Context(), r)
 }
 
 // ServeHTTP routes r, answering unknown routes 404 and known paths with the

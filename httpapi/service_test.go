@@ -16,7 +16,6 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/store/memstore"
 	"github.com/sluicehq/sluice/tenancy"
 )
@@ -39,11 +38,9 @@ func newService(t *testing.T) *service {
 	}
 	s := memstore.New(memstore.Options{})
 	c := &clock{t: time.Date(2026, 11, 21, 10, 0, 15, 0, time.UTC)}
-	rec := insight.NewRecorder(insight.RecorderOptions{Now: c.now, Configured: func(p string) bool { _, ok := cfg.Policies[p]; return ok }})
 	h := New(Options{
-		Limiter: engine.New(s, engine.Options{Now: c.now, Observer: rec}),
+		Limiter: engine.New(s, engine.Options{Now: c.now}),
 		Tenancy: newTenancy(tenancy.Options{Config: func() *config.Config { return cfg }, AdminKey: adminKey, Now: c.now}),
-		Insight: rec,
 		Now:     c.now,
 	})
 	srv := httptest.NewServer(h)

@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/insight"
+	"github.com/sluicehq/sluice/insight/insighthttp"
 	"github.com/sluicehq/sluice/internal/loopback"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/peer"
@@ -91,6 +92,7 @@ type Server struct {
 	timeout  time.Duration // of a store operation; 0 for stores in process
 	tenants  *tenancy.Service
 	rec      *insight.Recorder
+	ins      *insighthttp.Handler // the dashboard's routes over rec
 	eng      *engine.Engine
 	ups      map[string]httpapi.Upstream
 	ln       net.Listener
@@ -246,6 +248,8 @@ func (s *Server) assemble() error {
 	counts := peer.NewClient(s.c.AdminKey)
 	counts.MaxBody = 64 << 20
 	s.clu = peer.NewCluster(s.c.advertise(s.ln), s.st.nodes, counts, s.log)
+	s.ins = insighthttp.New(insighthttp.Options{Insight: s.rec, States: s.eng, Tenancy: s.tenants, Cluster: s.clu,
+		GatewayStats: s.gw.Stats, GatewayRefusals: s.gwMetrics.Refusals, Logger: s.log})
 	s.srv = s.httpServer(s.api())
 	return nil
 }
@@ -280,27 +284,25 @@ func (s *Server) gateway(tenants *tenancy.Service) *gateway.Gateway {
 }
 
 // api builds the HTTP API, with the connection management API (the
-// node-to-node protocol's server half) behind its authentication.
+// node-to-node protocol's server half) and the dashboard's insight routes
+// behind its authentication.
 func (s *Server) api() *httpapi.Handler {
 	api := httpapi.New(httpapi.Options{
-		Cluster:         s.clu,
-		Limiter:         s.eng,
-		Tenancy:         s.tenants,
-		Gateway:         s.gw,
-		AllowedHosts:    s.c.allowedHosts(s.ln),
-		AllowedOrigins:  s.c.AllowedOrigins,
-		TrustedProxies:  s.c.TrustedProxies,
-		Upstreams:       s.ups,
-		Insight:         s.rec,
-		Ready:           s.st.ready,
-		Metrics:         s.metrics.Handler(),
-		Page:            web.Handler(),
-		Dashboard:       web.Dashboard(),
-		GatewayStats:    s.gw.Stats,
-		GatewayRefusals: s.gwMetrics.Refusals,
-		Logger:          s.log,
+		Limiter:        s.eng,
+		Tenancy:        s.tenants,
+		Gateway:        s.gw,
+		AllowedHosts:   s.c.allowedHosts(s.ln),
+		AllowedOrigins: s.c.AllowedOrigins,
+		TrustedProxies: s.c.TrustedProxies,
+		Upstreams:      s.ups,
+		Ready:          s.st.ready,
+		Metrics:        s.metrics.Handler(),
+		Page:           web.Handler(),
+		Dashboard:      web.Dashboard(),
+		Logger:         s.log,
 	})
 	peer.Mount(api, s.gw)
+	s.ins.Mount(api)
 	return api
 }
 
@@ -322,7 +324,7 @@ func (s *Server) httpServer(api *httpapi.Handler) *http.Server {
 	// Requests held for an upstream would hold the drain up to their
 	// maxWait: at shutdown they are answered unavailable at once.
 	srv.RegisterOnShutdown(func() { closeUpstreams(s.ups) })
-	srv.RegisterOnShutdown(api.CloseStreams) // streams would hold the drain to its timeout
+	srv.RegisterOnShutdown(s.ins.CloseStreams) // streams would hold the drain to its timeout
 	return srv
 }
 

@@ -1,4 +1,4 @@
-package httpapi
+package insighthttp
 
 import (
 	"bufio"
@@ -6,32 +6,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/store/memstore"
-	"github.com/sluicehq/sluice/tenancy"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // The dashboard's routes: a tenant's key reads its own tenant's counts and
 // heaviest keys, and nothing else; the admin reads every tenant's and
 // policy's. The counts are those of the checks sent.
 func TestInsightWalls(t *testing.T) {
-	rec := insight.NewRecorder(insight.RecorderOptions{})
-	st := memstore.New(memstore.Options{})
-	defer st.Close()
-	h := New(Options{
-		Limiter: engine.New(st, engine.Options{Observer: rec}),
-		Tenancy: newTenancy(tenancy.Options{AdminKey: adminKey}),
-		Insight: rec,
-	})
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	s := &service{srv: srv}
+	s := newInsightNode(t, &memstore.Tenants{}, Options{}).service
 	for _, id := range []string{"acme", "beta"} {
 		if code, out := s.do(t, adminKey, "POST", "/v1/tenants", `{"id":"`+id+`"}`); code != 201 {
 			t.Fatalf("create %s: %d %v", id, code, out)
@@ -94,13 +81,8 @@ func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) 
 // The stream sends the last second's counts every second, the tenant's
 // own; another tenant's stream is 403.
 func TestInsightStream(t *testing.T) {
-	rec := insight.NewRecorder(insight.RecorderOptions{})
-	st := memstore.New(memstore.Options{})
-	defer st.Close()
-	h := New(Options{Limiter: engine.New(st, engine.Options{Observer: rec}), Tenancy: newTenancy(tenancy.Options{AdminKey: adminKey}), Insight: rec})
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	s := &service{srv: srv}
+	n := newInsightNode(t, &memstore.Tenants{}, Options{})
+	s, srv := n.service, n.srv
 	s.do(t, adminKey, "POST", "/v1/tenants", `{"id":"acme"}`)
 	s.do(t, adminKey, "POST", "/v1/tenants", `{"id":"beta"}`)
 	_, out := s.do(t, adminKey, "POST", "/v1/tenants/acme/keys", `{"name":"test"}`)
@@ -136,7 +118,7 @@ func TestInsightStream(t *testing.T) {
 		t.Errorf("%d events before the deadline, want 2", events)
 	}
 	// At a server's shutdown the stream ends.
-	h.CloseStreams()
+	n.ins.CloseStreams()
 	ended := make(chan struct{})
 	go func() {
 		for sc.Scan() {
@@ -154,12 +136,7 @@ func TestInsightStream(t *testing.T) {
 // limit would have denied, and for whom; a tenant tries on its own keys
 // only; a bad policy is 400 naming the field; a policy never seen is 404.
 func TestInsightTry(t *testing.T) {
-	rec := insight.NewRecorder(insight.RecorderOptions{})
-	st := memstore.New(memstore.Options{})
-	defer st.Close()
-	srv := httptest.NewServer(New(Options{Limiter: engine.New(st, engine.Options{Observer: rec}), Tenancy: newTenancy(tenancy.Options{AdminKey: adminKey}), Insight: rec}))
-	defer srv.Close()
-	s := &service{srv: srv}
+	s := newInsightNode(t, &memstore.Tenants{}, Options{}).service
 	for _, id := range []string{"acme", "beta"} {
 		s.do(t, adminKey, "POST", "/v1/tenants", `{"id":"`+id+`"}`)
 	}
@@ -194,5 +171,14 @@ func TestInsightTry(t *testing.T) {
 	}
 	if code, _ := s.do(t, adminKey, "POST", "/v1/insight/try", `{"policy":{"name":"other","algorithm":"fixed_window","limit":3,"window":"1m"}}`); code != 404 {
 		t.Errorf("a policy never seen: %d, want 404", code)
+	}
+}
+
+// TestTryWrongKindOfBody: a try's body that is not an object says so, as
+// every route's (httpapi's TestWrongKindOfBody).
+func TestTryWrongKindOfBody(t *testing.T) {
+	err := wire.DecodeStrict([]byte(`[]`), new(tryRequest), "")
+	if got, want := fmt.Sprint(err), "body must be a JSON object, got array"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package httpapi
+package insighthttp
 
 import (
 	"context"
@@ -18,18 +18,8 @@ import (
 	"github.com/sluicehq/sluice/wire"
 )
 
-// Insight is what the dashboard's routes read (insight.Recorder).
-type Insight interface {
-	Tenant(tenant string, from, to int64) []insight.Point
-	Policy(policy string, from, to int64) []insight.Point
-	Tenants() []string
-	Policies() []string
-	TopKeys(policy, tenant string, since time.Time, n int) insight.Top
-	StoreLatency(from, to int64) []insight.LatencyPoint
-	Try(p *sluice.Policy, tenant string, since time.Time, seconds, top int) (insight.Tried, bool)
-}
-
-// The dashboard's routes read what this node decided (package insight):
+// Mount routes the dashboard's routes on rt, which authenticates them.
+// They read what this node decided (package insight):
 //
 //	GET /v1/insight                       the admin's: every tenant's and policy's counts per second
 //	GET /v1/insight/top?policy=P          the admin's: P's heaviest keys, of every tenant
@@ -46,41 +36,45 @@ type Insight interface {
 // its. A tenant's key sees its own data alone: its keys' counts without
 // the sketches' errors and bounds (which come of every tenant's traffic),
 // and not the nodes' addresses.
-func (h *Handler) routeInsight() {
+func (h *Handler) Mount(rt Router) {
+	h.authenticate = rt.Authenticate
 	// The admin's routes mix tenants: a tenant's key gets 403.
-	admin := func(fn http.HandlerFunc) authedHandler {
-		return func(w http.ResponseWriter, r *http.Request, who principal) {
+	type authed = func(w http.ResponseWriter, r *http.Request, who tenancy.Principal)
+	admin := func(fn http.HandlerFunc) authed {
+		return func(w http.ResponseWriter, r *http.Request, who tenancy.Principal) {
 			if !who.Admin {
-				writeError(w, tenancy.ErrAdminOnly)
+				wire.WriteError(w, tenancy.ErrAdminOnly)
 				return
 			}
 			fn(w, r)
 		}
 	}
-	h.route("GET", "/v1/insight", admin(h.insightAll))
-	h.route("GET", "/v1/insight/top", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTop(w, r, principal{Admin: true}, "") }))
-	h.route("GET", "/v1/insight/stream", admin(func(w http.ResponseWriter, r *http.Request) {
-		h.insightStream(w, r, principal{Admin: true}, "", true)
+	rt.Route("GET", "/v1/insight", admin(h.insightAll))
+	rt.Route("GET", "/v1/insight/top", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTop(w, r, tenancy.Principal{Admin: true}, "") }))
+	rt.Route("GET", "/v1/insight/stream", admin(func(w http.ResponseWriter, r *http.Request) {
+		h.insightStream(w, r, tenancy.Principal{Admin: true}, "", true)
 	}))
-	h.route("POST", "/v1/insight/try", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTry(w, r, "") }))
-	h.route("GET", "/v1/insight/gateway", admin(h.insightGateway))
+	rt.Route("POST", "/v1/insight/try", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTry(w, r, "") }))
+	rt.Route("GET", "/v1/insight/gateway", admin(h.insightGateway))
 	// A tenant's routes: its key, or the admin's.
-	tenant := func(fn func(w http.ResponseWriter, r *http.Request, who principal, tenant string)) authedHandler {
-		return func(w http.ResponseWriter, r *http.Request, who principal) {
+	tenant := func(fn func(w http.ResponseWriter, r *http.Request, who tenancy.Principal, tenant string)) authed {
+		return func(w http.ResponseWriter, r *http.Request, who tenancy.Principal) {
 			tenant := r.PathValue("id")
 			if !who.Can(tenant) {
-				writeError(w, tenancy.ErrForbidden)
+				wire.WriteError(w, tenancy.ErrForbidden)
 				return
 			}
 			fn(w, r, who, tenant)
 		}
 	}
-	h.route("GET", "/v1/tenants/{id}/insight", tenant(h.insightTenant))
-	h.route("GET", "/v1/tenants/{id}/insight/top", tenant(h.insightTop))
-	h.route("GET", "/v1/tenants/{id}/insight/stream", tenant(func(w http.ResponseWriter, r *http.Request, who principal, tenant string) {
+	rt.Route("GET", "/v1/tenants/{id}/insight", tenant(h.insightTenant))
+	rt.Route("GET", "/v1/tenants/{id}/insight/top", tenant(h.insightTop))
+	rt.Route("GET", "/v1/tenants/{id}/insight/stream", tenant(func(w http.ResponseWriter, r *http.Request, who tenancy.Principal, tenant string) {
 		h.insightStream(w, r, who, tenant, false)
 	}))
-	h.tenantRoute("POST", "/v1/tenants/{id}/insight/try", h.insightTry)
+	rt.Route("POST", "/v1/tenants/{id}/insight/try", tenant(func(w http.ResponseWriter, r *http.Request, _ tenancy.Principal, tenant string) {
+		h.insightTry(w, r, tenant)
+	}))
 }
 
 // tenantSince returns when tenant was created, as the tenant routes of
@@ -97,7 +91,7 @@ func (h *Handler) tenantSince(ctx context.Context, tenant string) (time.Time, er
 func (h *Handler) insightSince(w http.ResponseWriter, r *http.Request, tenant string) (time.Time, bool) {
 	since, err := h.tenantSince(r.Context(), tenant)
 	if err != nil && sluice.KindOf(err) != sluice.KindNotFound {
-		writeError(w, err)
+		wire.WriteError(w, err)
 		return time.Time{}, false
 	}
 	return since, true
@@ -119,39 +113,39 @@ func (h *Handler) insightTry(w http.ResponseWriter, r *http.Request, tenant stri
 	if !h.insightReady(w) {
 		return
 	}
-	body, err := readBody(w, r)
+	body, err := wire.ReadBody(w, r)
 	if err != nil {
-		writeError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	var in tryRequest
 	if err := wire.DecodeStrict(body, &in, ""); err != nil {
-		writeError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	if in.Policy == nil {
-		writeError(w, sluice.Invalid("policy", "is required: the policy to try"))
+		wire.WriteError(w, sluice.Invalid("policy", "is required: the policy to try"))
 		return
 	}
 	p, err := in.Policy.Decode("policy")
 	if err != nil {
-		writeError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	if err := p.Validate(); err != nil {
-		writeError(w, err.(*sluice.Error).In("policy"))
+		wire.WriteError(w, err.(*sluice.Error).In("policy"))
 		return
 	}
 	seconds, top, ok := 3600, 20, false
 	if in.Seconds != nil {
 		if seconds = *in.Seconds; seconds < 1 || seconds > 3600 {
-			writeError(w, sluice.Invalid("seconds", "must be 1 to 3600, got %d", seconds))
+			wire.WriteError(w, sluice.Invalid("seconds", "must be 1 to 3600, got %d", seconds))
 			return
 		}
 	}
 	if in.Top != nil {
 		if top = *in.Top; top < 0 || top > 100 {
-			writeError(w, sluice.Invalid("top", "must be 0 to 100, got %d", top))
+			wire.WriteError(w, sluice.Invalid("top", "must be 0 to 100, got %d", top))
 			return
 		}
 	}
@@ -163,13 +157,13 @@ func (h *Handler) insightTry(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	tried, ok := h.opts.Insight.Try(&p, tenant, since, seconds, top)
 	if !ok {
-		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("no sampled traffic of a policy named %q on this node", p.Name)})
+		wire.WriteError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: fmt.Sprintf("no sampled traffic of a policy named %q on this node", p.Name)})
 		return
 	}
 	for i := range tried.Who {
 		tried.Who[i].Key = h.tenants.KeyLabel(p.Name, tried.Who[i].Key)
 	}
-	writeJSON(w, http.StatusOK, tried)
+	wire.WriteJSON(w, http.StatusOK, tried)
 }
 
 // insightRange returns the seconds asked for, ending now.
@@ -198,7 +192,7 @@ func insightN(r *http.Request) (int, error) {
 
 func (h *Handler) insightReady(w http.ResponseWriter) bool {
 	if h.opts.Insight == nil {
-		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: "this server keeps no insight"})
+		wire.WriteError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: "this server keeps no insight"})
 		return false
 	}
 	return true
@@ -249,10 +243,10 @@ func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
 	} else {
 		out.Store = slices.DeleteFunc(out.Store, func(p insight.LatencyPoint) bool { return p.N == 0 })
 	}
-	writeJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, who principal, tenant string) {
+func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, who tenancy.Principal, tenant string) {
 	from, to, ok := h.insightWindow(w, r)
 	if !ok {
 		return
@@ -273,7 +267,7 @@ func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, who prin
 	if who.Admin {
 		out.Nodes, out.Missing = g.Nodes, g.Missing
 	}
-	writeJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 }
 
 // tenantPoints returns tenant's seconds from from to to, zeros before
@@ -296,7 +290,7 @@ func (h *Handler) insightWindow(w http.ResponseWriter, r *http.Request) (from, t
 	}
 	from, to, err := h.insightRange(r)
 	if err != nil {
-		writeError(w, err)
+		wire.WriteError(w, err)
 		return 0, 0, false
 	}
 	return from, to, true
@@ -345,7 +339,7 @@ func sparse(pts []insight.Point) []insight.Point {
 	})
 }
 
-func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, who principal, tenant string) {
+func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, who tenancy.Principal, tenant string) {
 	if !h.insightReady(w) {
 		return
 	}
@@ -358,18 +352,18 @@ func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, who princip
 	}
 	policy := r.URL.Query().Get("policy")
 	if !sluice.ValidPolicyName(policy) {
-		writeError(w, sluice.Invalid("policy", "must name a policy, got %q", policy))
+		wire.WriteError(w, sluice.Invalid("policy", "must name a policy, got %q", policy))
 		return
 	}
 	n, err := insightN(r)
 	if err != nil {
-		writeError(w, err)
+		wire.WriteError(w, err)
 		return
 	}
 	withState := false
 	if v := r.URL.Query().Get("state"); v != "" {
 		if withState, err = strconv.ParseBool(v); err != nil {
-			writeError(w, sluice.Invalid("state", "must be true or false, got %q", v))
+			wire.WriteError(w, sluice.Invalid("state", "must be true or false, got %q", v))
 			return
 		}
 	}
@@ -399,7 +393,7 @@ func (h *Handler) insightTop(w http.ResponseWriter, r *http.Request, who princip
 	}
 	out.Hits = h.keysOut(r, policy, top.Hits, states)
 	out.Denials = h.keysOut(r, policy, top.Denials, states)
-	writeJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 }
 
 // topJSON is a policy's heaviest keys on the wire: each with a readable
@@ -436,7 +430,7 @@ type keyState struct {
 // its counter and box per key (at most 2n), each tenant's record once.
 func (h *Handler) keysOut(r *http.Request, policy string, keys []insight.KeyCount, states *stateCache) []topKeyJSON {
 	out := make([]topKeyJSON, 0, len(keys))
-	kk, canRead := h.opts.Limiter.(KeyKeeper)
+	kk, canRead := h.opts.States, h.opts.States != nil
 	configured := h.tenants.Configured(policy)
 	for _, k := range keys {
 		label := h.tenants.KeyLabel(policy, k.Key)
@@ -457,7 +451,7 @@ type stateCache struct {
 
 // stateOf returns a key's state, read once a listing; nil if it cannot be
 // read.
-func (h *Handler) stateOf(r *http.Request, kk KeyKeeper, c *stateCache, policy, tenant, key string) *keyState {
+func (h *Handler) stateOf(r *http.Request, kk StateReader, c *stateCache, policy, tenant, key string) *keyState {
 	id := tenant + "\x00" + key
 	if st, ok := c.keys[id]; ok {
 		return st
@@ -496,7 +490,7 @@ type resolvedTenant struct {
 	ok bool
 }
 
-func (h *Handler) keyStateOf(r *http.Request, kk KeyKeeper, rt resolvedTenant, tenant, key string) *keyState {
+func (h *Handler) keyStateOf(r *http.Request, kk StateReader, rt resolvedTenant, tenant, key string) *keyState {
 	counter, box, err := kk.State(r.Context(), tenant, sluice.Check{Policy: rt.p, Key: key})
 	if err != nil {
 		return nil
@@ -518,7 +512,7 @@ func (h *Handler) keyStateOf(r *http.Request, kk KeyKeeper, rt resolvedTenant, t
 // this node and its refusals since the start.
 func (h *Handler) insightGateway(w http.ResponseWriter, r *http.Request) {
 	if h.opts.GatewayStats == nil {
-		writeError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: "this server runs no WebSocket gateway"})
+		wire.WriteError(w, &sluice.Error{Kind: sluice.KindNotFound, Message: "this server runs no WebSocket gateway"})
 		return
 	}
 	st := h.opts.GatewayStats()
@@ -526,7 +520,7 @@ func (h *Handler) insightGateway(w http.ResponseWriter, r *http.Request) {
 	if h.opts.GatewayRefusals != nil {
 		refused = h.opts.GatewayRefusals()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	wire.WriteJSON(w, http.StatusOK, map[string]any{
 		"connections": st.Connections, "sessions": st.Sessions, "silos": st.Silos,
 		"siloDepth": st.SiloDepth, "pooledDepth": st.PooledDepth, "refused": refused,
 	})
@@ -551,7 +545,7 @@ func sorted(s []string) []string {
 // the client goes, its key or tenant goes (event "end", data the reason),
 // or the server shuts down: the admin's every tenant's, a tenant's its
 // own. Streams are bounded and re-checked (streams.go).
-func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, who principal, tenant string, all bool) {
+func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, who tenancy.Principal, tenant string, all bool) {
 	if !h.insightReady(w) {
 		return
 	}
@@ -559,7 +553,7 @@ func (h *Handler) insightStream(w http.ResponseWriter, r *http.Request, who prin
 	if !all {
 		var err error
 		if since, err = h.tenantSince(r.Context(), tenant); err != nil {
-			writeError(w, err)
+			wire.WriteError(w, err)
 			return
 		}
 	}

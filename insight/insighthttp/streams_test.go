@@ -1,4 +1,4 @@
-package httpapi
+package insighthttp
 
 import (
 	"bufio"
@@ -13,35 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/store/memstore"
-	"github.com/sluicehq/sluice/tenancy"
 )
-
-// insightNode is one node's handler of the insight routes, with its own
-// store and recorder, served over HTTP.
-type insightNode struct {
-	*service
-	h *Handler
-}
-
-func newInsightNode(t *testing.T, tenants *memstore.Tenants, o Options) *insightNode {
-	t.Helper()
-	rec := insight.NewRecorder(insight.RecorderOptions{})
-	st := memstore.New(memstore.Options{})
-	t.Cleanup(func() { st.Close() })
-	o.Limiter, o.Insight = engine.New(st, engine.Options{Observer: rec}), rec
-	o.Tenancy = newTenancy(tenancy.Options{Store: tenants, AdminKey: adminKey})
-	h := New(o)
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		h.CloseStreams()
-		srv.Close()
-	})
-	return &insightNode{service: &service{srv: srv}, h: h}
-}
 
 // openStream opens an insight stream with key; its status, and its
 // events (event name, data) until the stream ends or cancel is called.

@@ -1,4 +1,4 @@
-package httpapi
+package insighthttp
 
 import (
 	"context"
@@ -164,7 +164,7 @@ func (h *Handler) peersSecond(sec int64) map[string]insight.Point {
 // refuseStream answers a stream past the caps.
 func refuseStream(w http.ResponseWriter, what string) {
 	w.Header().Set("Retry-After", strconv.Itoa(int(streamRetry/time.Second)))
-	writeJSON(w, http.StatusTooManyRequests, wire.Error{Error: "too_many_streams",
+	wire.WriteJSON(w, http.StatusTooManyRequests, wire.Error{Error: "too_many_streams",
 		Message: "this node holds " + what + " insight streams already: close one, or retry later"})
 }
 
@@ -172,7 +172,7 @@ func refuseStream(w http.ResponseWriter, what string) {
 // key must still reach tenant (or be the admin's, for all), and tenant
 // must be the one of the stream's start (created at since).
 func (h *Handler) streamGone(r *http.Request, tenant string, all bool, since time.Time) string {
-	who, err := h.authenticate(r.Context(), r)
+	who, err := h.authenticate(r)
 	switch {
 	case err != nil && errKindUnavailable(err):
 		return "" // the store is down: the key was good a second ago
