@@ -10,10 +10,9 @@ import (
 	"github.com/sluicehq/sluice/wire"
 )
 
-// KeyKeeper is what the abuse view does to one key (engine.Engine): read
-// its state without deciding, and lift its penalty.
-type KeyKeeper interface {
-	State(ctx context.Context, tenant string, c sluice.Check) (counter, box sluice.Decision, err error)
+// boxLifter lifts a key's penalty box (engine.Engine), for a lift of a
+// block: the Limiter, if it can.
+type boxLifter interface {
 	Lift(ctx context.Context, tenant string, c sluice.Check) (bool, error)
 }
 
@@ -74,7 +73,7 @@ func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
 		return
 	}
 	var box func(ctx context.Context, tenant string, c sluice.Check) (bool, error)
-	if kk, ok := h.opts.Limiter.(KeyKeeper); ok {
+	if kk, ok := h.opts.Limiter.(boxLifter); ok {
 		box = kk.Lift
 	}
 	l, err := h.tenants.Lift(r.Context(), actor(r, who), r.PathValue("id"), q.Get("policy"), q.Get("key"), box)

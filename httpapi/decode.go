@@ -11,10 +11,6 @@ import (
 // error body naming the field "body" (wire.ReadBody).
 const MaxBodyBytes = wire.MaxBodyBytes
 
-// errBodyTooLarge refuses a body over MaxBodyBytes; writeError answers it
-// 413.
-var errBodyTooLarge = wire.ErrBodyTooLarge
-
 // readBody is wire.ReadBody: at most MaxBodyBytes, of valid text.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) { return wire.ReadBody(w, r) }
 

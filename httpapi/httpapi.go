@@ -38,7 +38,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -301,15 +300,8 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeError and writeJSON answer through the wire package: one error body
-// and one table from error kinds to statuses for every transport. A body
-// over MaxBodyBytes is the one invalid input answered 413 rather than 400,
-// with the same body, naming the field "body".
-func writeError(w http.ResponseWriter, err error) {
-	if errors.Is(err, errBodyTooLarge) {
-		wire.WriteJSON(w, http.StatusRequestEntityTooLarge, wire.ErrorOf(err))
-		return
-	}
-	wire.WriteError(w, err)
-}
+// and one table from error kinds to statuses for every transport (a body
+// over MaxBodyBytes answers 413, naming the field "body").
+func writeError(w http.ResponseWriter, err error) { wire.WriteError(w, err) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { wire.WriteJSON(w, status, v) }

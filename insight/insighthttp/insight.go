@@ -491,7 +491,7 @@ type resolvedTenant struct {
 }
 
 func (h *Handler) keyStateOf(r *http.Request, kk StateReader, rt resolvedTenant, tenant, key string) *keyState {
-	counter, box, err := kk.State(r.Context(), tenant, sluice.Check{Policy: rt.p, Key: key})
+	counter, box, err := kk.State(r.Context(), tenant, sluice.Check{Policy: rt.p, Key: key, Epoch: rt.t.Epoch()})
 	if err != nil {
 		return nil
 	}

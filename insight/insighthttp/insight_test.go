@@ -182,3 +182,24 @@ func TestTryWrongKindOfBody(t *testing.T) {
 		t.Errorf("%q, want %q", got, want)
 	}
 }
+
+// TestTopKeyState: a heaviest key's state, asked for, is its counter's and
+// penalty box's now: those of the tenant as created last (its epoch), not
+// an empty counter of no tenant's.
+func TestTopKeyState(t *testing.T) {
+	s := newService(t)
+	s.tenantKey(t, "zeta")
+	login := `{"tenant":"zeta","policies":["login-per-ip"],"key":{"ip":"192.0.2.1"}}`
+	for range 9 { // 5 a minute, boxed after 3 denials
+		s.do(t, adminKey, "POST", "/v1/check", login)
+	}
+	code, out := s.do(t, adminKey, "GET", "/v1/tenants/zeta/insight/top?policy=login-per-ip&state=1", "")
+	if code != 200 || len(out["hits"].([]any)) != 1 {
+		t.Fatalf("zeta's top: %d %v", code, out)
+	}
+	k := out["hits"].([]any)[0].(map[string]any)
+	st, _ := k["state"].(map[string]any)
+	if k["key"] != "ip=192.0.2.1" || st == nil || st["remaining"] != 0.0 || k["penaltyUntil"] == nil {
+		t.Fatalf("the key's state: %v; want ip=192.0.2.1 with none remaining and a penalty", k)
+	}
+}
