@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -140,9 +141,12 @@ func (s *Service) Lift(ctx context.Context, a Actor, tenant, policy, key string,
 	}
 	out := Lifted{Block: len(before) != len(after)}
 	if box != nil {
-		t, _ := s.View(ctx, tenant)
+		// The box is the tenant's as created last (its epoch): a store
+		// that cannot say which answers its error, never a lift of
+		// another box.
+		t, storeErr := s.View(ctx, tenant)
 		rs, rerr := t.Resolve("", []string{policy})
-		if err = rerr; err == nil {
+		if err = cmp.Or(storeErr, rerr); err == nil {
 			out.Penalty, err = box(ctx, tenant, sluice.Check{Policy: rs[0].Policy, Key: key, Epoch: t.Epoch()})
 		}
 	}
