@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +96,7 @@ func TestUpstreamAcrossNodes(t *testing.T) {
 		mu      sync.Mutex
 		arrived []time.Time
 		grants  []time.Time
+		node    = map[time.Time]string{} // the node that granted at a time
 		by      = map[string][]time.Time{}
 	)
 	standIn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +109,7 @@ func TestUpstreamAcrossNodes(t *testing.T) {
 		mu.Lock()
 		arrived = append(arrived, now)
 		grants = append(grants, at)
+		node[at] = r.URL.Query().Get("node")
 		by[r.URL.Query().Get("customer")] = append(by[r.URL.Query().Get("customer")], at)
 		mu.Unlock()
 	}))
@@ -165,7 +168,7 @@ func TestUpstreamAcrossNodes(t *testing.T) {
 						t.Errorf("a grant for %s: %+v, %v; want granted with its time", customer, out, err)
 						return
 					}
-					if r, err := hc.Get(standIn.URL + "/?customer=" + customer + "&granted=" + out.GrantedAt.Format(time.RFC3339Nano)); err == nil {
+					if r, err := hc.Get(standIn.URL + "/?customer=" + customer + "&node=" + strconv.Itoa(i%3) + "&granted=" + out.GrantedAt.Format(time.RFC3339Nano)); err == nil {
 						r.Body.Close()
 					}
 				})
@@ -184,7 +187,7 @@ func TestUpstreamAcrossNodes(t *testing.T) {
 	defer mu.Unlock()
 	most := mostInWindow(grants, time.Second)
 	if most > rate {
-		t.Errorf("the stand-in got calls granted %d to one second, more than the rate of %d", most, rate)
+		t.Errorf("the stand-in got calls granted %d to one second, more than the rate of %d; %s", most, rate, busiestWindow(grants, node, time.Second))
 	}
 	from, to := began.Add(settle), began.Add(settle+measure)
 	var (
@@ -240,6 +243,30 @@ func waterFill(demand []float64, capacity float64) []float64 {
 }
 
 // mostInWindow returns the most times in any interval of length w.
+// busiestWindow describes the interval of length w holding the most of
+// ts: when it begins and ends, and how many each node granted in it.
+func busiestWindow(ts []time.Time, node map[time.Time]string, w time.Duration) string {
+	ts = slices.Clone(ts)
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	most, from, to := 0, 0, 0
+	for i, lo := 0, 0; i < len(ts); i++ {
+		for ts[i].Sub(ts[lo]) >= w {
+			lo++
+		}
+		if i-lo+1 > most {
+			most, from, to = i-lo+1, lo, i
+		}
+	}
+	if most == 0 {
+		return "no grants"
+	}
+	per := map[string]int{}
+	for _, at := range ts[from : to+1] {
+		per[node[at]]++
+	}
+	return fmt.Sprintf("the busiest second, %s to %s (%v apart), had %v by node", ts[from].Format(time.RFC3339Nano), ts[to].Format(time.RFC3339Nano), ts[to].Sub(ts[from]), per)
+}
+
 func mostInWindow(ts []time.Time, w time.Duration) int {
 	ts = slices.Clone(ts)
 	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
