@@ -8,12 +8,15 @@ package config
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/fairshare"
+	"github.com/sluicehq/sluice/forward"
 )
 
 // Config is a loaded configuration.
@@ -69,6 +72,37 @@ type Upstream struct {
 	// own, else its tier's, else 1.
 	TierWeights   map[string]int64
 	TenantWeights map[string]int64
+	// Margin is headroom for the time between a grant and its call's
+	// arrival at the upstream: the scheduler grants at most Rate units in
+	// any interval of Window plus Margin, so that the upstream sees at
+	// most Rate in any Window while that time varies by at most Margin
+	// from one call to the next (docs/fairshare.md). 0: none, unless the
+	// upstream has a proxy (DefaultProxyMargin).
+	Margin time.Duration
+	// Proxy, if not nil, is where Sluice sends its customers' calls
+	// itself (ANY /v1/upstreams/{name}/proxy/{path...}).
+	Proxy *Proxy
+}
+
+// Proxy is an upstream's address, and what may pass to it; zero fields
+// take package forward's defaults.
+type Proxy struct {
+	// URL is the base of every call: http or https, a host and a path.
+	URL *url.URL
+	// Timeout bounds a call from its send to its answer's end.
+	Timeout time.Duration
+	// MaxBody and MaxResponse bound a call's request and response bodies,
+	// in bytes.
+	MaxBody, MaxResponse int64
+	// Headers are set on every call (the third party's credentials): a
+	// value "${NAME}" is read from the environment variable NAME at load.
+	Headers map[string]string
+	// ForwardHeaders are the caller's headers passed on beside
+	// forward.DefaultForward.
+	ForwardHeaders []string
+	// MaxConcurrent bounds the calls in flight to the upstream on a node,
+	// MaxPerTenant one tenant's.
+	MaxConcurrent, MaxPerTenant int
 }
 
 // Upstream defaults and bounds.
@@ -76,11 +110,32 @@ const (
 	DefaultUpstreamWindow  = time.Second
 	DefaultUpstreamMaxWait = 2 * time.Second
 	MaxUpstreamWait        = time.Minute
+	// DefaultProxyMargin is the margin of an upstream with a proxy that
+	// names none: the proxy starts each send within half of it of its
+	// grant, and leaves the other half to the network's jitter.
+	DefaultProxyMargin = 20 * time.Millisecond
 )
 
-// Scheduler returns the fair-share configuration of u.
+// Scheduler returns the fair-share configuration of u: its window
+// lengthened by its margin.
 func (u Upstream) Scheduler() fairshare.Config {
-	return fairshare.Config{Rate: u.Rate, Window: u.Window, Burst: u.Burst, MaxQueue: u.MaxQueue, Cap: u.Cap}
+	return fairshare.Config{Rate: u.Rate, Window: u.Window + u.Margin, Burst: u.Burst, MaxQueue: u.MaxQueue, Cap: u.Cap}
+}
+
+// Target returns the proxy's target of u, and whether u has a proxy.
+func (u Upstream) Target() (forward.Target, bool) {
+	p := u.Proxy
+	if p == nil {
+		return forward.Target{}, false
+	}
+	h := http.Header{}
+	for k, v := range p.Headers {
+		h.Set(k, v)
+	}
+	return forward.Target{
+		Name: u.Name, URL: p.URL, Margin: u.Margin, Timeout: p.Timeout, MaxBody: p.MaxBody, MaxResponse: p.MaxResponse,
+		Headers: h, Forward: p.ForwardHeaders, MaxConcurrent: p.MaxConcurrent, MaxPerTenant: p.MaxPerTenant,
+	}, true
 }
 
 // Tier returns the tier of tenant t (as the tenant store holds it; nil if

@@ -114,6 +114,19 @@ func TestErrorsNameFileLineField(t *testing.T) {
 		{"upstreams:\n  api:\n    rate: 10\n    weights:\n      tenants: {acme: 0}\n", "c.yaml:5: upstreams.api.weights.tenants.acme: must be between 1 and 1000000"},
 		{"upstreams:\n  api:\n    rate: 10\n    weights: {users: {}}\n", "c.yaml:4: upstreams.api.weights.users: is not a known field"},
 		{"upstreams:\n  bad name: {rate: 10}\n", "c.yaml:2: upstreams.bad name: is not a valid upstream name"},
+		{"upstreams:\n  api:\n    rate: 10\n    margin: 2s\n", "c.yaml:4: upstreams.api.margin: must be at most the window (1s)"},
+		{"upstreams:\n  api:\n    rate: 10\n    margin: 0s\n", "c.yaml:4: upstreams.api.margin: must be positive"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy: {timeout: 1s}\n", "c.yaml:4: upstreams.api.proxy.url: is required"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy: {url: /relative}\n", "c.yaml:4: upstreams.api.proxy.url: must be an absolute http or https URL"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy: {url: 'file:///etc/passwd'}\n", "c.yaml:4: upstreams.api.proxy: URL \"file:///etc/passwd\" must be http or https"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy: {url: 'https://u:secret@x/'}\n", "c.yaml:4: upstreams.api.proxy: URL \"https://u:xxxxx@x/\" must hold no user"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy: {url: 'https://x/?k=1'}\n", "c.yaml:4: upstreams.api.proxy: URL \"https://x/?k=1\" must hold no query"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy: {url: 'https://x/', forwardHeaders: [Authorization]}\n", "c.yaml:4: upstreams.api.proxy: header \"Authorization\" is never forwarded"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy: {url: 'https://x/', headers: {Host: evil}}\n", "c.yaml:4: upstreams.api.proxy: header \"Host\" may not be set"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy:\n      url: 'https://x/'\n      headers: {'a b': c}\n", "c.yaml:6: upstreams.api.proxy.headers.a b: must be a header name"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy:\n      url: 'https://x/'\n      headers: {X-Key: '${SLUICE_TEST_UNSET_VARIABLE}'}\n", "c.yaml:6: upstreams.api.proxy.headers.X-Key: reads the environment variable SLUICE_TEST_UNSET_VARIABLE, which is not set"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy: {url: 'https://x/', maxConcurrent: 0}\n", "c.yaml:4: upstreams.api.proxy.maxConcurrent: must be between 1 and"},
+		{"upstreams:\n  api:\n    rate: 10\n    proxy: {url: 'https://x/', colour: red}\n", "c.yaml:4: upstreams.api.proxy.colour: is not a known field"},
 	}
 	for _, tc := range cases {
 		_, err := Parse("c.yaml", []byte(tc.yaml))
@@ -156,6 +169,54 @@ func TestUpstreams(t *testing.T) {
 	}
 	if u.Cap != 2 || u.Scheduler().Cap != 2 {
 		t.Errorf("api: cap %d, scheduler's %d; want 2", u.Cap, u.Scheduler().Cap)
+	}
+}
+
+// TestUpstreamMarginAndProxy: a margin lengthens the scheduler's window;
+// a proxy takes its fields, its credentials from the environment, and a
+// margin of DefaultProxyMargin unless it names one.
+func TestUpstreamMarginAndProxy(t *testing.T) {
+	t.Setenv("SLUICE_TEST_PARTNER_TOKEN", "Bearer s3cret")
+	c, err := Parse("c.yaml", []byte(`
+upstreams:
+  paced: {rate: 100, window: 1s, margin: 50ms}
+  proxied:
+    rate: 100
+    proxy:
+      url: https://api.partner.example/v2
+      timeout: 5s
+      maxBody: 1000
+      maxResponse: 2000
+      headers: {Authorization: '${SLUICE_TEST_PARTNER_TOKEN}', X-Client: sluice}
+      forwardHeaders: [X-Trace]
+      maxConcurrent: 50
+      maxConcurrentPerTenant: 5
+  plain: {rate: 100}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := c.Upstreams["paced"]; u.Margin != 50*time.Millisecond || u.Scheduler().Window != 1050*time.Millisecond || u.Proxy != nil {
+		t.Errorf("paced: margin %v, scheduler's window %v, proxy %v", u.Margin, u.Scheduler().Window, u.Proxy)
+	}
+	if u := c.Upstreams["plain"]; u.Margin != 0 || u.Scheduler().Window != time.Second {
+		t.Errorf("plain: margin %v, window %v", u.Margin, u.Scheduler().Window)
+	}
+	u := c.Upstreams["proxied"]
+	if u.Margin != DefaultProxyMargin || u.Scheduler().Window != time.Second+DefaultProxyMargin {
+		t.Errorf("proxied: margin %v, scheduler's window %v", u.Margin, u.Scheduler().Window)
+	}
+	tg, ok := u.Target()
+	if !ok || tg.URL.String() != "https://api.partner.example/v2" || tg.Timeout != 5*time.Second || tg.MaxBody != 1000 || tg.MaxResponse != 2000 ||
+		tg.Headers.Get("Authorization") != "Bearer s3cret" || tg.Headers.Get("X-Client") != "sluice" || len(tg.Forward) != 1 ||
+		tg.MaxConcurrent != 50 || tg.MaxPerTenant != 5 || tg.Margin != DefaultProxyMargin || tg.Name != "proxied" {
+		t.Errorf("target: %+v", tg)
+	}
+	if err := tg.Check(); err != nil {
+		t.Error(err)
+	}
+	if _, ok := c.Upstreams["paced"].Target(); ok {
+		t.Error("paced has a target")
 	}
 }
 

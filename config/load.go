@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -516,7 +518,7 @@ func (p *parser) strings(n *yaml.Node, field string) ([]string, error) {
 	return out, nil
 }
 
-var upstreamFields = []string{"rate", "window", "burst", "maxQueue", "cap", "maxWait", "weights"}
+var upstreamFields = []string{"rate", "window", "burst", "maxQueue", "cap", "maxWait", "weights", "margin", "proxy"}
 
 // upstreams reads the upstream quotas; after tiers and tenants, which
 // their weights name.
@@ -555,11 +557,18 @@ func (p *parser) upstreams(n *yaml.Node) error {
 				}
 			case "weights":
 				err = p.weights(v, field, &u)
+			case "margin":
+				u.Margin, err = p.duration(v, field)
+			case "proxy":
+				u.Proxy, err = p.proxy(v, field)
 			}
 			return err
 		})
 		if err != nil {
 			return err
+		}
+		if u.Proxy != nil && lines["margin"] == nil {
+			u.Margin = DefaultProxyMargin
 		}
 		switch {
 		case lines["rate"] == nil:
@@ -570,13 +579,94 @@ func (p *parser) upstreams(n *yaml.Node) error {
 			return p.errf(lines["burst"], join(path, "burst"), "must be at most rate (%d), got %d", u.Rate, u.Burst)
 		case u.Cap > u.Rate:
 			return p.errf(lines["cap"], join(path, "cap"), "must be at most rate (%d), got %d", u.Rate, u.Cap)
+		case u.Margin > u.Window:
+			return p.errf(lines["margin"], join(path, "margin"), "must be at most the window (%v), got %v", u.Window, u.Margin)
 		}
 		if err := u.Scheduler().Validate(); err != nil { // a guard: the checks above should have caught it
 			return p.errf(v, path, "%v", err)
 		}
+		if t, ok := u.Target(); ok {
+			if err := t.Check(); err != nil {
+				return p.errf(lines["proxy"], join(path, "proxy"), "%v", strings.TrimPrefix(err.Error(), "forward: "))
+			}
+		}
 		p.c.Upstreams[name] = u
 		return nil
 	})
+}
+
+var proxyFields = []string{"url", "timeout", "maxBody", "maxResponse", "headers", "forwardHeaders", "maxConcurrent", "maxConcurrentPerTenant"}
+
+// proxy reads an upstream's proxy: where Sluice sends its calls.
+func (p *parser) proxy(n *yaml.Node, path string) (*Proxy, error) {
+	px := &Proxy{}
+	var at *yaml.Node
+	err := p.fields(n, path, proxyFields, func(k string, v *yaml.Node) error {
+		field := join(path, k)
+		var err error
+		switch k {
+		case "url":
+			at = v
+			px.URL, err = url.Parse(v.Value)
+			if err != nil || !px.URL.IsAbs() {
+				return p.errf(v, field, "must be an absolute http or https URL, got %q", v.Value)
+			}
+		case "timeout":
+			px.Timeout, err = p.duration(v, field)
+			if err == nil && px.Timeout > 10*time.Minute {
+				err = p.errf(v, field, "must be at most 10m, got %v", px.Timeout)
+			}
+		case "maxBody":
+			px.MaxBody, err = p.int(v, field, 1, 1<<30)
+		case "maxResponse":
+			px.MaxResponse, err = p.int(v, field, 1, 1<<30)
+		case "maxConcurrent", "maxConcurrentPerTenant":
+			var x int64
+			x, err = p.int(v, field, 1, 100_000)
+			if k == "maxConcurrent" {
+				px.MaxConcurrent = int(x)
+			} else {
+				px.MaxPerTenant = int(x)
+			}
+		case "forwardHeaders":
+			px.ForwardHeaders, err = p.strings(v, field)
+		case "headers":
+			px.Headers = map[string]string{}
+			err = p.fields(v, field, nil, func(name string, hv *yaml.Node) error {
+				value := hv.Value
+				if env, ok := strings.CutPrefix(value, "${"); ok && strings.HasSuffix(env, "}") {
+					env = strings.TrimSuffix(env, "}")
+					if value, ok = os.LookupEnv(env); !ok {
+						return p.errf(hv, join(field, name), "reads the environment variable %s, which is not set", env)
+					}
+				}
+				if hv.Kind != yaml.ScalarNode || !validHeaderName(name) {
+					return p.errf(hv, join(field, name), "must be a header name and a text value")
+				}
+				px.Headers[name] = value
+				return nil
+			})
+		}
+		return err
+	})
+	if err == nil && at == nil {
+		err = p.errf(n, join(path, "url"), "is required: the address calls are sent under")
+	}
+	return px, err
+}
+
+// validHeaderName reports whether s is an HTTP header name (RFC 9110's
+// token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *parser) weights(n *yaml.Node, path string, u *Upstream) error {
