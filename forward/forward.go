@@ -333,7 +333,8 @@ func printable(s string) bool {
 // ReadBody reads r's body, at most MaxBody bytes: a longer one is
 // refused with wire's 413 error, naming the field "body".
 func (f *Forwarder) ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	tooLarge := sluice.Invalid("body", "exceeds the upstream's %d bytes", f.t.MaxBody)
+	// Wrapping wire's, it is answered 413.
+	tooLarge := &sluice.Error{Kind: sluice.KindInvalid, Field: "body", Message: fmt.Sprintf("exceeds the upstream's %d bytes", f.t.MaxBody), Err: wire.ErrBodyTooLarge}
 	if r.ContentLength > f.t.MaxBody {
 		return nil, tooLarge
 	}

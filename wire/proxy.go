@@ -18,10 +18,13 @@ const (
 
 // The headers Sluice adds to a proxied call's answer: when the call was
 // granted on the server's clock (RFC 3339, nanoseconds) and how long it
-// waited, in milliseconds.
+// waited, in milliseconds, on every answer after a grant; and, on an
+// answer of Sluice's own rather than the upstream's (a ProxyFailure), its
+// code, so that a client tells Sluice's 502 from the upstream's.
 const (
-	HeaderGrantedAt = "Sluice-Granted-At"
-	HeaderWaitedMs  = "Sluice-Waited-Ms"
+	HeaderGrantedAt  = "Sluice-Granted-At"
+	HeaderWaitedMs   = "Sluice-Waited-Ms"
+	HeaderProxyError = "Sluice-Proxy-Error"
 )
 
 // ReasonBusy refuses a proxied call (429) when the upstream's calls in
@@ -70,6 +73,7 @@ func WriteProxyFailure(w http.ResponseWriter, upstream, code, msg string) {
 	if code == ProxySlotMissed {
 		w.Header().Set("Retry-After", "1")
 	}
+	w.Header().Set(HeaderProxyError, code)
 	WriteJSON(w, status, ProxyFailure{Error: code, Message: msg, Upstream: upstream})
 }
 

@@ -82,10 +82,10 @@ func WriteAcquireError(w http.ResponseWriter, upstream string, err error, retryA
 }
 
 // Err returns the refusal s describes (sluice.ErrShortage or
-// ErrQueueFull, which fairshare's errors are), for a client: an unknown
-// reason is a shortage.
+// ErrQueueFull, which fairshare's errors are), for a client: a busy proxy
+// is ErrQueueFull, an unknown reason a shortage.
 func (s UpstreamShort) Err() error {
-	if s.Reason == ReasonQueueFull {
+	if s.Reason == ReasonQueueFull || s.Reason == ReasonBusy {
 		return sluice.ErrQueueFull
 	}
 	return sluice.ErrShortage
