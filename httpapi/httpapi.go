@@ -13,6 +13,7 @@
 //	GET    /v1/tenants/{id}/sessions/{s}, DELETE  read, delete a session
 //	GET    /v1/policies                       the configured policies
 //	POST   /v1/upstreams/{name}/acquire       wait for a fair share of an upstream quota
+//	ANY    /v1/upstreams/{name}/proxy/{path...}  wait for it, and have the server make the call
 //	GET    /v1/upstreams, /v1/upstreams/{name}  upstreams' configuration and state (admin)
 //	GET    /healthz, /readyz, /metrics        operations
 //
@@ -158,6 +159,7 @@ func New(opts Options) *Handler {
 	h.route("DELETE", "/v1/tenants/{id}/sessions/{session}", h.deleteSession)
 	h.route("GET", "/v1/policies", h.policies)
 	h.route("POST", "/v1/upstreams/{name}/acquire", h.acquireUpstream)
+	h.routeProxy()
 	h.route("GET", "/v1/upstreams", h.listUpstreams)
 	h.route("GET", "/v1/upstreams/{name}", h.getUpstream)
 	h.routeBlocks()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/fairshare"
+	"github.com/sluicehq/sluice/forward"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -23,6 +24,13 @@ type Upstream struct {
 	// name.
 	MaxWait time.Duration
 	Weights tenancy.Weights
+	// Margin is what the scheduler's window is longer than the upstream's
+	// (Quota's window is the upstream's plus Margin), for jitter between a
+	// grant and its call's arrival.
+	Margin time.Duration
+	// Proxy, if not nil, sends calls to the upstream for its customers
+	// (ANY /v1/upstreams/{name}/proxy/{path...}); its owner closes it.
+	Proxy *forward.Forwarder
 }
 
 // maxShownQueues bounds the customer queues an upstream's state lists.
@@ -53,7 +61,6 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 		writeError(w, err)
 		return
 	}
-	qc := up.Quota.Config()
 	cost, maxWait := int64(1), up.MaxWait
 	if in.Cost != nil {
 		cost = *in.Cost
@@ -61,39 +68,70 @@ func (h *Handler) acquireUpstream(w http.ResponseWriter, r *http.Request, who pr
 	if in.MaxWait != nil {
 		maxWait = in.MaxWait.D
 	}
-	switch {
-	case !sluice.ValidID(tenant):
-		err = sluice.Invalid("tenant", "must be a valid tenant id, got %q", tenant)
-	case in.Key == "" || len(in.Key) > sluice.MaxKeyLen:
-		err = sluice.Invalid("key", "must be 1 to %d bytes: the customer within the tenant", sluice.MaxKeyLen)
-	case cost < 1 || cost > qc.Burst:
-		err = sluice.Invalid("cost", "must be between 1 and the upstream's burst %d, got %d", qc.Burst, cost)
-	case qc.Cap > 0 && cost > qc.Cap:
-		err = sluice.Invalid("cost", "must be at most the upstream's cap %d per customer, got %d", qc.Cap, cost)
-	case in.MaxWait.Err() != nil:
-		err = sluice.Invalid("maxWait", "%v", in.MaxWait.Err())
-	case maxWait < time.Millisecond || maxWait > up.MaxWait:
-		err = sluice.Invalid("maxWait", "must be between 1ms and the upstream's maxWait %v, got %v", up.MaxWait, maxWait)
-	}
-	if err != nil {
+	c := call{tenant: tenant, key: in.Key, cost: cost, maxWait: maxWait, maxWaitErr: in.MaxWait.Err()}
+	if err := c.check(up, acquireFields); err != nil {
 		writeError(w, err)
 		return
 	}
-	weight := h.tenants.UpstreamWeight(r.Context(), up.Weights, tenant)
-	c := customerOf(tenant, in.Key)
-	// The server's write timeout is for ordinary requests; this one is
-	// held for up to maxWait first. Not every writer can say (httptest's
-	// recorder): then the server's timeout stands.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxWait + 10*time.Second))
-	g, err := up.Quota.AcquireGrant(r.Context(), c, tenant, weight, cost, maxWait)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return // the client went: its place is withdrawn, and no one reads an answer
-		}
-		wire.WriteAcquireError(w, name, err, up.Quota.Estimate(c, tenant, weight, cost))
-		return
+	if g, ok := h.grant(w, r, name, up, c, 0); ok {
+		writeJSON(w, http.StatusOK, wire.FromGrant(g.At, g.Waited))
 	}
-	writeJSON(w, http.StatusOK, wire.FromGrant(g.At, g.Waited))
+}
+
+// call is a request for an upstream's units: its customer (a tenant and a
+// key), its cost and its longest wait, as a route decodes them.
+type call struct {
+	tenant, key string
+	cost        int64
+	maxWait     time.Duration
+	maxWaitErr  error // the wait as given could not be read
+}
+
+// callFields name call's fields in a route's errors: tenant, key, cost and
+// maxWait, in that order.
+type callFields [4]string
+
+var acquireFields = callFields{"tenant", "key", "cost", "maxWait"}
+
+// check refuses a call the upstream cannot take, naming the field.
+func (c call) check(up Upstream, f callFields) error {
+	qc := up.Quota.Config()
+	switch {
+	case !sluice.ValidID(c.tenant):
+		return sluice.Invalid(f[0], "must be a valid tenant id, got %q", c.tenant)
+	case c.key == "" || len(c.key) > sluice.MaxKeyLen:
+		return sluice.Invalid(f[1], "must be 1 to %d bytes: the customer within the tenant", sluice.MaxKeyLen)
+	case c.cost < 1 || c.cost > qc.Burst:
+		return sluice.Invalid(f[2], "must be between 1 and the upstream's burst %d, got %d", qc.Burst, c.cost)
+	case qc.Cap > 0 && c.cost > qc.Cap:
+		return sluice.Invalid(f[2], "must be at most the upstream's cap %d per customer, got %d", qc.Cap, c.cost)
+	case c.maxWaitErr != nil:
+		return sluice.Invalid(f[3], "%v", c.maxWaitErr)
+	case c.maxWait < time.Millisecond || c.maxWait > up.MaxWait:
+		return sluice.Invalid(f[3], "must be between 1ms and the upstream's maxWait %v, got %v", up.MaxWait, c.maxWait)
+	}
+	return nil
+}
+
+// grant waits for c's turn at upstream name: ok, or its refusal answered
+// (429 as acquire answers it), or its client gone. The request is held for
+// up to c's maxWait, then for after more: the server's write deadline is
+// stretched past both.
+func (h *Handler) grant(w http.ResponseWriter, r *http.Request, name string, up Upstream, c call, after time.Duration) (fairshare.Grant, bool) {
+	weight := h.tenants.UpstreamWeight(r.Context(), up.Weights, c.tenant)
+	cust := customerOf(c.tenant, c.key)
+	// The server's write timeout is for ordinary requests. Not every
+	// writer can say (httptest's recorder): then the server's timeout
+	// stands.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(c.maxWait + after + 10*time.Second))
+	g, err := up.Quota.AcquireGrant(r.Context(), cust, c.tenant, weight, c.cost, c.maxWait)
+	if err != nil {
+		if r.Context().Err() == nil { // else the client went: its place is withdrawn, and no one reads an answer
+			wire.WriteAcquireError(w, name, err, up.Quota.Estimate(cust, c.tenant, weight, c.cost))
+		}
+		return fairshare.Grant{}, false
+	}
+	return g, true
 }
 
 func errNoUpstream(name string) error {
@@ -121,6 +159,7 @@ type upstreamOut struct {
 	Name     string        `json:"name"`
 	Rate     int64         `json:"rate"`
 	Window   string        `json:"window"`
+	Margin   string        `json:"margin,omitempty"`
 	Burst    int64         `json:"burst"`
 	MaxQueue int           `json:"maxQueue"`
 	Cap      int64         `json:"cap,omitempty"`
@@ -128,6 +167,14 @@ type upstreamOut struct {
 	Weights  weightsOut    `json:"weights"`
 	State    upstreamState `json:"state"`
 	Queues   []customerOut `json:"queues"`
+	Proxy    *proxyOut     `json:"proxy,omitempty"`
+}
+
+// proxyOut is the state of an upstream's proxy: its calls in flight on
+// this node, and the tenants they are of.
+type proxyOut struct {
+	InFlight int `json:"inFlight"`
+	Tenants  int `json:"tenants"`
 }
 
 type weightsOut struct {
@@ -160,11 +207,18 @@ func upstreamInfo(name string, up Upstream) upstreamOut {
 	qc := up.Quota.Config()
 	st := up.Quota.Stats(maxShownQueues)
 	out := upstreamOut{
-		Name: name, Rate: qc.Rate, Window: qc.Window.String(), Burst: qc.Burst, MaxQueue: qc.MaxQueue, Cap: qc.Cap, MaxWait: up.MaxWait.String(),
+		Name: name, Rate: qc.Rate, Window: (qc.Window - up.Margin).String(), Burst: qc.Burst, MaxQueue: qc.MaxQueue, Cap: qc.Cap, MaxWait: up.MaxWait.String(),
 		Weights: weightsOut{Tiers: orEmpty(up.Weights.Tiers), Tenants: orEmpty(up.Weights.Tenants)},
 		State: upstreamState{Waiting: st.Waiting, Customers: st.Customers, Granted: st.Granted, Utilisation: st.Utilisation,
 			Share: st.Share, Nodes: st.Nodes},
 		Queues: make([]customerOut, len(st.Queues)),
+	}
+	if up.Margin > 0 {
+		out.Margin = up.Margin.String()
+	}
+	if up.Proxy != nil {
+		out.Proxy = &proxyOut{}
+		out.Proxy.InFlight, out.Proxy.Tenants = up.Proxy.InFlight()
 	}
 	if !math.IsInf(st.Level, 0) {
 		out.State.FairLevel = st.Level

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fairshare"
+	"github.com/sluicehq/sluice/forward"
 	"github.com/sluicehq/sluice/store/memstore"
 	"github.com/sluicehq/sluice/tenancy"
 )
@@ -36,7 +37,14 @@ upstreams:
 // and tenants acme (premium) and beta, each with an API key.
 func newUpstreamService(t *testing.T) *service {
 	t.Helper()
-	cfg, err := config.Parse("upstreams.yaml", []byte(upstreamsYAML))
+	return newUpstreamServiceOf(t, upstreamsYAML)
+}
+
+// newUpstreamServiceOf is newUpstreamService with the upstreams of yaml,
+// and their proxies, as internal/server builds them.
+func newUpstreamServiceOf(t *testing.T, yaml string) *service {
+	t.Helper()
+	cfg, err := config.Parse("upstreams.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +54,14 @@ func newUpstreamService(t *testing.T) *service {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ups[name] = Upstream{Quota: q, MaxWait: uc.MaxWait, Weights: tenancy.Weights{Tiers: uc.TierWeights, Tenants: uc.TenantWeights}}
+		up := Upstream{Quota: q, MaxWait: uc.MaxWait, Weights: tenancy.Weights{Tiers: uc.TierWeights, Tenants: uc.TenantWeights}, Margin: uc.Margin}
+		if tg, ok := uc.Target(); ok {
+			if up.Proxy, err = forward.New(tg); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(up.Proxy.Close) // after the server's, which the cleanup below closes
+		}
+		ups[name] = up
 	}
 	s := memstore.New(memstore.Options{})
 	h := New(Options{

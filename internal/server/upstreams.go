@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/fairshare"
+	"github.com/sluicehq/sluice/forward"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/tenancy"
 )
@@ -37,15 +38,27 @@ func newUpstreams(cfg *config.Config, lim fairshare.Limiter, shared bool, log *s
 			closeUpstreams(ups)
 			return nil, fmt.Errorf("serve: upstream %s: %w", name, err)
 		}
-		ups[name] = httpapi.Upstream{Quota: q, MaxWait: uc.MaxWait, Weights: tenancy.Weights{Tiers: uc.TierWeights, Tenants: uc.TenantWeights}}
+		up := httpapi.Upstream{Quota: q, MaxWait: uc.MaxWait, Weights: tenancy.Weights{Tiers: uc.TierWeights, Tenants: uc.TenantWeights}, Margin: uc.Margin}
+		ups[name] = up
+		if t, ok := uc.Target(); ok {
+			t.Logger = opts.Logger
+			if up.Proxy, err = forward.New(t); err != nil {
+				closeUpstreams(ups)
+				return nil, fmt.Errorf("serve: upstream %s: %w", name, err)
+			}
+			ups[name] = up
+		}
 	}
 	return ups, nil
 }
 
-// closeUpstreams stops them; waiting requests end with fairshare.ErrClosed.
-// Closing twice is harmless.
+// closeUpstreams stops them; waiting requests end with fairshare.ErrClosed,
+// and their proxies' idle connections close. Closing twice is harmless.
 func closeUpstreams(ups map[string]httpapi.Upstream) {
 	for _, u := range ups {
 		u.Quota.Close()
+		if u.Proxy != nil {
+			u.Proxy.Close()
+		}
 	}
 }
