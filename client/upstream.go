@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -91,4 +94,90 @@ func orDefault(d, otherwise time.Duration) time.Duration {
 		return otherwise
 	}
 	return d
+}
+
+// ProxyCall names a proxied call's customer, cost and wait, as Acquire's
+// arguments do: Tenant may be empty with a tenant's key; Cost 0 means 1;
+// MaxWait 0 the upstream's own.
+type ProxyCall struct {
+	Tenant, Key string
+	Cost        int64
+	MaxWait     time.Duration
+}
+
+// Proxy has the server send a call to the named upstream when the
+// customer's turn comes (ANY /v1/upstreams/{upstream}/proxy/{path}), so
+// that the upstream's rate holds where calls are sent. r is the call: its
+// method, its URL's path (relative to the upstream's base, without a
+// leading '/') and query, its headers (only a safe set is forwarded) and
+// its body. The upstream's answer is returned as it is, whatever its
+// status; the caller closes its body. A refusal before the call is sent
+// is an *UpstreamError, as Acquire's (or with reason wire.ReasonBusy, when
+// too many calls are in flight); the server's own failures (the upstream
+// unreachable, slow past its timeout, or a send the server could not
+// start in time, which is safe to retry) and its other errors are
+// *sluice.Error. The HTTP client's timeout is stretched past the wait and
+// the upstream's default timeout for this call; ctx bounds it.
+func (c *Client) Proxy(ctx context.Context, upstream string, call ProxyCall, r *http.Request) (*http.Response, error) {
+	const op = "client.proxy"
+	if r.URL.IsAbs() || r.URL.Host != "" || strings.HasPrefix(r.URL.Path, "/") {
+		return nil, &sluice.Error{Op: op, Kind: sluice.KindInvalid, Field: "path", Message: "must be relative to the upstream's base"}
+	}
+	u := c.base + "/v1/upstreams/" + url.PathEscape(upstream) + "/proxy/" + r.URL.EscapedPath()
+	if r.URL.RawQuery != "" {
+		u += "?" + r.URL.RawQuery
+	}
+	hr, err := http.NewRequestWithContext(ctx, r.Method, u, r.Body)
+	if err != nil {
+		return nil, &sluice.Error{Op: op, Kind: sluice.KindInvalid, Message: "bad request", Err: err}
+	}
+	hr.Header = r.Header.Clone()
+	if hr.Header == nil {
+		hr.Header = http.Header{}
+	}
+	hr.ContentLength = r.ContentLength
+	for k, v := range map[string]string{wire.HeaderTenant: call.Tenant, wire.HeaderKey: call.Key} {
+		if v != "" {
+			hr.Header.Set(k, v)
+		}
+	}
+	if call.Cost != 0 {
+		hr.Header.Set(wire.HeaderCost, strconv.FormatInt(call.Cost, 10))
+	}
+	if call.MaxWait != 0 {
+		hr.Header.Set(wire.HeaderMaxWait, call.MaxWait.String())
+	}
+	if c.key != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	httpc := c.httpc
+	if wait := orDefault(call.MaxWait, maxUpstreamWait) + 35*time.Second; httpc.Timeout != 0 && httpc.Timeout < wait {
+		stretched := *httpc
+		stretched.Timeout = wait
+		httpc = &stretched
+	}
+	resp, err := httpc.Do(hr)
+	if err != nil {
+		return nil, &sluice.Error{Op: op, Kind: sluice.KindUnavailable, Err: err}
+	}
+	if resp.Header.Get(wire.HeaderGrantedAt) != "" && resp.Header.Get(wire.HeaderProxyError) == "" {
+		return resp, nil // the upstream's answer
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, &sluice.Error{Op: op, Kind: sluice.KindUnavailable, Err: err}
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		var out wire.UpstreamShort
+		if err := json.Unmarshal(b, &out); err == nil && out.Error == wire.UpstreamShortCode {
+			return nil, &UpstreamError{Upstream: out.Upstream, Reason: out.Reason, RetryAfter: time.Duration(out.RetryAfterMs) * time.Millisecond, err: out.Err()}
+		}
+	}
+	if code := resp.Header.Get(wire.HeaderProxyError); code != "" {
+		var out wire.ProxyFailure
+		_ = json.Unmarshal(b, &out)
+		return nil, &sluice.Error{Op: op, Kind: sluice.KindUnavailable, Field: "upstream", Message: code + ": " + out.Message}
+	}
+	return nil, answer{status: resp.StatusCode, header: resp.Header, body: b}.err(op)
 }
