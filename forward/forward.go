@@ -354,13 +354,15 @@ type Call struct {
 	URL     *url.URL
 	Body    []byte
 	Granted time.Time // on the wall clock, as time.Now gives it
+	sent    time.Time // when the send started, once it has
 }
 
 type callKey struct{}
 
 // Send sends r, as c says, to the third party, and passes its answer back
-// to w: its status, its headers but for hop-by-hop ones and Set-Cookie,
-// and its body, streamed. A call that cannot start within half the
+// to w: its status, its headers but for hop-by-hop ones and Set-Cookie
+// (and with wire.HeaderSentAt, when the send started), and its body,
+// streamed. A call that cannot start within half the
 // margin of its grant is not sent (503, wire.ProxySlotMissed); one that
 // fails answers 502, one that times out 504, naming the upstream. It
 // returns when the answer is written or abandoned.
@@ -400,7 +402,8 @@ func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // modifyResponse refuses what Sluice does not pass on, bounds the body,
-// and drops the third party's cookies.
+// drops the third party's cookies and any headers it names as Sluice's,
+// and notes when the send started.
 func (f *Forwarder) modifyResponse(res *http.Response) error {
 	switch {
 	case res.StatusCode == http.StatusSwitchingProtocols:
@@ -410,6 +413,14 @@ func (f *Forwarder) modifyResponse(res *http.Response) error {
 	}
 	res.Header.Del("Set-Cookie")
 	res.Header.Del("Set-Cookie2")
+	for name := range res.Header {
+		if strings.HasPrefix(name, "Sluice-") { // Sluice's to say, not the upstream's
+			delete(res.Header, name)
+		}
+	}
+	if c, ok := res.Request.Context().Value(callKey{}).(*Call); ok && !c.sent.IsZero() {
+		res.Header.Set(wire.HeaderSentAt, c.sent.UTC().Format(time.RFC3339Nano))
+	}
 	res.Body = &bounded{ReadCloser: res.Body, left: f.t.MaxResponse}
 	return nil
 }
@@ -451,11 +462,13 @@ type paced struct {
 }
 
 func (p *paced) RoundTrip(r *http.Request) (*http.Response, error) {
-	if c, ok := r.Context().Value(callKey{}).(*Call); ok && time.Since(c.Granted) > p.within {
-		if r.Body != nil {
-			r.Body.Close()
+	if c, ok := r.Context().Value(callKey{}).(*Call); ok {
+		if c.sent = time.Now(); c.sent.Sub(c.Granted) > p.within {
+			if r.Body != nil {
+				r.Body.Close()
+			}
+			return nil, errSlotMissed
 		}
-		return nil, errSlotMissed
 	}
 	return p.next.RoundTrip(r)
 }

@@ -156,6 +156,7 @@ func TestHeadersPassed(t *testing.T) {
 		w.Header().Set("X-Upstream", "yes")
 		w.Header().Set("Connection", "X-Hop")
 		w.Header().Set("X-Hop", "1")
+		w.Header().Set(wire.HeaderProxyError, "forged")
 		w.WriteHeader(201)
 		io.WriteString(w, "made")
 	})
@@ -172,7 +173,7 @@ func TestHeadersPassed(t *testing.T) {
 	if w.Code != 201 || w.Body.String() != "made" || w.Header().Get("X-Upstream") != "yes" {
 		t.Fatalf("answer: %d %q %v", w.Code, w.Body, w.Header())
 	}
-	if w.Header().Get("Set-Cookie") != "" || w.Header().Get("X-Hop") != "" {
+	if w.Header().Get("Set-Cookie") != "" || w.Header().Get("X-Hop") != "" || w.Header().Get(wire.HeaderProxyError) != "" || w.Header().Get(wire.HeaderSentAt) == "" {
 		t.Errorf("passed back: %v", w.Header())
 	}
 	for _, h := range []string{"Authorization", "Cookie", wire.HeaderKey, wire.HeaderTenant, "X-Forwarded-For", "X-Other", "X-Private", "Proxy-Authorization"} {

@@ -131,10 +131,10 @@ upstreams:
 `, rate, window, margin, up.URL+"/api"))
 
 	type result struct {
-		id      string
-		status  int
-		granted time.Time
-		body    string
+		id            string
+		status        int
+		granted, sent time.Time
+		body          string
 	}
 	results := make(chan result, calls)
 	var wg sync.WaitGroup
@@ -161,13 +161,14 @@ upstreams:
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			g, _ := time.Parse(time.RFC3339Nano, resp.Header.Get(wire.HeaderGrantedAt))
-			results <- result{id, resp.StatusCode, g, string(b)}
+			sent, _ := time.Parse(time.RFC3339Nano, resp.Header.Get(wire.HeaderSentAt))
+			results <- result{id, resp.StatusCode, g, sent, string(b)}
 		}()
 	}
 	wg.Wait()
 	close(results)
 
-	var grants, arrived []time.Time
+	var grants, sends, arrived []time.Time
 	minD, maxD := time.Duration(1<<62), time.Duration(-1<<62)
 	missed := 0
 	a.mu.Lock()
@@ -175,6 +176,13 @@ upstreams:
 	for r := range results {
 		switch {
 		case r.status == http.StatusAccepted && r.body == "GET /api/geocode "+r.id:
+			// What the server controls, asserted exactly: each send
+			// starts within half the margin of its grant (a millisecond
+			// more for the wall clock's slew).
+			if lag := r.sent.Sub(r.granted); lag < 0 || lag > margin/2+time.Millisecond {
+				t.Errorf("call %s: sent %v after its grant, past half the margin %v", r.id, lag, margin/2)
+			}
+			sends = append(sends, r.sent)
 		case r.status == http.StatusServiceUnavailable && strings.Contains(r.body, wire.ProxySlotMissed):
 			missed++
 			if _, ok := a.at[r.id]; ok {
@@ -195,6 +203,9 @@ upstreams:
 	}
 	if got := mostIn(grants, window+margin); got > rate {
 		t.Errorf("granted %d in a window of %v, over the rate %d", got, window+margin, rate)
+	}
+	if got := mostIn(sends, window+margin/2-time.Millisecond); got > rate {
+		t.Errorf("sent %d in a window of %v, over the rate %d", got, window+margin/2, rate)
 	}
 	spread := maxD - minD
 	w := min(window, window+margin-spread-time.Millisecond)

@@ -18,12 +18,14 @@ const (
 
 // The headers Sluice adds to a proxied call's answer: when the call was
 // granted on the server's clock (RFC 3339, nanoseconds) and how long it
-// waited, in milliseconds, on every answer after a grant; and, on an
+// waited, in milliseconds, on every answer after a grant; when the server
+// started sending it, on the upstream's answers; and, on an
 // answer of Sluice's own rather than the upstream's (a ProxyFailure), its
 // code, so that a client tells Sluice's 502 from the upstream's.
 const (
 	HeaderGrantedAt  = "Sluice-Granted-At"
 	HeaderWaitedMs   = "Sluice-Waited-Ms"
+	HeaderSentAt     = "Sluice-Sent-At"
 	HeaderProxyError = "Sluice-Proxy-Error"
 )
 
