@@ -284,8 +284,9 @@ func mostInWindow(ts []time.Time, w time.Duration) int {
 // TestUpstreamProxyArrivals: one `sluice serve` proxies an upstream of
 // 100 a second, with the default margin, to a stand-in that notes each
 // call's arrival. Sixty clients send 300 calls for 20 customers of four
-// tenants, first as acquire-then-call (each client calls the stand-in
-// itself once granted), then through the proxy route. Through the proxy,
+// tenants, first as acquire-then-call on a like upstream with no margin
+// (each client calls the stand-in itself once granted), then through the
+// proxy route. Through the proxy,
 // the stand-in never sees more than 100 arrivals in a sliding second
 // while the time from grant to arrival (Sluice-Granted-At, on the same
 // machine's clock) varies by at most the margin; the test measures that
@@ -312,7 +313,7 @@ func TestUpstreamProxyArrivals(t *testing.T) {
 	}))
 	defer standIn.Close()
 	file := filepath.Join(t.TempDir(), "sluice.yaml")
-	cfg := fmt.Sprintf("upstreams:\n  partner-api:\n    rate: %d\n    burst: 10\n    maxWait: 30s\n    proxy: {url: %q}\n", rate, standIn.URL+"/v1")
+	cfg := fmt.Sprintf("upstreams:\n  partner-api:\n    rate: %d\n    burst: 10\n    maxWait: 30s\n    proxy: {url: %q}\n  direct: {rate: %[1]d, burst: 10, maxWait: 30s}\n", rate, standIn.URL+"/v1")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -321,9 +322,9 @@ func TestUpstreamProxyArrivals(t *testing.T) {
 	defer httpc.CloseIdleConnections()
 
 	// run sends calls from 60 clients; call sends call i and returns its
-	// grant time, or zero if its slot was missed.
-	run := func(call func(i int, tenant, key string) time.Time) (grants map[string]time.Time) {
-		grants = map[string]time.Time{}
+	// grant and send times, or zeros if its slot was missed.
+	run := func(call func(i int, tenant, key string) [2]time.Time) (grants map[string][2]time.Time) {
+		grants = map[string][2]time.Time{}
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 60)
 		for i := range calls {
@@ -352,16 +353,16 @@ func TestUpstreamProxyArrivals(t *testing.T) {
 		return resp, string(b)
 	}
 
-	// Acquire, then call.
-	run(func(i int, tenant, key string) time.Time {
-		req, _ := http.NewRequest("POST", "http://"+p.addr+"/v1/upstreams/partner-api/acquire", strings.NewReader(fmt.Sprintf(`{"tenant":%q,"key":%q}`, tenant, key)))
+	// Acquire, then call, on an upstream with no margin.
+	run(func(i int, tenant, key string) [2]time.Time {
+		req, _ := http.NewRequest("POST", "http://"+p.addr+"/v1/upstreams/direct/acquire", strings.NewReader(fmt.Sprintf(`{"tenant":%q,"key":%q}`, tenant, key)))
 		if resp, body := do(req); resp == nil || resp.StatusCode != 200 {
 			t.Errorf("acquire %d: %v %s", i, resp, body)
-			return time.Time{}
+			return [2]time.Time{}
 		}
 		req, _ = http.NewRequest("GET", standIn.URL+"/v1/direct?id=a"+strconv.Itoa(i), nil)
 		do(req)
-		return time.Time{}
+		return [2]time.Time{}
 	})
 	mu.Lock()
 	var direct []time.Time
@@ -375,7 +376,7 @@ func TestUpstreamProxyArrivals(t *testing.T) {
 
 	// Through the proxy.
 	missed := 0
-	grants := run(func(i int, tenant, key string) time.Time {
+	grants := run(func(i int, tenant, key string) [2]time.Time {
 		req, _ := http.NewRequest("GET", "http://"+p.addr+"/v1/upstreams/partner-api/proxy/geocode?id="+strconv.Itoa(i), nil)
 		req.Header.Set(wire.HeaderTenant, tenant)
 		req.Header.Set(wire.HeaderKey, key)
@@ -384,10 +385,11 @@ func TestUpstreamProxyArrivals(t *testing.T) {
 		case resp == nil:
 		case resp.StatusCode == 200 && body == strconv.Itoa(i):
 			g, err := time.Parse(time.RFC3339Nano, resp.Header.Get(wire.HeaderGrantedAt))
-			if err != nil {
-				t.Errorf("call %d: %s: %v", i, wire.HeaderGrantedAt, err)
+			sent, err2 := time.Parse(time.RFC3339Nano, resp.Header.Get(wire.HeaderSentAt))
+			if err != nil || err2 != nil {
+				t.Errorf("call %d: %s, %s: %v %v", i, wire.HeaderGrantedAt, wire.HeaderSentAt, err, err2)
 			}
-			return g
+			return [2]time.Time{g, sent}
 		case resp.StatusCode == 503 && resp.Header.Get(wire.HeaderProxyError) == wire.ProxySlotMissed:
 			mu.Lock()
 			missed++
@@ -395,13 +397,15 @@ func TestUpstreamProxyArrivals(t *testing.T) {
 		default:
 			t.Errorf("call %d: %d %s", i, resp.StatusCode, body)
 		}
-		return time.Time{}
+		return [2]time.Time{}
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	var proxied []time.Time
+	var proxied, sends []time.Time
 	minD, maxD := time.Duration(math.MaxInt64), time.Duration(math.MinInt64)
-	for id, g := range grants {
+	var maxLag, maxTransit time.Duration
+	for id, gs := range grants {
+		g, sent := gs[0], gs[1]
 		at, ok := arrived[id]
 		if g.IsZero() {
 			if ok {
@@ -409,13 +413,23 @@ func TestUpstreamProxyArrivals(t *testing.T) {
 			}
 			continue
 		}
-		proxied = append(proxied, at)
+		// What the server controls, asserted exactly: each send starts
+		// within half the margin of its grant (a millisecond more for
+		// the wall clock's slew).
+		if lag := sent.Sub(g); lag < 0 || lag > margin/2+time.Millisecond {
+			t.Errorf("call %s: sent %v after its grant, past half the margin", id, lag)
+		}
+		proxied, sends = append(proxied, at), append(sends, sent)
 		minD, maxD = min(minD, at.Sub(g)), max(maxD, at.Sub(g))
+		maxLag, maxTransit = max(maxLag, sent.Sub(g)), max(maxTransit, at.Sub(sent))
+	}
+	if got := mostInWindow(sends, time.Second+margin/2-time.Millisecond); got > rate {
+		t.Errorf("the server sent %d in a sliding %v, over the rate %d", got, time.Second+margin/2, rate)
 	}
 	spread := maxD - minD
 	w := min(time.Second, time.Second+margin-spread-time.Millisecond)
-	t.Logf("through the proxy: %d calls, %d sent, %d slots missed; grant to arrival %v to %v (spread %v); most arrivals in a sliding second %d, in a sliding %v %d (rate %d)",
-		calls, len(proxied), missed, minD, maxD, spread, mostInWindow(proxied, time.Second), w, mostInWindow(proxied, w), rate)
+	t.Logf("through the proxy: %d calls, %d sent, %d slots missed; grant to send at most %v, send to arrival at most %v; grant to arrival %v to %v (spread %v); most sends in a sliding second %d; most arrivals in a sliding second %d, in a sliding %v %d (rate %d)",
+		calls, len(proxied), missed, maxLag, maxTransit, minD, maxD, spread, mostInWindow(sends, time.Second), mostInWindow(proxied, time.Second), w, mostInWindow(proxied, w), rate)
 	if len(proxied) < calls/2 {
 		t.Fatalf("only %d of %d calls were sent", len(proxied), calls)
 	}
