@@ -211,10 +211,12 @@ upstreams:
 	w := min(window, window+margin-spread-time.Millisecond)
 	t.Logf("%d calls, %d sent (%d slots missed); grant to arrival %v to %v (spread %v); most arrivals in any %v: %d; in any %v: %d",
 		calls, len(arrived), missed, minD, maxD, spread, window, mostIn(arrived, window), w, mostIn(arrived, w))
+	// Past a spread of a window and the margin, the path to the upstream
+	// (here the loaded machine) bounds nothing: the sends above are what
+	// the server answers for.
 	if w <= 0 {
-		t.Fatalf("grant to arrival spread %v: the machine stalled for longer than the window", spread)
-	}
-	if got := mostIn(arrived, w); got > rate {
+		t.Logf("grant to arrival spread %v, over a window and the margin: no bound on arrivals to check", spread)
+	} else if got := mostIn(arrived, w); got > rate {
 		t.Errorf("the stand-in saw %d arrivals in %v, over the rate %d (grant to arrival spread %v, margin %v)", got, w, rate, spread, margin)
 	}
 	if len(arrived) != len(a.seen) || len(arrived) < calls/2 {
