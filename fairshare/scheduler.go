@@ -604,7 +604,7 @@ func (s *Scheduler) fairWait(now time.Time, c Customer, group string, weight, co
 		}
 		for _, k := range g.keys.busy {
 			if k != q {
-				ahead += min(float64(k.backlog), max(kTag-max(k.fl.start, g.keys.v), 0))
+				ahead += min(float64(k.backlog), max(kTag-k.fl.start, 0))
 			}
 		}
 		tag += ahead / float64(min(max(weight, 1), MaxWeight))
@@ -612,7 +612,7 @@ func (s *Scheduler) fairWait(now time.Time, c Customer, group string, weight, co
 	work := ahead + float64(cost)
 	for _, j := range s.busy.busy {
 		if j != g {
-			work += min(float64(j.backlog), max(tag-max(j.fl.start, s.busy.v), 0)*float64(j.weight))
+			work += min(float64(j.backlog), max(tag-j.fl.start, 0)*float64(j.weight))
 		}
 	}
 	sc := s.cfg.scale()
@@ -638,9 +638,9 @@ func (s *Scheduler) fairWait(now time.Time, c Customer, group string, weight, co
 // virtual time v: its own if it waits, else the one it would join with.
 func startTag(f *flow, v float64) float64 {
 	if f.at >= 0 {
-		return max(f.start, v)
+		return f.start
 	}
-	return max(f.finish, v)
+	return max(f.finish, v-credit)
 }
 
 // maxEstimate is the estimate of a request that cannot go until the
