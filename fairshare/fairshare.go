@@ -5,29 +5,32 @@
 //
 // The model: a Scheduler holds a bounded FIFO queue per customer (a
 // customer is whatever the caller names, such as tenant plus key) and
-// releases requests by deficit round robin (DRR) over the customers with a
-// request waiting. On its turn a customer's deficit grows by Quantum times
-// its weight, and it sends requests from the head of its queue while their
-// cost fits in the deficit; a customer whose queue is empty at its turn
-// leaves the rotation and forgets its deficit. A customer joining the
-// rotation takes the next turn (as FQ-CoDel serves new flows first), so a
-// light customer's request waits about one release, not a whole round; it
-// can do so at most once per round. Under contention, throughput is
-// therefore proportional to weight; alone, a customer gets the whole rate
-// (the scheduler is work-conserving: it never holds a request back while
-// the upstream has room).
+// releases requests by start-time fair queuing (SFQ) in two levels:
+// among groups (Request.Group: a tenant), each of its weight, and within a
+// group among its customers with a request waiting, each of equal weight.
+// Every group waiting has a start tag, a virtual time; the group of least
+// tag goes next, with the next request of its customer of least tag, and
+// a release of n cost units moves the group's tag on by n over its weight
+// (and the customer's by n). Under contention, cost units are therefore
+// released in proportion to weight, whatever each request costs: a costly
+// request goes on its group's turn, and the group then waits its cost's
+// worth of turns. A group gets its weight's share whatever the number of
+// customers it names, and shares it evenly among them. A customer with no
+// group is a group of its own. Alone, a customer gets the whole rate (the
+// scheduler is work-conserving: it never holds a request back while the
+// upstream has room).
 //
-// Customers belong to groups (Request.Group: a tenant): a group's weight
-// is split among its customers in the rotation, each topped up by Quantum
-// times the weight over their number, and only a group's first customer in
-// the rotation takes the next turn, so a group gets its weight's share
-// whatever the number of customers it names. A customer with no group is a
-// group of its own.
+// A group that starts to wait takes the later of the virtual time and its
+// own last finish tag: one that had no more than its share since it last
+// waited goes next, ahead of every group waiting (as FQ-CoDel serves new
+// flows first), so a light customer waits about one release; one that had
+// more waits where its releases took it, so it gains nothing by draining
+// its queue and coming back. Admit's estimate follows the same order.
 //
 // A Cap, if configured, bounds what one customer is released in any
-// Window: at its turn, a customer whose next request would pass it passes
-// the turn on, and gets it back when its earlier releases leave the
-// window.
+// Window: a customer whose next request would pass it is passed over
+// until enough of its earlier releases leave the window, and saves no
+// turns meanwhile.
 //
 // Every release passes a pacer, so the upstream never sees more than Rate
 // cost units in any interval of length Window: a sliding log of the
@@ -64,7 +67,8 @@ var (
 	ErrClosed = sluice.ErrUpstreamClosed
 )
 
-// MaxWeight bounds a request's weight, so deficits cannot overflow.
+// MaxWeight bounds a request's weight, so the smallest step of a
+// group's tag stays well within float64's precision.
 const MaxWeight = 1_000_000
 
 // Config configures a Scheduler. Zero fields take the defaults stated.
@@ -82,8 +86,11 @@ type Config struct {
 	// MaxQueue is how many requests one customer may have waiting. Default
 	// 1000.
 	MaxQueue int
-	// Quantum is the cost units a customer of weight 1 may send per turn of
-	// the round robin. Default 1: the finest interleaving.
+	// Quantum is accepted for compatibility and has no effect: releases
+	// interleave at the finest grain, one request at a time. 1 to Rate;
+	// default 1.
+	//
+	// Deprecated: the scheduler no longer uses a round-robin quantum.
 	Quantum int64
 	// Cap, if not 0, is the most cost units one customer may be released
 	// in any interval of length Window, however idle the upstream: a

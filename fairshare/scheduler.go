@@ -3,6 +3,7 @@ package fairshare
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ type Request struct {
 	// group of its own.
 	Group string
 	// Weight is the group's share relative to others, 1 to MaxWeight;
-	// the latest request's weight is the customer's.
+	// the latest request's weight is the group's.
 	Weight int64
 	// Cost is the upstream units the request uses, 1 to Burst.
 	Cost int64
@@ -54,14 +55,17 @@ type Grant struct {
 // Time is explicit: every method takes now, which must not go backwards.
 // It is not safe for concurrent use; Upstream is.
 type Scheduler struct {
-	cfg     Config
-	pacer   pacer
+	cfg   Config
+	pacer pacer
+	// groups and queues hold the groups and customers with a request
+	// waiting, and those that had more than their share since: until the
+	// rest catch up, they would otherwise gain by draining and coming
+	// back (fairQueue).
+	groups  map[string]*group
 	queues  map[Customer]*custQueue
-	active  []*custQueue // customers with a request waiting, in turn order
-	cur     int          // index in active of the customer whose turn it is
-	fresh   []*custQueue // customers new to the rotation, served before it
+	busy    fairQueue[*group] // the groups with a request waiting
+	swept   int               // len(groups) after the last sweep
 	waiting map[uint64]*custQueue
-	groups  map[string]int // customers in the rotation, by group
 	// expect is the rate (scaled units per window) the node expects to
 	// hold soon, for estimates while its pacer's rate is lower.
 	expect int64
@@ -113,17 +117,31 @@ type span struct {
 // few seconds.
 const demandSpans = 8
 
-type custQueue struct {
-	name    Customer
-	group   string
-	weight  int64
-	deficit float64 // a group's quantum is split among its customers
-	topped  bool    // received this turn's quantum
-	// inRotation: in active, perhaps with an empty queue until its turn.
-	inRotation bool
-	reqs       []waiter
-	backlog    int64 // sum of reqs' costs
+// group is one group's place among the groups, and its customers'
+// places among themselves: each group is a flow of its weight, and each
+// of its customers a flow of equal weight within it.
+type group struct {
+	fl      flow
+	name    string
+	weight  int64                   // the latest request's
+	keys    fairQueue[*custQueue]   // its customers with a request waiting
+	custs   map[Customer]*custQueue // those and the ones still owing
+	swept   int                     // len(custs) after the last sweep
+	backlog int64                   // the costs of its waiting requests
 }
+
+func (g *group) flow() *flow { return &g.fl }
+
+type custQueue struct {
+	fl      flow
+	name    Customer
+	g       *group
+	weight  int64 // the latest request's
+	reqs    []waiter
+	backlog int64 // sum of reqs' costs
+}
+
+func (q *custQueue) flow() *flow { return &q.fl }
 
 type waiter struct {
 	id   uint64
@@ -143,7 +161,7 @@ func NewScheduler(cfg Config) (*Scheduler, error) {
 		pacer:   newPacer(cfg.Rate*sc, cfg.Window, cfg.Burst*sc, cfg.Burst*sc),
 		queues:  make(map[Customer]*custQueue),
 		waiting: make(map[uint64]*custQueue),
-		groups:  make(map[string]int),
+		groups:  make(map[string]*group),
 		asked:   make(map[string]*asking),
 		sent:    make(map[Customer]*sentLog),
 	}, nil
@@ -296,35 +314,33 @@ func (s *Scheduler) Enqueue(now time.Time, r Request) error {
 		return fmt.Errorf("fairshare: ID %d is already waiting", r.ID)
 	}
 	q := s.queues[r.Customer]
-	if q == nil {
-		q = &custQueue{name: r.Customer, group: r.group()}
-		s.queues[r.Customer] = q
-	}
-	if len(q.reqs) >= s.cfg.MaxQueue {
+	if q != nil && len(q.reqs) >= s.cfg.MaxQueue {
 		return ErrQueueFull
 	}
-	q.weight = r.Weight
-	if !q.inRotation {
-		// A customer new to the rotation goes next, as a sparse flow in
-		// FQ-CoDel: light customers wait little. It stays in the rotation
-		// until a turn finds its queue empty, so it cannot jump the
-		// rotation more than once per round. Only a group's first
-		// customer in the rotation goes next: a group naming new
-		// customers one after another joins the rotation's end with
-		// them, and jumps it no more than once per round either.
-		if s.groups[q.group] == 0 {
-			s.fresh = append(s.fresh, q)
-		} else {
-			s.active = slices.Insert(s.active, s.cur, q)
-			s.cur = (s.cur + 1) % len(s.active)
+	if q == nil {
+		g := s.groups[r.group()]
+		if g == nil {
+			g = &group{fl: flow{at: -1}, name: r.group(), custs: make(map[Customer]*custQueue)}
+			s.groups[g.name] = g
 		}
-		s.groups[q.group]++
-		q.inRotation = true
+		s.sweep(g)
+		q = &custQueue{fl: flow{at: -1}, name: r.Customer, g: g}
+		s.queues[q.name] = q
+		g.custs[q.name] = q
+	}
+	g := q.g
+	q.weight, g.weight = r.Weight, r.Weight
+	if len(q.reqs) == 0 {
+		g.keys.join(q)
+	}
+	if g.backlog == 0 {
+		s.busy.join(g)
 	}
 	q.reqs = append(q.reqs, waiter{r.ID, r.Cost, now})
 	q.backlog += r.Cost
+	g.backlog += r.Cost
 	s.waiting[r.ID] = q
-	s.queued(q.group, r.Cost)
+	s.queued(g.name, r.Cost)
 	return nil
 }
 
@@ -339,41 +355,20 @@ func (s *Scheduler) Cancel(id uint64) bool {
 	for i, w := range q.reqs {
 		if w.id == id {
 			q.backlog -= w.cost
+			q.g.backlog -= w.cost
 			q.reqs = append(q.reqs[:i], q.reqs[i+1:]...)
-			s.queued(q.group, -w.cost)
+			s.queued(q.g.name, -w.cost)
 			break
 		}
 	}
+	if len(q.reqs) == 0 {
+		q.g.keys.remove(q)
+	}
+	if q.g.backlog == 0 {
+		s.busy.remove(q.g)
+	}
+	s.forget()
 	return true
-}
-
-// endTurn ends c's turn: a fresh customer joins the rotation last, just
-// before the customer whose turn it is; one in the rotation passes the turn
-// on.
-func (s *Scheduler) endTurn(c *custQueue, fresh bool) {
-	c.topped = false
-	if !fresh {
-		s.cur = (s.cur + 1) % len(s.active)
-		return
-	}
-	s.fresh = s.fresh[1:]
-	s.active = slices.Insert(s.active, s.cur, c)
-	s.cur = (s.cur + 1) % len(s.active)
-}
-
-// leave takes the customer at s.cur, whose queue is empty, out of the
-// rotation; the next customer's turn begins.
-func (s *Scheduler) leave() {
-	q := s.active[s.cur]
-	s.active = slices.Delete(s.active, s.cur, s.cur+1)
-	if s.cur >= len(s.active) {
-		s.cur = 0
-	}
-	q.deficit, q.topped, q.inRotation = 0, false, false
-	if s.groups[q.group]--; s.groups[q.group] <= 0 {
-		delete(s.groups, q.group)
-	}
-	delete(s.queues, q.name)
 }
 
 // Next releases, in fair order, every request the pacer allows at now, and
@@ -385,49 +380,43 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 	s.pacer.expire(now)
 	s.expireSent(now)
 	sc := s.cfg.scale()
-	// capped counts the turns passed on in a row by customers at the Cap,
-	// and capWake is when the first of them may go again: once every
-	// customer in the rotation has passed, none can go before then.
+	// Customers at their Cap, and groups all of whose waiting customers
+	// are, are taken out of the queues until Next returns: capWake is when
+	// the first of them may go again.
 	var (
-		capped  int
-		capWake time.Time
+		heldCusts  []*custQueue
+		heldGroups []*group
+		capWake    time.Time
 	)
-	for len(s.fresh) > 0 || len(s.active) > 0 {
-		fresh := len(s.fresh) > 0
-		q := s.fresh
-		if !fresh {
-			q = s.active[s.cur:]
+	defer func() {
+		for _, q := range heldCusts {
+			q.g.keys.push(q)
 		}
-		c := q[0]
-		if len(c.reqs) == 0 {
-			if fresh {
-				s.endTurn(c, true) // withdrawn: lingers in the rotation
-			} else {
-				s.leave()
+		for _, g := range heldGroups {
+			s.busy.push(g)
+		}
+		s.forget()
+	}()
+	for s.busy.len() > 0 {
+		g := s.busy.top()
+		var q *custQueue
+		for g.keys.len() > 0 {
+			c := g.keys.top()
+			at := s.capReady(now, c.name, c.reqs[0].cost)
+			if at.IsZero() {
+				q = c
+				break
 			}
-			continue
-		}
-		if at := s.capReady(now, c.name, c.reqs[0].cost); !at.IsZero() {
-			// At the Cap: the turn passes on, the deficit unchanged.
 			if capWake.IsZero() || at.Before(capWake) {
 				capWake = at
 			}
-			s.endTurn(c, fresh)
-			if capped++; capped >= len(s.fresh)+len(s.active) {
-				return grants, capWake
-			}
+			heldCusts = append(heldCusts, g.keys.pop())
+		}
+		if q == nil {
+			heldGroups = append(heldGroups, s.busy.pop())
 			continue
 		}
-		capped = 0
-		if !c.topped {
-			c.deficit += float64(s.cfg.Quantum*c.weight) / float64(max(s.groups[c.group], 1))
-			c.topped = true
-		}
-		head := c.reqs[0]
-		if float64(head.cost) > c.deficit {
-			s.endTurn(c, fresh)
-			continue
-		}
+		head := q.reqs[0]
 		if at := s.pacer.readyAt(now, head.cost*sc); at.After(now) {
 			if at == never {
 				return grants, time.Time{}
@@ -435,22 +424,66 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 			return grants, at
 		}
 		s.pacer.take(now, head.cost*sc)
-		s.recordSent(now, c.name, head.cost)
-		c.deficit -= float64(head.cost)
-		c.reqs = c.reqs[1:]
-		c.backlog -= head.cost
+		s.recordSent(now, q.name, head.cost)
+		q.reqs = q.reqs[1:]
+		q.backlog -= head.cost
+		g.backlog -= head.cost
 		delete(s.waiting, head.id)
-		s.queued(c.group, -head.cost)
-		grants = append(grants, Grant{ID: head.id, Customer: c.name, Cost: head.cost, At: now, Waited: now.Sub(head.at)})
-		if len(c.reqs) == 0 {
-			// Its turn ends, but it keeps its place until the next: a
-			// customer that sends one request at a time cannot rejoin as
-			// new after each.
-			c.deficit = 0
-			s.endTurn(c, fresh)
+		s.queued(g.name, -head.cost)
+		g.keys.served(q, float64(head.cost), len(q.reqs) > 0)
+		if g.keys.v > maxTag {
+			g.keys.shift(maps.Values(g.custs))
 		}
+		s.busy.served(g, float64(head.cost)/float64(g.weight), g.backlog > 0)
+		grants = append(grants, Grant{ID: head.id, Customer: q.name, Cost: head.cost, At: now, Waited: now.Sub(head.at)})
+	}
+	if len(heldGroups) > 0 {
+		return grants, capWake
 	}
 	return grants, time.Time{}
+}
+
+// forget drops the groups and customers that no longer owe anything, and
+// keeps the tags small. With nothing waiting, nobody owes: every group
+// starts afresh. Else it sweeps when the groups (or a group's customers)
+// have doubled since the last sweep, so its cost per call is constant on
+// average.
+func (s *Scheduler) forget() {
+	if len(s.waiting) == 0 {
+		clear(s.groups)
+		clear(s.queues)
+		s.busy.v, s.swept = 0, 0
+		return
+	}
+	if len(s.groups) > 2*s.swept+64 {
+		for name, g := range s.groups {
+			if g.fl.at < 0 && g.backlog == 0 && g.fl.finish <= s.busy.v {
+				for c := range g.custs {
+					delete(s.queues, c)
+				}
+				delete(s.groups, name)
+			}
+		}
+		s.swept = len(s.groups)
+	}
+	if s.busy.v > maxTag {
+		s.busy.shift(maps.Values(s.groups))
+	}
+}
+
+// sweep drops g's customers that wait for nothing and no longer owe, when
+// they have doubled since the last sweep.
+func (s *Scheduler) sweep(g *group) {
+	if len(g.custs) <= 2*g.swept+16 {
+		return
+	}
+	for c, q := range g.custs {
+		if q.fl.at < 0 && len(q.reqs) == 0 && q.fl.finish <= g.keys.v {
+			delete(g.custs, c)
+			delete(s.queues, c)
+		}
+	}
+	g.swept = len(g.custs)
 }
 
 // recordSent counts cost units released to c at now against the Cap.
@@ -529,14 +562,16 @@ func (s *Scheduler) capWait(now time.Time, c Customer, units int64) time.Duratio
 
 // Estimate returns how long a new request of customer c of group (empty:
 // its own) with this weight and cost would wait if enqueued at now, were
-// no other request to arrive: the finish time of fluid weighted fair
-// sharing (GPS) over the backlogs waiting, each customer's weight its
-// group's split among the group's customers in the rotation, less what the
-// pacer can send at once. A caller with a maximum wait refuses a request
-// whose estimate exceeds it (ErrShortage) instead of queueing it. DRR
-// tracks GPS to within a turn per customer, so the estimate may be short
-// by up to a round of the rotation. With a Cap, it is at least the wait
-// the Cap imposes on c's backlog and this request.
+// no other request to arrive, less what the pacer can send at once: the
+// cost units released before it, in the order the fair queues release
+// them. Within its group, each customer waiting is released as much as c
+// until c's backlog and this request are; among the groups, each group
+// waiting is released its weight's worth for each unit of c's group's
+// weight until then, or all it has. A customer owing nothing goes ahead of
+// every group waiting, so a light customer's estimate is about one
+// release. A caller with a maximum wait refuses a request whose estimate
+// exceeds it (ErrShortage) instead of queueing it. With a Cap, it is at
+// least the wait the Cap imposes on c's backlog and this request.
 func (s *Scheduler) Estimate(now time.Time, c Customer, group string, weight, cost int64) time.Duration {
 	d := s.fairWait(now, c, group, weight, cost)
 	if s.cfg.Cap > 0 {
@@ -553,25 +588,31 @@ func (s *Scheduler) Estimate(now time.Time, c Customer, group string, weight, co
 // fairWait is Estimate without the Cap.
 func (s *Scheduler) fairWait(now time.Time, c Customer, group string, weight, cost int64) time.Duration {
 	s.pacer.expire(now)
-	group = cmp.Or(group, string(c))
-	mine := float64(cost)
-	n := s.groups[group] // c's group's customers in the rotation, c among them
-	if q := s.queues[c]; q != nil {
-		mine += float64(q.backlog)
-		if !q.inRotation {
-			n++
-		}
-	} else {
-		n++
+	g, q := s.groups[cmp.Or(group, string(c))], s.queues[c]
+	if q != nil {
+		g = q.g
 	}
-	share := float64(min(max(weight, 1), MaxWeight)) / float64(max(n, 1))
-	// Until c's backlog drains, customer j receives share_j/share_c of what
-	// c does, or all it has.
-	work := mine
-	for _, q := range slices.Concat(s.fresh, s.active) {
-		if q.name != c {
-			j := float64(q.weight) / float64(max(s.groups[q.group], 1))
-			work += min(float64(q.backlog), mine*j/share)
+	// The request's start tag among the groups, and the units of its own
+	// group released before it.
+	tag, ahead := s.busy.v, 0.0
+	if g != nil {
+		tag = startTag(&g.fl, s.busy.v)
+		kTag := g.keys.v
+		if q != nil {
+			kTag = startTag(&q.fl, g.keys.v) + float64(q.backlog)
+			ahead = float64(q.backlog)
+		}
+		for _, k := range g.keys.busy {
+			if k != q {
+				ahead += min(float64(k.backlog), max(kTag-k.fl.start, 0))
+			}
+		}
+		tag += ahead / float64(min(max(weight, 1), MaxWeight))
+	}
+	work := ahead + float64(cost)
+	for _, j := range s.busy.busy {
+		if j != g {
+			work += min(float64(j.backlog), max(tag-j.fl.start, 0)*float64(j.weight))
 		}
 	}
 	sc := s.cfg.scale()
@@ -591,6 +632,15 @@ func (s *Scheduler) fairWait(now time.Time, c Customer, group string, weight, co
 		d = at.Sub(now)
 	}
 	return d
+}
+
+// startTag returns the start tag of f's next request in a queue at
+// virtual time v: its own if it waits, else the one it would join with.
+func startTag(f *flow, v float64) float64 {
+	if f.at >= 0 {
+		return f.start
+	}
+	return max(f.finish, v-credit)
 }
 
 // maxEstimate is the estimate of a request that cannot go until the

@@ -202,8 +202,8 @@ func TestFairCancel(t *testing.T) {
 	if len(g) != 1 || g[0].ID != 3 {
 		t.Fatalf("after cancel got %+v, want only id 3", g)
 	}
-	if s.Len() != 0 || len(s.queues) != 0 || len(s.active) != 0 {
-		t.Errorf("state left behind: %d waiting, %d queues, %d active", s.Len(), len(s.queues), len(s.active))
+	if s.Len() != 0 || len(s.queues) != 0 || len(s.groups) != 0 || s.busy.len() != 0 {
+		t.Errorf("state left behind: %d waiting, %d queues, %d groups, %d busy", s.Len(), len(s.queues), len(s.groups), s.busy.len())
 	}
 }
 
@@ -250,9 +250,9 @@ func TestFairEstimate(t *testing.T) {
 	if d, want := s.Estimate(t0, "h1", "", 1, 1), 9910*time.Millisecond; d != want {
 		t.Errorf("heavy customer: estimate %v, want %v", d, want)
 	}
-	// Weight 4 with 10 units: each heavy one sends a quarter as much,
-	// 10 + 2.5 + 2.5 - 10 units.
-	if d, want := s.Estimate(t0, "w4", "", 4, 10), 50*time.Millisecond; d != want {
+	// A customer owing nothing goes first, whatever its weight and cost:
+	// 10 units, less the 10 the bucket holds.
+	if d, want := s.Estimate(t0, "w4", "", 4, 10), time.Duration(0); d != want {
 		t.Errorf("weighted customer: estimate %v, want %v", d, want)
 	}
 	// The estimate is close to what happens.

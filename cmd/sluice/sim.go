@@ -15,7 +15,8 @@ import (
 	"github.com/sluicehq/sluice/internal/sim/regionsim"
 )
 
-const simUsage = `usage: sluice sim fairshare [--seed N] [--customers 200] [--duration 60s] [--nodes 1] [--json]
+const simUsage = `usage: sluice sim fairshare [--seed N] [--customers 200] [--duration 60s] [--nodes 1] [--load 3] [--weights 4/2/1]
+                          [--keys 1/20] [--costs 1/5] [--max-waits 2s/300ms] [--shift 5s] [--bursty 6] [--json]
        sluice sim regions [--regions 3] [--lag 1s] [--skew 80/15/5] [--duration 60s] [--limit 100] [--rate 200]
                           [--partition R:30s[@15s]] [--design sluice|naive] [--json]`
 
@@ -35,19 +36,27 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // simFairshare runs `sluice sim fairshare`: the fair-sharing simulation
-// on a virtual clock.
+// on a virtual clock, over a workload shaped by its flags.
 func simFairshare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		cfg    fairsim.Config
-		asJSON bool
+		cfg                         fairsim.Config
+		weights, keys, costs, waits string
+		asJSON                      bool
 	)
 	fs := flag.NewFlagSet("sluice sim fairshare", flag.ContinueOnError)
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "the workload's random seed")
-	fs.IntVar(&cfg.Customers, "customers", 200, "customers sharing the upstream (10 to 100000)")
+	fs.IntVar(&cfg.Customers, "customers", 200, "customers (keys) sharing the upstream (10 to 100000)")
 	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "simulated time (1s to 1h)")
 	fs.Int64Var(&cfg.Rate, "rate", 100, "the upstream's quota per second")
-	fs.DurationVar(&cfg.MaxWait, "max-wait", 2*time.Second, "a request waiting longer is dropped")
-	fs.IntVar(&cfg.Nodes, "nodes", 1, fmt.Sprintf("Sluice nodes sharing the quota, each customer on one of them (1 to %d)", fairsim.MaxNodes))
+	fs.Float64Var(&cfg.Load, "load", 3, "demand offered over the quota")
+	fs.DurationVar(&cfg.MaxWait, "max-wait", 2*time.Second, "a request waiting longer is dropped (the default of --max-waits)")
+	fs.IntVar(&cfg.Nodes, "nodes", 1, fmt.Sprintf("Sluice nodes sharing the quota, each tenant on one of them (1 to %d)", fairsim.MaxNodes))
+	fs.StringVar(&weights, "weights", "1", "tenants' weights, taken in turn, as 4/2/1")
+	fs.StringVar(&keys, "keys", "1", "keys each tenant names, taken in turn, as 1/1/20")
+	fs.StringVar(&costs, "costs", "1", "what customers' requests cost, taken in turn, as 1/1/1/5 (each at most rate/10)")
+	fs.StringVar(&waits, "max-waits", "", "customers' maximum waits, taken in turn, as 2s/300ms; default --max-wait")
+	fs.DurationVar(&cfg.Shift, "shift", 0, "move demand: shuffle the customers' rates every `duration` (0: never)")
+	fs.IntVar(&cfg.Bursty, "bursty", 6, "every n-th active customer bursts (0: none)")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
@@ -55,6 +64,24 @@ func simFairshare(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	// Checked here, not left to fairsim: its zero means the default.
 	if cfg.Nodes < 1 || cfg.Nodes > fairsim.MaxNodes {
 		return fmt.Errorf("sim: --nodes %d must be 1 to %d", cfg.Nodes, fairsim.MaxNodes)
+	}
+	if cfg.Bursty == 0 {
+		cfg.Bursty = -1
+	}
+	var err error
+	if cfg.Weights, err = parseMix("weights", weights, func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }); err != nil {
+		return err
+	}
+	if cfg.Keys, err = parseMix("keys", keys, strconv.Atoi); err != nil {
+		return err
+	}
+	if cfg.Costs, err = parseMix("costs", costs, func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }); err != nil {
+		return err
+	}
+	if waits != "" {
+		if cfg.MaxWaits, err = parseMix("max-waits", waits, time.ParseDuration); err != nil {
+			return err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -64,6 +91,19 @@ func simFairshare(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("sim: %w", err)
 	}
 	return writeReport(stdout, &rep, asJSON)
+}
+
+// parseMix parses a flag's list of values separated by slashes.
+func parseMix[T any](name, v string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for _, p := range strings.Split(v, "/") {
+		x, err := parse(strings.TrimSpace(p))
+		if err != nil {
+			return nil, fmt.Errorf("sim: --%s %q: %v", name, v, err)
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }
 
 // writeReport writes a simulation's report to w, as a table or in JSON.

@@ -66,6 +66,28 @@ func TestSimFairshareNodes(t *testing.T) {
 	}
 }
 
+// The workload's shape comes from the flags, and a bad list is an error
+// naming its flag.
+func TestSimFairshareShape(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"sim", "fairshare", "--duration", "5s", "--weights", "4/2/1", "--keys", "1/20", "--costs", "1/5",
+		"--max-waits", "2s/300ms", "--shift", "2s", "--bursty", "0"}
+	if err := run(context.Background(), args, &out, &errb); err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	for _, s := range []string{"weights 4/2/1; keys 1/20; costs 1/5; max waits 2s/300ms; demand shifts 2s; bursting none", "tenant of 20 keys", "wait 300ms", "cost 5"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, out.String())
+		}
+	}
+	for _, bad := range [][]string{{"--weights", "4/x"}, {"--keys", "0"}, {"--costs", "50"}, {"--max-waits", "2s/soon"}} {
+		err := run(context.Background(), append([]string{"sim", "fairshare"}, bad...), &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.TrimPrefix(bad[0], "--")) {
+			t.Errorf("%v: %v, want an error naming %s", bad, err, bad[0])
+		}
+	}
+}
+
 // `sim regions` on three dynoxide servers replicated 200ms behind: Sluice
 // never passes the limit in a window and loses no increment; the naive
 // design, one item ADDed to from every region, does both.

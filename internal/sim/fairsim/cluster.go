@@ -31,6 +31,7 @@ const interval = fairshare.DefaultInterval
 type cluster struct {
 	clock atomic.Int64 // the virtual time since epoch; the store's sweep reads it from its own goroutine
 	store *memstore.Store
+	custs []customer
 	nodes []*node
 	err   error // the first error a ledger returned
 }
@@ -47,13 +48,13 @@ type node struct {
 	last  time.Duration // its last step or reclaim
 }
 
-func newCluster(cfg Config) (*cluster, error) {
-	c := &cluster{}
+func newCluster(cfg Config, custs []customer) (*cluster, error) {
+	c := &cluster{custs: custs}
 	now := func() time.Time { return epoch.Add(time.Duration(c.clock.Load())) }
 	c.store = memstore.New(memstore.Options{Now: now})
 	eng := engine.New(c.store, engine.Options{Now: now})
 	for i := range cfg.Nodes {
-		n, err := newNode(cfg, eng, i)
+		n, err := newNode(cfg, custs, eng, i)
 		if err != nil {
 			c.store.Close()
 			return nil, err
@@ -63,11 +64,11 @@ func newCluster(cfg Config) (*cluster, error) {
 	return c, nil
 }
 
-// newNode returns node i of cfg.Nodes, ledger on eng. The nodes step in
+// newNode returns node i of cfg.Nodes, serving custs, ledger on eng. The nodes step in
 // turn, spread evenly over an interval, as nodes started at different
 // times do, so that they do not all read the sums at the same instant.
-func newNode(cfg Config, eng *engine.Engine, i int) (*node, error) {
-	s, err := newSluice(cfg)
+func newNode(cfg Config, custs []customer, eng *engine.Engine, i int) (*node, error) {
+	s, err := newSluice(cfg, custs)
 	if err != nil {
 		return nil, err
 	}
@@ -93,11 +94,11 @@ func newNode(cfg Config, eng *engine.Engine, i int) (*node, error) {
 
 func (c *cluster) name() string { return "sluice" }
 
-// arrive offers r to its customer's node. A request the node admits while
+// arrive offers r to its tenant's node. A request the node admits while
 // it holds no share makes it step at once, as on an Upstream, unless it
 // resized less than a quarter of an interval ago.
 func (c *cluster) arrive(now time.Duration, r *request) {
-	n := c.nodes[r.cust%len(c.nodes)]
+	n := c.nodes[c.custs[r.cust].tenant%len(c.nodes)]
 	n.arrive(now, r)
 	if r.state != refused && n.rate == 0 && now-n.last >= interval/4 {
 		c.resize(n, now, true)

@@ -48,27 +48,29 @@ func TestSimSluiceTargets(t *testing.T) {
 func TestSimDeterministic(t *testing.T) {
 	a, _ := Run(Config{Seed: 7, Duration: 5 * time.Second})
 	b, _ := Run(Config{Seed: 7, Duration: 5 * time.Second})
-	for i := range a.Strategies {
-		if a.Strategies[i] != b.Strategies[i] {
-			t.Fatalf("seed 7 twice: %+v then %+v", a.Strategies[i], b.Strategies[i])
-		}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed 7 twice: %+v then %+v", a, b)
 	}
 }
 
 // The fluid reference gives a light customer all it asks, splits the rest
-// equally, and drops what waits past MaxWait.
+// by tenant weight and within a tenant evenly, and drops what has not
+// begun its service by its maximum wait.
 func TestGPSShares(t *testing.T) {
 	cfg := Config{Customers: 10, Duration: 10 * time.Second, Rate: 10, MaxWait: time.Second}.withDefaults()
-	var arr []request
-	for k := range 100 { // customer 0 asks 10/s, customer 1 asks 10/s, customer 2 asks 1/s
+	w := workload{custs: make([]customer, 10)}
+	for c := range w.custs {
+		w.custs[c] = customer{tenant: c, weight: 1, cost: 1, maxWait: time.Second}
+	}
+	for k := range 100 { // customers 0 and 1 ask 10/s, customer 2 asks 1/s
 		at := time.Duration(k) * 100 * time.Millisecond
-		arr = append(arr, request{cust: 0, at: at}, request{cust: 1, at: at})
+		w.arrivals = append(w.arrivals, request{cust: 0, at: at}, request{cust: 1, at: at})
 		if k%10 == 0 {
-			arr = append(arr, request{cust: 2, at: at})
+			w.arrivals = append(w.arrivals, request{cust: 2, at: at})
 		}
 	}
-	slices.SortStableFunc(arr, func(a, b request) int { return cmp.Compare(a.at, b.at) })
-	got := gpsShares(arr, cfg)
+	slices.SortStableFunc(w.arrivals, func(a, b request) int { return cmp.Compare(a.at, b.at) })
+	got := gpsShares(w, cfg)
 	if math.Abs(got[2]-10) > 0.01 {
 		t.Errorf("light customer served %.2f of its 10", got[2])
 	}
@@ -79,6 +81,40 @@ func TestGPSShares(t *testing.T) {
 	}
 	if sum := got[0] + got[1] + got[2]; sum > 100.01 {
 		t.Errorf("served %.2f in all, more than the capacity of 100", sum)
+	}
+
+	// Customers 0 and 1 are one tenant of weight 2, customer 2 one of
+	// weight 1, all asking 10/s: the tenant of weight 2 gets two thirds,
+	// split evenly between its two customers.
+	w.custs[1].tenant = 0
+	w.custs[0].weight, w.custs[1].weight = 2, 2
+	w.arrivals = w.arrivals[:0]
+	for k := range 100 {
+		at := time.Duration(k) * 100 * time.Millisecond
+		w.arrivals = append(w.arrivals, request{cust: 0, at: at}, request{cust: 1, at: at}, request{cust: 2, at: at})
+	}
+	got = gpsShares(w, cfg)
+	for c, want := range []float64{100.0 / 3, 100.0 / 3, 100.0 / 3} {
+		if math.Abs(got[c]-want) > 1.5 {
+			t.Errorf("weights: customer %d served %.2f, want about %.1f", c, got[c], want)
+		}
+	}
+}
+
+// fill shares by tenant weight, then evenly within a tenant, giving a
+// light customer what it asks.
+func TestFill(t *testing.T) {
+	custs := []customer{{tenant: 0, weight: 4}, {tenant: 0, weight: 4}, {tenant: 1, weight: 1}, {tenant: 2, weight: 1}}
+	got, level := fill(custs, []float64{100, 1, 100, 100}, 60)
+	// Tenant 0 gets 4/6 of 60 = 40: its light customer 1, the rest 39;
+	// tenants 1 and 2 get 10 each.
+	for c, want := range []float64{39, 1, 10, 10} {
+		if math.Abs(got[c]-want) > 1e-9 {
+			t.Errorf("customer %d: %.3f, want %v", c, got[c], want)
+		}
+	}
+	if level != 10 {
+		t.Errorf("level %v, want 10 per unit of weight", level)
 	}
 }
 
@@ -125,7 +161,7 @@ func TestSimClusterDeterministic(t *testing.T) {
 	w := newWorkload(cfg)
 	var runs [2][]request
 	for i := range runs {
-		c, err := newCluster(cfg)
+		c, err := newCluster(cfg, w.custs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,5 +190,39 @@ func TestConfigNodes(t *testing.T) {
 		if err := (Config{Nodes: n}).Validate(); err == nil || !strings.Contains(err.Error(), "Nodes") {
 			t.Errorf("Nodes %d: %v, want an error naming Nodes", n, err)
 		}
+	}
+}
+
+// A shaped workload (weights, a tenant of many keys, costs, short waits,
+// moving demand) keeps Sluice within the quota in every window, and
+// reports each class of customer apart.
+func TestSimShapedWorkload(t *testing.T) {
+	cfg := Config{
+		Duration: 20 * time.Second, Weights: []int64{4, 2, 1}, Keys: []int{1, 1, 1, 20},
+		Costs: []int64{1, 5}, MaxWaits: []time.Duration{2 * time.Second, 300 * time.Millisecond},
+		Shift: 5 * time.Second,
+	}
+	for _, nodes := range []int{1, 3} {
+		cfg.Nodes = nodes
+		rep, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := rep.Strategies[len(rep.Strategies)-1]
+		if s.WindowsOver != 0 || s.MaxInWindow > rep.Rate {
+			t.Errorf("%d nodes: sluice granted %d units in some 1s, %d aligned windows over", nodes, s.MaxInWindow, s.WindowsOver)
+		}
+		var names []string
+		for _, c := range s.Classes {
+			names = append(names, c.Name)
+		}
+		for _, want := range []string{"light", "heavy", "weight 4", "tenant of 20 keys", "cost 5", "wait 300ms"} {
+			if !slices.Contains(names, want) {
+				t.Errorf("%d nodes: classes %v lack %q", nodes, names, want)
+			}
+		}
+	}
+	if err := (Config{Costs: []int64{11}}).Validate(); err == nil || !strings.Contains(err.Error(), "Costs") {
+		t.Errorf("a cost over Rate/10: %v, want an error naming Costs", err)
 	}
 }

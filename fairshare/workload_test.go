@@ -1,0 +1,187 @@
+package fairshare
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// offer is one request a loadRun offers: who, and how long it may wait.
+type offer struct {
+	c       Customer
+	group   string
+	weight  int64
+	cost    int64
+	maxWait time.Duration
+}
+
+// loadResult is what a loadRun measured for each customer.
+type loadResult struct {
+	units   map[Customer]int64 // cost units granted
+	refused map[Customer]int   // refused at arrival (ErrShortage)
+	dropped map[Customer]int   // withdrawn after waiting past maxWait
+	waits   map[Customer][]time.Duration
+	grants  []Grant
+}
+
+// loadRun drives s on a virtual clock in steps of 1ms for d: at each step
+// it offers what arrive returns through Admit, withdraws what waited past
+// its maxWait (as an Upstream does), and releases what Next allows.
+func loadRun(t *testing.T, s *Scheduler, d time.Duration, arrive func(now time.Duration) []offer) loadResult {
+	t.Helper()
+	res := loadResult{units: map[Customer]int64{}, refused: map[Customer]int{}, dropped: map[Customer]int{}, waits: map[Customer][]time.Duration{}}
+	type pending struct {
+		id       uint64
+		c        Customer
+		deadline time.Duration
+	}
+	var waiting []pending
+	id := uint64(0)
+	for now := time.Duration(0); now < d; now += time.Millisecond {
+		for _, o := range arrive(now) {
+			id++
+			err := s.Admit(t0.Add(now), Request{ID: id, Customer: o.c, Group: o.group, Weight: o.weight, Cost: o.cost}, o.maxWait)
+			switch {
+			case err == ErrShortage:
+				res.refused[o.c]++
+			case err != nil:
+				t.Fatalf("at %v: Admit(%s): %v", now, o.c, err)
+			case o.maxWait > 0:
+				waiting = append(waiting, pending{id, o.c, now + o.maxWait})
+			}
+		}
+		kept := waiting[:0]
+		for _, p := range waiting {
+			if now > p.deadline {
+				if s.Cancel(p.id) {
+					res.dropped[p.c]++
+				}
+				continue
+			}
+			kept = append(kept, p)
+		}
+		waiting = kept
+		gs, _ := s.Next(t0.Add(now))
+		for _, g := range gs {
+			res.units[g.Customer] += g.Cost
+			res.waits[g.Customer] = append(res.waits[g.Customer], g.Waited)
+		}
+		res.grants = append(res.grants, gs...)
+	}
+	return res
+}
+
+// backlogged returns the offers that keep customer c of group with n
+// requests waiting: whatever it was granted since the last call, it asks
+// again.
+func backlogged(s *Scheduler, c Customer, group string, weight, cost int64, n int) []offer {
+	have := 0
+	if q := s.queues[c]; q != nil {
+		have = len(q.reqs)
+	}
+	var os []offer
+	for range n - have {
+		os = append(os, offer{c: c, group: group, weight: weight, cost: cost})
+	}
+	return os
+}
+
+// A light customer that asks with a short maxWait, behind heavy customers
+// of weights 4, 2 and 1, is served next, as the rotation serves a customer
+// new to it: its estimate says so, so it is not refused, and it waits
+// about one release.
+func TestLightCustomerShortMaxWait(t *testing.T) {
+	s := newSched(t, Config{Rate: 100, Window: time.Second, Burst: 10, MaxQueue: 1000})
+	weights := []int64{4, 2, 1}
+	res := loadRun(t, s, 30*time.Second, func(now time.Duration) []offer {
+		var os []offer
+		for i := range 30 {
+			c := Customer(fmt.Sprint("heavy", i))
+			os = append(os, backlogged(s, c, string(c), weights[i%3], 1, 20)...)
+		}
+		if now%(3300*time.Millisecond) == 500*time.Millisecond { // 0.3 a second
+			os = append(os, offer{c: "light", weight: 1, cost: 1, maxWait: 300 * time.Millisecond})
+		}
+		return os
+	})
+	checkWindow(t, res.grants, 100, time.Second)
+	if res.refused["light"] > 0 || res.dropped["light"] > 0 || len(res.waits["light"]) != 9 {
+		t.Errorf("light customer: %d refused, %d dropped, %d served of 9", res.refused["light"], res.dropped["light"], len(res.waits["light"]))
+	}
+	for _, w := range res.waits["light"] {
+		if w > 50*time.Millisecond {
+			t.Errorf("light customer waited %v, want about one release (10ms)", w)
+		}
+	}
+}
+
+// A tenant gets its weight's share whatever the number of keys its
+// requests name, even when each key alone asks for little: tenant a, of
+// weight 1, asks twice its share at random times, spread over 1, 5 or 20
+// keys, beside nine backlogged tenants of weights 4, 2 and 1; it gets its
+// share, a twenty-second of the upstream, however many keys it names.
+func TestGroupKeysGetOneShare(t *testing.T) {
+	for _, keys := range []int{1, 5, 20} {
+		t.Run(fmt.Sprint(keys, " keys"), func(t *testing.T) {
+			s := newSched(t, Config{Rate: 100, Window: time.Second, Burst: 10, MaxQueue: 1000})
+			r := rand.New(rand.NewPCG(uint64(keys), 24))
+			weights := []int64{4, 2, 1}
+			share := 100 / 22.0 // a's weight over the sum of weights, 1 + 3*(4+2+1)
+			next := time.Duration(0)
+			res := loadRun(t, s, 30*time.Second, func(now time.Duration) []offer {
+				var os []offer
+				for i := range 9 {
+					g := fmt.Sprint("t", i)
+					os = append(os, backlogged(s, Customer(g+"/x"), g, weights[i%3], 1, 20)...)
+				}
+				for ; next <= now; next += time.Duration(r.ExpFloat64() / (2 * share) * float64(time.Second)) {
+					k := r.IntN(keys)
+					os = append(os, offer{c: Customer(fmt.Sprint("a/", k)), group: "a", weight: 1, cost: 1, maxWait: 2 * time.Second})
+				}
+				return os
+			})
+			checkWindow(t, res.grants, 100, time.Second)
+			var a int64
+			for c, u := range res.units {
+				if strings.HasPrefix(string(c), "a/") {
+					a += u
+				}
+			}
+			if want := 30 * share; float64(a) < 0.9*want {
+				t.Errorf("tenant a on %d keys got %d units in 30s, want its share of %.0f within 10%%", keys, a, want)
+			}
+		})
+	}
+}
+
+// Requests that cost 5 get their customer's share in cost units, as
+// requests that cost 1 do: a customer asking twice its share in cost-5
+// requests, beside twenty backlogged customers of cost-1 requests, gets
+// about a twenty-first of the upstream, even with a maxWait (300ms) much
+// shorter than the five rounds it would take to save up for one request.
+func TestCostlyRequestsGetTheirShare(t *testing.T) {
+	for _, maxWait := range []time.Duration{300 * time.Millisecond, time.Second, 2 * time.Second} {
+		t.Run(fmt.Sprint("maxWait ", maxWait), func(t *testing.T) {
+			s := newSched(t, Config{Rate: 100, Window: time.Second, Burst: 10, MaxQueue: 1000})
+			res := loadRun(t, s, 30*time.Second, func(now time.Duration) []offer {
+				var os []offer
+				for i := range 20 {
+					c := Customer(fmt.Sprint("cheap", i))
+					os = append(os, backlogged(s, c, string(c), 1, 1, 20)...)
+				}
+				if now%(500*time.Millisecond) == 0 { // 10 units a second
+					os = append(os, offer{c: "costly", weight: 1, cost: 5, maxWait: maxWait})
+				}
+				return os
+			})
+			checkWindow(t, res.grants, 100, time.Second)
+			share := 30 * 100 / 21.0
+			if got := float64(res.units["costly"]); got < 0.9*share || got > 1.1*share {
+				t.Errorf("costly customer got %.0f units in 30s, want its share of %.0f within 10%% (%d refused, %d dropped)",
+					got, share, res.refused["costly"], res.dropped["costly"])
+			}
+		})
+	}
+}
