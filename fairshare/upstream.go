@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,7 +13,8 @@ import (
 // the defaults.
 type Options struct {
 	// Now is the clock; default time.Now. Tests may pass a fake one, or run
-	// under testing/synctest.
+	// under testing/synctest. The Upstream keeps only its readings' wall
+	// clock, never earlier than one it kept before (see wallClock).
 	Now func() time.Time
 	// Ledger, if not nil, shares the upstream with the other nodes that
 	// use the same ledger: the Upstream releases at this node's share,
@@ -30,7 +32,7 @@ type Options struct {
 // by the Upstream and stopped by Close, releases requests at the times the
 // scheduler names. Upstream is safe for concurrent use.
 type Upstream struct {
-	now     func() time.Time
+	now     func() time.Time // a wallClock's
 	mu      sync.Mutex
 	s       *Scheduler
 	nextID  uint64
@@ -63,7 +65,7 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 		opts.Now = time.Now
 	}
 	u := &Upstream{
-		now:       opts.Now,
+		now:       (&wallClock{read: opts.Now}).now,
 		s:         s,
 		waiters:   make(map[uint64]chan Grant),
 		kick:      make(chan struct{}, 1),
@@ -94,6 +96,36 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 	}
 	go u.loop()
 	return u, nil
+}
+
+// wallClock is an Upstream's clock: the wall clock of read's readings
+// alone, never earlier than a reading it returned before. A grant's time
+// is the wall clock (the client and the other nodes see no other), so the
+// pacer must measure its windows on that clock too: time.Now reads the
+// wall clock, then the monotonic one, and a thread preempted between the
+// two (for milliseconds on a loaded machine, 212 ms seen on a 2-core one)
+// returns a wall reading that early beside its monotonic one. Paced on the
+// monotonic reading, a release stamped that early joined the releases of
+// the window before it: more than the rate by grant time. Clamped, a wall
+// clock that steps back stands still until it has caught up, and no
+// release is stamped before one already made.
+type wallClock struct {
+	read func() time.Time
+	last atomic.Int64 // the latest reading returned, in Unix nanoseconds
+}
+
+func (c *wallClock) now() time.Time {
+	t := c.read().Round(0) // Round(0) drops the monotonic reading
+	n := t.UnixNano()
+	for {
+		last := c.last.Load()
+		if n <= last {
+			return t.Add(time.Duration(last - n))
+		}
+		if c.last.CompareAndSwap(last, n) {
+			return t
+		}
+	}
 }
 
 // balance resizes the node's share every interval, and sooner when a
