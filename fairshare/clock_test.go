@@ -204,3 +204,61 @@ func TestUpstreamClockSteppingBack(t *testing.T) {
 		}
 	})
 }
+
+// wallLedger grants every claim, and records how far ahead of its wall
+// clock each claim said it was made.
+type wallLedger struct {
+	wall   func() time.Time
+	mu     sync.Mutex
+	claims int
+	ahead  []time.Duration
+}
+
+func (l *wallLedger) TTL() time.Duration { return fairshare.DefaultTTL(time.Second) }
+
+func (l *wallLedger) Publish(ctx context.Context, now time.Time, d fairshare.Demand) (fairshare.Demand, int, error) {
+	return d, 1, nil
+}
+
+func (l *wallLedger) Claim(ctx context.Context, now time.Time, units int64) (bool, int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.claims++
+	if d := now.Sub(l.wall()); d > 0 {
+		l.ahead = append(l.ahead, d)
+	}
+	return true, 0, nil
+}
+
+func (l *wallLedger) Leave(ctx context.Context, now time.Time) error { return nil }
+
+// While an Upstream's clock stands still after the wall clock stepped
+// back, its claims are reckoned by the wall clock, as the table reckons
+// their leases: a node that stopped by its clock, ahead, would release
+// past the lapse of its claim that other nodes see.
+func TestUpstreamClaimsByTheWallClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var back atomic.Int64
+		clock := func() time.Time { return time.Now().Add(-time.Duration(back.Load())) }
+		l := &wallLedger{wall: clock}
+		u, err := fairshare.NewUpstream(fairshare.Config{Rate: 10, Burst: 10}, fairshare.Options{Now: clock, Ledger: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		time.Sleep(2500 * time.Millisecond)
+		back.Store(int64(2 * time.Second)) // the clock stands still for 1.5 s
+		l.mu.Lock()
+		before := l.claims
+		l.mu.Unlock()
+		time.Sleep(3 * time.Second)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.claims-before < 2 {
+			t.Fatalf("%d claims in the 3 s after the step, want one a second", l.claims-before)
+		}
+		if len(l.ahead) > 0 {
+			t.Errorf("claims made ahead of the wall clock by %v", l.ahead)
+		}
+	})
+}

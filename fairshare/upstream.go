@@ -32,7 +32,8 @@ type Options struct {
 // by the Upstream and stopped by Close, releases requests at the times the
 // scheduler names. Upstream is safe for concurrent use.
 type Upstream struct {
-	now     func() time.Time // a wallClock's
+	clock   *wallClock
+	now     func() time.Time // clock's
 	mu      sync.Mutex
 	s       *Scheduler
 	nextID  uint64
@@ -65,7 +66,7 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 		opts.Now = time.Now
 	}
 	u := &Upstream{
-		now:       (&wallClock{read: opts.Now}).now,
+		clock:     &wallClock{read: opts.Now},
 		s:         s,
 		waiters:   make(map[uint64]chan Grant),
 		kick:      make(chan struct{}, 1),
@@ -76,6 +77,7 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 		rebalance: make(chan struct{}, 1),
 		balanced:  make(chan struct{}),
 	}
+	u.now = u.clock.now
 	if u.interval <= 0 {
 		u.interval = DefaultInterval
 	}
@@ -115,15 +117,26 @@ type wallClock struct {
 }
 
 func (c *wallClock) now() time.Time {
-	t := c.read().Round(0) // Round(0) drops the monotonic reading
-	n := t.UnixNano()
+	now, _ := c.both()
+	return now
+}
+
+// both returns the clock's reading and the wall clock's own, which is
+// earlier while the clock stands still after the wall clock stepped back.
+// A claim's lease lapses by the wall clock of the node that wrote it:
+// the Balancer reckons when its claims lapse from the wall clock's
+// reading, so that it stops releasing in time (Share.Stop) while the
+// clock stands still.
+func (c *wallClock) both() (now, wall time.Time) {
+	wall = c.read().Round(0) // Round(0) drops the monotonic reading
+	n := wall.UnixNano()
 	for {
 		last := c.last.Load()
 		if n <= last {
-			return t.Add(time.Duration(last - n))
+			return wall.Add(time.Duration(last - n)), wall
 		}
 		if c.last.CompareAndSwap(last, n) {
-			return t
+			return wall, wall
 		}
 	}
 }
@@ -192,12 +205,13 @@ func (u *Upstream) resize(step bool) Share {
 	)
 	if step {
 		u.mu.Lock()
-		now := u.now()
+		now, wall := u.clock.both()
 		demand := u.s.Demands(now)
 		u.mu.Unlock()
-		sh, err = u.bal.Step(ctx, now, demand, lower)
+		sh, err = u.bal.Step(ctx, wall, demand, lower)
 	} else {
-		sh, err = u.bal.Reclaim(ctx, u.now(), lower)
+		_, wall := u.clock.both()
+		sh, err = u.bal.Reclaim(ctx, wall, lower)
 	}
 	if err != nil && u.ctx.Err() == nil {
 		u.logger.Warn("fairshare: the ledger failed; this node keeps the share it holds", "error", err, "rate", sh.Rate, "stop", sh.Stop)
