@@ -46,7 +46,10 @@ import (
 // more than the rate. A node that cannot renew its claim stops releasing
 // one Window (and a margin for clock error) before the claim may lapse,
 // so a node that takes the units when it does cannot overlap it either.
-// The bound holds while the nodes' clocks agree to within the margin.
+// The bound is by the times on the nodes' clocks, which must be the times
+// their releases are stamped with (an Upstream's wall clock, see
+// wallClock): it holds while the nodes' clocks agree, and through a lapse
+// while they agree to within the margin.
 //
 // A dead node's share returns when its claim lapses, at most TTL after its
 // last renewal, and the others take it at their next Step: within TTL plus

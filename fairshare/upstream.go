@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,7 +13,8 @@ import (
 // the defaults.
 type Options struct {
 	// Now is the clock; default time.Now. Tests may pass a fake one, or run
-	// under testing/synctest.
+	// under testing/synctest. The Upstream keeps only its readings' wall
+	// clock, never earlier than one it kept before (see wallClock).
 	Now func() time.Time
 	// Ledger, if not nil, shares the upstream with the other nodes that
 	// use the same ledger: the Upstream releases at this node's share,
@@ -30,7 +32,8 @@ type Options struct {
 // by the Upstream and stopped by Close, releases requests at the times the
 // scheduler names. Upstream is safe for concurrent use.
 type Upstream struct {
-	now     func() time.Time
+	clock   *wallClock
+	now     func() time.Time // clock's
 	mu      sync.Mutex
 	s       *Scheduler
 	nextID  uint64
@@ -63,7 +66,7 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 		opts.Now = time.Now
 	}
 	u := &Upstream{
-		now:       opts.Now,
+		clock:     &wallClock{read: opts.Now},
 		s:         s,
 		waiters:   make(map[uint64]chan Grant),
 		kick:      make(chan struct{}, 1),
@@ -74,6 +77,7 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 		rebalance: make(chan struct{}, 1),
 		balanced:  make(chan struct{}),
 	}
+	u.now = u.clock.now
 	if u.interval <= 0 {
 		u.interval = DefaultInterval
 	}
@@ -94,6 +98,47 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 	}
 	go u.loop()
 	return u, nil
+}
+
+// wallClock is an Upstream's clock: the wall clock of read's readings
+// alone, never earlier than a reading it returned before. A grant's time
+// is the wall clock (the client and the other nodes see no other), so the
+// pacer must measure its windows on that clock too: time.Now reads the
+// wall clock, then the monotonic one, and a thread preempted between the
+// two (for milliseconds on a loaded machine, 212 ms seen on a 2-core one)
+// returns a wall reading that early beside its monotonic one. Paced on the
+// monotonic reading, a release stamped that early joined the releases of
+// the window before it: more than the rate by grant time. Clamped, a wall
+// clock that steps back stands still until it has caught up, and no
+// release is stamped before one already made.
+type wallClock struct {
+	read func() time.Time
+	last atomic.Int64 // the latest reading returned, in Unix nanoseconds
+}
+
+func (c *wallClock) now() time.Time {
+	now, _ := c.both()
+	return now
+}
+
+// both returns the clock's reading and the wall clock's own, which is
+// earlier while the clock stands still after the wall clock stepped back.
+// A claim's lease lapses by the wall clock of the node that wrote it:
+// the Balancer reckons when its claims lapse from the wall clock's
+// reading, so that it stops releasing in time (Share.Stop) while the
+// clock stands still.
+func (c *wallClock) both() (now, wall time.Time) {
+	wall = c.read().Round(0) // Round(0) drops the monotonic reading
+	n := wall.UnixNano()
+	for {
+		last := c.last.Load()
+		if n <= last {
+			return wall.Add(time.Duration(last - n)), wall
+		}
+		if c.last.CompareAndSwap(last, n) {
+			return wall, wall
+		}
+	}
 }
 
 // balance resizes the node's share every interval, and sooner when a
@@ -160,12 +205,13 @@ func (u *Upstream) resize(step bool) Share {
 	)
 	if step {
 		u.mu.Lock()
-		now := u.now()
+		now, wall := u.clock.both()
 		demand := u.s.Demands(now)
 		u.mu.Unlock()
-		sh, err = u.bal.Step(ctx, now, demand, lower)
+		sh, err = u.bal.Step(ctx, wall, demand, lower)
 	} else {
-		sh, err = u.bal.Reclaim(ctx, u.now(), lower)
+		_, wall := u.clock.both()
+		sh, err = u.bal.Reclaim(ctx, wall, lower)
 	}
 	if err != nil && u.ctx.Err() == nil {
 		u.logger.Warn("fairshare: the ledger failed; this node keeps the share it holds", "error", err, "rate", sh.Rate, "stop", sh.Stop)
