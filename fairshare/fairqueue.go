@@ -109,6 +109,19 @@ func (q *fairQueue[T]) served(x T, units float64, more bool) {
 	q.down(f.at)
 }
 
+// servedAhead records the release of units of x out of its turn: as
+// served, but v stays, so flows that join are not put behind x's tag.
+func (q *fairQueue[T]) servedAhead(x T, units float64, more bool) {
+	f := x.flow()
+	f.finish = f.start + units
+	if !more {
+		q.remove(x)
+		return
+	}
+	f.start, f.fresh = f.finish, false
+	q.down(f.at)
+}
+
 // shift moves v and the tags of flows (every flow of q, waiting or not)
 // back by v, keeping their order: tags stay small, where float64 tells
 // apart the steps of the heaviest weights.
@@ -127,7 +140,11 @@ func (q *fairQueue[T]) shift(flows func(yield func(T) bool)) {
 const maxTag = 1 << 20
 
 func (q *fairQueue[T]) less(i, j int) bool {
-	a, b := q.busy[i].flow(), q.busy[j].flow()
+	return q.lessFlow(q.busy[i].flow(), q.busy[j].flow())
+}
+
+// lessFlow reports whether a goes before b.
+func (q *fairQueue[T]) lessFlow(a, b *flow) bool {
 	if a.start != b.start {
 		return a.start < b.start
 	}

@@ -101,6 +101,36 @@ func (p *pacer) readyAt(now time.Time, n int64) time.Time {
 	return at
 }
 
+// readyAfter returns when n units may go if m units are taken at now
+// first, as readyAt would after take(now, m); readyAt(now, m) must be
+// now and p.expire(now) must have run. The m units stay in the log past
+// any time the answer can be, so the log must free n from what it holds
+// now with m fewer units of room.
+func (p *pacer) readyAfter(now time.Time, m, n int64) time.Time {
+	if p.rate < m+n || !p.stop.IsZero() && !now.Before(p.stop) {
+		return never
+	}
+	tat := p.tat
+	if now.After(tat) {
+		tat = now
+	}
+	at := now
+	if b := tat.Add(time.Duration(float64(m+n)*p.t - p.tau)); b.After(at) {
+		at = b
+	}
+	free := p.rate - p.inLog - m
+	for i := 0; free < n && i < len(p.log); i++ {
+		free += p.log[i].n
+		if t := p.log[i].at.Add(p.window); t.After(at) {
+			at = t
+		}
+	}
+	if !p.stop.IsZero() && !at.Before(p.stop) {
+		return never
+	}
+	return at
+}
+
 // fallsTo returns when the log's sum falls to at most n, if nothing more is
 // released: now if it has; p.expire(now) must have run.
 func (p *pacer) fallsTo(now time.Time, n int64) time.Time {

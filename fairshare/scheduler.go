@@ -416,31 +416,82 @@ func (s *Scheduler) Next(now time.Time) (grants []Grant, wakeAt time.Time) {
 			heldGroups = append(heldGroups, s.busy.pop())
 			continue
 		}
-		head := q.reqs[0]
-		if at := s.pacer.readyAt(now, head.cost*sc); at.After(now) {
-			if at == never {
-				return grants, time.Time{}
+		at := s.pacer.readyAt(now, q.reqs[0].cost*sc)
+		if at == never {
+			return grants, time.Time{}
+		}
+		if at.After(now) {
+			// The head waits: a request behind it that fits in the room
+			// the pacer leaves meanwhile, without putting the head off,
+			// goes now.
+			if bg, bq := s.backfill(now, at, q.reqs[0].cost*sc); bq != nil {
+				grants = append(grants, s.release(now, bg, bq, false))
+				continue
 			}
 			return grants, at
 		}
-		s.pacer.take(now, head.cost*sc)
-		s.recordSent(now, q.name, head.cost)
-		q.reqs = q.reqs[1:]
-		q.backlog -= head.cost
-		g.backlog -= head.cost
-		delete(s.waiting, head.id)
-		s.queued(g.name, -head.cost)
-		g.keys.served(q, float64(head.cost), len(q.reqs) > 0)
-		if g.keys.v > maxTag {
-			g.keys.shift(maps.Values(g.custs))
-		}
-		s.busy.served(g, float64(head.cost)/float64(g.weight), g.backlog > 0)
-		grants = append(grants, Grant{ID: head.id, Customer: q.name, Cost: head.cost, At: now, Waited: now.Sub(head.at)})
+		grants = append(grants, s.release(now, g, q, true))
 	}
 	if len(heldGroups) > 0 {
 		return grants, capWake
 	}
 	return grants, time.Time{}
+}
+
+// release sends the head of q, of group g, at now. A release in turn
+// moves the groups' virtual time to g's tag; one ahead of its turn
+// (backfill) moves only g's own tags, so it costs g its place as a
+// release in turn does, and no other group's.
+func (s *Scheduler) release(now time.Time, g *group, q *custQueue, inTurn bool) Grant {
+	head := q.reqs[0]
+	s.pacer.take(now, head.cost*s.cfg.scale())
+	s.recordSent(now, q.name, head.cost)
+	q.reqs = q.reqs[1:]
+	q.backlog -= head.cost
+	g.backlog -= head.cost
+	delete(s.waiting, head.id)
+	s.queued(g.name, -head.cost)
+	g.keys.served(q, float64(head.cost), len(q.reqs) > 0)
+	if g.keys.v > maxTag {
+		g.keys.shift(maps.Values(g.custs))
+	}
+	units := float64(head.cost) / float64(g.weight)
+	if inTurn {
+		s.busy.served(g, units, g.backlog > 0)
+	} else {
+		s.busy.servedAhead(g, units, g.backlog > 0)
+	}
+	return Grant{ID: head.id, Customer: q.name, Cost: head.cost, At: now, Waited: now.Sub(head.at)}
+}
+
+// backfillScan bounds the groups backfill looks at: the first of the
+// heap, which hold the least tags but for the top's subtrees' depths.
+const backfillScan = 32
+
+// backfill returns the group and customer whose next request may go at
+// now, ahead of the top's head of n scaled units that cannot go before
+// at, without putting it off: the pacer still lets the head go at at
+// after this request. Of those among the first groups of the queue, the
+// one of least tag. A costly head waits on the log for room to free
+// (Window after earlier releases) with the bucket full; units a smaller
+// request could use meanwhile would otherwise go unused. None: nil.
+func (s *Scheduler) backfill(now, at time.Time, n int64) (*group, *custQueue) {
+	sc := s.cfg.scale()
+	var bg *group
+	var bq *custQueue
+	for _, g := range s.busy.busy[1:min(len(s.busy.busy), backfillScan)] {
+		if bg != nil && !s.busy.lessFlow(g.flow(), bg.flow()) {
+			continue
+		}
+		q := g.keys.top()
+		m := q.reqs[0].cost * sc
+		if !s.capReady(now, q.name, q.reqs[0].cost).IsZero() || s.pacer.readyAt(now, m).After(now) ||
+			s.pacer.readyAfter(now, m, n).After(at) {
+			continue
+		}
+		bg, bq = g, q
+	}
+	return bg, bq
 }
 
 // forget drops the groups and customers that no longer owe anything, and

@@ -101,6 +101,27 @@ func TestGPSShares(t *testing.T) {
 	}
 }
 
+// A request the fluid reference has begun by the end of the run counts
+// whole, as a scheduler serves it whole: a cost-10 request arriving in the
+// last second, beside a backlogged customer, is owed 10, not the part the
+// fluid had served by the end.
+func TestGPSSharesEndWhole(t *testing.T) {
+	cfg := Config{Customers: 10, Duration: 10 * time.Second, Rate: 10, MaxWait: 20 * time.Second}.withDefaults()
+	w := workload{custs: make([]customer, 10)}
+	for c := range w.custs {
+		w.custs[c] = customer{tenant: c, weight: 1, cost: 1, maxWait: 20 * time.Second}
+	}
+	w.custs[1].cost = 10
+	for k := range 200 {
+		w.arrivals = append(w.arrivals, request{cust: 0, at: time.Duration(k) * 50 * time.Millisecond})
+	}
+	w.arrivals = append(w.arrivals, request{cust: 1, at: 9500 * time.Millisecond})
+	slices.SortStableFunc(w.arrivals, func(a, b request) int { return cmp.Compare(a.at, b.at) })
+	if got := gpsShares(w, cfg); math.Abs(got[1]-10) > 1e-6 {
+		t.Errorf("a cost-10 request begun half a second before the end is owed %.2f, want 10", got[1])
+	}
+}
+
 // fill shares by tenant weight, then evenly within a tenant, giving a
 // light customer what it asks.
 func TestFill(t *testing.T) {

@@ -20,7 +20,10 @@ const gpsStep = 10 * time.Millisecond
 // carries it. A request whose service has not begun its maximum wait
 // after it arrived is dropped, as the strategies drop what waits longer;
 // one whose service has begun is served whole, as a real scheduler serves
-// a request whole or not at all. It is the share a customer asking in
+// a request whole or not at all, and counts whole if it has begun by the
+// end of the run (a cost-10 request arriving late would otherwise be owed
+// only the part the fluid served, and a scheduler that sends it whole
+// would seem to have taken more than its share). It is the share a customer asking in
 // bursts is owed, which a water-fill over the whole run overstates: that
 // owes a burst of a few seconds the average of a minute, more than the
 // fair level while it lasts.
@@ -88,6 +91,14 @@ func gpsShares(w workload, cfg Config) []float64 {
 			}
 			return false
 		})
+	}
+	// A request begun by the end is served whole, as a scheduler serves
+	// it: a costly one begun late in the run is not owed only the part
+	// the fluid had time for.
+	for c, q := range queues {
+		if len(q) > 0 && q[0].started {
+			served[c] += q[0].left
+		}
 	}
 	return served
 }
