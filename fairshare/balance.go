@@ -157,6 +157,14 @@ type Balancer struct {
 	// lowered are the rates in effect before each lowering of the last
 	// Window, and when each stops counting: the claim must cover them.
 	lowered []lowering
+	// grain is the least cost of the node's groups' requests at the last
+	// Step, in cost units: the step in which they use its share. carry is
+	// what the shares planned in whole grains (plan) gave the node less
+	// than its fair share, summed over the Steps, within three grains
+	// either way.
+	grain   int64
+	carry   float64
+	planned float64 // the share planned last; -1: none
 }
 
 type lowering struct {
@@ -193,7 +201,7 @@ func NewBalancer(cfg Config, ledger Ledger, margin time.Duration) (*Balancer, er
 	if ttl := ledger.TTL(); ttl <= cfg.Window+margin {
 		return nil, errors.New("fairshare: the ledger's TTL must exceed the Window and the margin")
 	}
-	return &Balancer{cfg: cfg, ledger: ledger, margin: margin}, nil
+	return &Balancer{cfg: cfg, ledger: ledger, margin: margin, planned: -1}, nil
 }
 
 // Released is what a node released in the Window up to At, in the units
@@ -224,6 +232,8 @@ func (b *Balancer) Step(ctx context.Context, now time.Time, mine []GroupDemand, 
 	others := Demand{Light: max(b.sum.Light-b.mine.Light, 0), Heavy: max(b.sum.Heavy-b.mine.Heavy, 0)}
 	level := FairLevel(float64(b.cfg.Rate), others, mine)
 	my := split(mine, level)
+	b.grain = grain(mine)
+	my.Heavy = b.plan(my, others)
 	my.Short = b.short()
 	sum, nodes, perr := b.ledger.Publish(ctx, now, my)
 	if perr == nil {
@@ -279,7 +289,7 @@ func (b *Balancer) claim(ctx context.Context, now time.Time, lower func(Share) R
 		if b.known {
 			want += b.held
 		}
-		want = max(min(want, target), hold)
+		want = max(b.usable(min(want, target)), hold)
 		ok, _, err = b.ledger.Claim(ctx, now, want)
 	}
 	if err == nil && ok && want == target && want >= before {
@@ -330,7 +340,8 @@ func (b *Balancer) spare(ctx context.Context, now time.Time, held, free int64) (
 	sc := b.cfg.scale()
 	// What the other nodes lack of their shares is theirs to take back.
 	spare := float64(free/sc) - max(b.sum.Short-b.mine.Short, 0)
-	extra := int64(max(spare, 0)*min(b.mine.Heavy/b.sum.Heavy, 1)) * sc
+	g := max(b.grain, 1) // whole grains: a part of one would go unused
+	extra := int64(max(spare, 0)*min(b.mine.Heavy/b.sum.Heavy, 1)) / g * g * sc
 	if extra <= 0 {
 		return 0, nil
 	}
@@ -347,6 +358,10 @@ func (b *Balancer) spare(ctx context.Context, now time.Time, held, free int64) (
 // groups alone takes its part of what is spare like any other.
 func (b *Balancer) short() float64 {
 	sc := float64(b.cfg.scale())
+	if b.planned >= 0 {
+		// The others sized their shares to leave this node its plan.
+		return max(float64(b.target-b.rate)/sc, 0)
+	}
 	return max(min(float64(b.target-b.rate)/sc, b.mine.Light-float64(b.rate)/sc), 0)
 }
 
@@ -403,6 +418,9 @@ func (b *Balancer) sizeShare(my, sum Demand, nodes int) int64 {
 		t = my.Light * r / sum.Light
 	case sum.Heavy > 0:
 		t = my.Light + my.Heavy*(r-sum.Light)/sum.Heavy
+		if g := float64(b.grain); g > 1 {
+			t = g * math.Round(t/g) // as planned, unless the others moved
+		}
 	default:
 		t = my.Light + (r-sum.Light)/float64(max(nodes, 1))
 	}
@@ -415,6 +433,71 @@ func (b *Balancer) sizeShare(my, sum Demand, nodes int) int64 {
 	// into the units others free.
 	sc := b.cfg.scale()
 	return min(max(int64(math.Round(t))*sc, 0), b.cfg.Rate*sc)
+}
+
+// plan returns the heavy weight the node publishes, given its demand my
+// and the others' sum: its heavy groups' weight, unless its groups use
+// the share in steps of more than one cost unit (grain, the least cost
+// they ask for). A share between two whole grains leaves the part over
+// the lower one unused (a node of cost-10 requests sends 20 in every
+// window of a share of 25), so such a node plans its share in whole
+// grains, the nearer one to its fair share and the carry (so that over
+// the Steps it gets its fair share), and publishes the heavy weight that
+// gives it that share at the level the sums give: the other nodes then
+// size theirs to leave it, and use what it leaves.
+func (b *Balancer) plan(my, others Demand) float64 {
+	r, g := float64(b.cfg.Rate), float64(b.grain)
+	free := r - others.Light - my.Light // what the heavy groups share
+	if b.grain <= 1 || my.Heavy <= 0 || others.Heavy <= 0 || free < g {
+		b.carry, b.planned = 0, -1
+		return my.Heavy
+	}
+	fair := my.Light + my.Heavy*free/(others.Heavy+my.Heavy)
+	// Keep the share planned last while the carry stays within two
+	// grains: every change of plan moves units between nodes, which
+	// takes them a second or two, so the node changes it every few Steps
+	// rather than at each.
+	share := b.planned
+	if share < 0 || math.Abs(fair-share) >= g {
+		share = g * math.Round(fair/g)
+	}
+	switch c := b.carry + fair - share; {
+	case c > 2*g:
+		share += g
+	case c < -2*g:
+		share -= g
+	}
+	share = min(max(share, g*math.Ceil(my.Light/g)), g*math.Floor((r-others.Light)/g))
+	b.carry = max(min(b.carry+fair-share, 3*g), -3*g)
+	b.planned = share
+	units := share - my.Light // the heavy groups' part
+	if free-units < 1e-9 || units < 0 {
+		return my.Heavy
+	}
+	return units * others.Heavy / (free - units)
+}
+
+// grain returns the least cost of the groups' requests, 1 if one's is
+// unknown.
+func grain(groups []GroupDemand) int64 {
+	g := int64(0)
+	for _, d := range groups {
+		if d.Cost < 1 {
+			return 1
+		}
+		if g == 0 || d.Cost < g {
+			g = d.Cost
+		}
+	}
+	return max(g, 1)
+}
+
+// usable returns the most of units, in the ledger's units, that the
+// node's groups can use: all of them, or on a node whose requests all
+// cost a grain or more, whole grains.
+func (b *Balancer) usable(units int64) int64 {
+	g := max(b.grain, 1) * b.cfg.scale()
+	return units / g * g
 }
 
 // FairLevel returns the fair level L of weighted max-min fairness for a

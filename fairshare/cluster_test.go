@@ -215,3 +215,62 @@ func TestClusterJoinAndDeath(t *testing.T) {
 		}
 	})
 }
+
+// A node whose customers' requests all cost 10 uses its share in steps of
+// 10: a share of 25 would send 20 in every window and leave 5 unused. It
+// plans its share in whole steps, 20 and 30 in turn, and the other nodes
+// size theirs around it: it gets its share over time, and the upstream is
+// used whole, never more than the rate in any second.
+func TestClusterCostlyNodeGetsItsShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, fairshare.Config{Rate: 100, Window: time.Second, Burst: 10})
+		ttl := 4 * time.Second
+		a, b, d := c.node(ttl), c.node(ttl), c.node(ttl)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		// Weights 1, 1 and 2: a's share is 25, b's 25 and d's 50.
+		cost := map[string]int64{"a": 10, "b": 1, "d": 1}
+		weight := map[string]int64{"a": 1, "b": 1, "d": 2}
+		for k, u := range map[string]*fairshare.Upstream{"a": a, "b": b, "d": d} {
+			for range 20 {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						if _, err := u.Acquire(ctx, fairshare.Customer(k), k, weight[k], cost[k], 0); err == nil {
+							now := time.Now()
+							c.mu.Lock()
+							for range cost[k] {
+								c.sent = append(c.sent, now)
+							}
+							c.byKey[k] = append(c.byKey[k], now)
+							c.mu.Unlock()
+						}
+					}
+				})
+			}
+		}
+		start := time.Now()
+		time.Sleep(40 * time.Second)
+		cancel()
+		for _, u := range []*fairshare.Upstream{a, b, d} {
+			u.Close()
+		}
+		wg.Wait()
+
+		if most := maxInWindow(c.sent, time.Second); most > 100 {
+			t.Errorf("the upstream saw %d units in one second, more than its rate of 100", most)
+		}
+		from, to := start.Add(10*time.Second), start.Add(40*time.Second)
+		total := 0
+		for k, share := range map[string]float64{"a": 25, "b": 25, "d": 50} {
+			got := c.count(k, from, to) * int(cost[k])
+			total += got
+			t.Logf("%s got %d units in 30s, its share %.0f", k, got, share*30)
+			if math.Abs(float64(got)-share*30) > 0.08*share*30 {
+				t.Errorf("%s got %d units in 30s, want %.0f (within 8%%)", k, got, share*30)
+			}
+		}
+		if total < 2900 {
+			t.Errorf("the upstream served %d of 3000 units in 30s: under 96.7%% used", total)
+		}
+	})
+}

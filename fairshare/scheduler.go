@@ -102,6 +102,9 @@ type asking struct {
 	// waited: units were waiting at the last Demands, and have been ever
 	// since (drained is false).
 	waited, drained bool
+	// cost is the least cost asked in the last span in which the group
+	// asked anything; least, the least asked since the last Demands.
+	cost, least int64
 }
 
 // span is what a group asked for in one span between calls of Demands.
@@ -212,6 +215,9 @@ func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error
 		}
 		a.weight = r.Weight
 		a.units += r.Cost
+		if a.least == 0 || r.Cost < a.least {
+			a.least = r.Cost
+		}
 	}
 	if maxWait > 0 && s.Estimate(now, r.Customer, r.Group, r.Weight, r.Cost) > maxWait {
 		return ErrShortage
@@ -240,6 +246,10 @@ type GroupDemand struct {
 	// Backlogged: the group had requests waiting throughout the span since
 	// the last call, so it asks for more than it gets, whatever Rate says.
 	Backlogged bool
+	// Cost is the least cost of the group's requests in the last span in
+	// which it asked anything: its share is used in steps of at least
+	// that (Balancer). 0: unknown.
+	Cost int64
 }
 
 // Demands returns each group's demand at now: the cost units it asked for
@@ -263,6 +273,9 @@ func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 		a.spans[a.next] = span{a.units, elapsed}
 		a.next = (a.next + 1) % demandSpans
 		a.units = 0
+		if a.least > 0 {
+			a.cost, a.least = a.least, 0
+		}
 		var units int64
 		var d time.Duration
 		for _, sp := range a.spans {
@@ -279,6 +292,7 @@ func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 			Weight:     a.weight,
 			Rate:       float64(units) * float64(s.cfg.Window) / float64(d),
 			Backlogged: backlogged,
+			Cost:       a.cost,
 		})
 	}
 	return ds
