@@ -24,7 +24,10 @@ import (
 //     over the live nodes back.
 //  2. Its share is then its light demand plus its heavy weight times the
 //     level the sums give. If no node has a heavy group, what is left over
-//     is split evenly among the nodes, as room for new demand.
+//     is split evenly among the nodes, as room for new demand. A node whose
+//     requests all cost g or more plans its share in whole steps of g,
+//     fair on average, and publishes the heavy weight that gives it that
+//     share (plan).
 //  3. It claims that share in the ledger, which grants it only if the
 //     shares of all nodes then sum to at most the rate (a conditional
 //     write); if not, it claims what is free. A node with heavy groups
