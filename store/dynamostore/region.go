@@ -47,8 +47,16 @@ import (
 // their window on. A node reads all regions' items of a key (one Query of
 // the local replica) at most once per Rebalance while it decides on the
 // key, publishes its region's demand, and gives away what its region holds
-// over its fair part of the limit (its demand's share, at least a tenth of
-// its base) to the regions under theirs, in proportion to what they lack.
+// over its fair part of the limit (its demand's share, and a floor of a
+// tenth of its base but no more than its demand, so a region without
+// demand has none) to the regions under theirs, in proportion to what
+// they lack, in whole units. A node's demand is measured from its second
+// refresh of a key, a quarter period after the first; until then it
+// publishes none and gives nothing. A region that lacks calls, through
+// its inbox (callIdle), every region that holds units over its fair part
+// and whose nodes are not looking at the key (a region that never sees
+// the key's traffic): their nodes read their inbox every Rebalance and
+// look at the keys called for ten minutes, giving their units away.
 //
 // Why it never admits more than the limit across regions: a gift is
 // pending until a window that starts at least two Rebalance periods after
@@ -62,6 +70,18 @@ import (
 // off keeps deciding against its allotment and gives nothing the others
 // can see; what it gave before the cut is gone from it and reaches the
 // others when it heals.
+//
+// The argument assumes: the clocks of a region's nodes agree within a
+// Rebalance period (a gift takes effect two periods after its writer's
+// read began, one period being enough with exact clocks); an allotment
+// write that commits does so within half a period of its read's start
+// (the node's context for both ends there; a request abandoned then but
+// applied by DynamoDB later would eat into the margin the clocks have);
+// and a node that cannot read
+// the items decides against its copy only while the copy still holds
+// every gift that can take effect (fallback), and otherwise against
+// nothing, never against the whole limit whatever the fail mode. It
+// assumes nothing of the replication lag.
 
 // regionGifts is how far ahead of its writing a gift takes effect, in
 // Rebalance periods.
