@@ -112,7 +112,9 @@ type allotment struct {
 	items     map[string]*regionItem
 	asked     int64 // hits asked here since since
 	since     time.Time
-	rate      float64              // this node's demand, hits per window
+	rate      float64 // this node's demand, hits per window
+	peak      float64 // its most within the last recentDemand (from peakAt)
+	peakAt    time.Time
 	policy    *sluice.Policy       // the policy of the last decision, for the idle refresh
 	decided   time.Time            // the last decision, or the last call from the inbox
 	called    map[string]time.Time // when this node last wrote to each region's inbox for the key
@@ -123,6 +125,7 @@ type regionItem struct {
 	v     int64              // version; 0: no item
 	lim   int64              // the limit the gifts were made under
 	rates map[string]float64 // each node's demand, hits per window, by node id
+	peaks map[string]float64 // each node's most demand within recentDemand
 	seen  map[string]int64   // when each node last wrote its rate, epoch ns
 	total map[string]int64   // effective gifts, by region given to
 	pend  map[string]int64   // pending gifts
@@ -145,6 +148,33 @@ func (it *regionItem) rate(now int64) float64 {
 	}
 	return r
 }
+
+// peak returns the region's recent demand: the sum of its nodes' peaks
+// (the most each measured within the last recentDemand), counted as rate
+// counts their rates.
+func (it *regionItem) peak(now int64) float64 {
+	if it == nil {
+		return 0
+	}
+	var r float64
+	for n, x := range it.peaks {
+		if now-it.seen[n] < int64(nodeGone) {
+			r += x
+		}
+	}
+	return r
+}
+
+// recentDemand, in Rebalance periods, is how long a region keeps a floor
+// of its even part (or of the demand it had, if less) after its demand
+// fell: demand that comes back within it finds its units still there.
+// Units given to a region take about two lags and three periods to
+// arrive (5 s at 1 s lag and period), so demand that moves between
+// regions faster than that would otherwise find, in each region it
+// reaches, the units given away while it was elsewhere, and the units
+// given to it arriving as it leaves. A region idle for longer gives its
+// part to the regions with demand.
+const recentDemand = 30
 
 // nodeGone is how long after its last write a node's demand stops
 // counting in its region's: it writes every few Rebalance periods while
@@ -387,6 +417,9 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 			r = (e.rate + r) / 2 // a node whose traffic stopped has none at once
 		}
 		e.rate = r
+		if r >= e.peak || wall.Sub(e.peakAt) > recentDemand*s.rebalance {
+			e.peak, e.peakAt = r, wall
+		}
 	}
 	e.asked, e.since, e.refreshed, e.items = 0, wall, wall, items
 	if unknown {
@@ -403,7 +436,7 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	}
 	next := *mine
 	next.total, next.pend, next.from = cloneMap(mine.total), cloneMap(mine.pend), cloneMap(mine.from)
-	next.rates, next.seen = cloneMap(mine.rates), cloneMap(mine.seen)
+	next.rates, next.seen, next.peaks = cloneMap(mine.rates), cloneMap(mine.seen), cloneMap(mine.peaks)
 	changed := mine.v == 0
 	if mine.lim != p.Limit {
 		// The limit changed: the gifts made under the old one count for
@@ -412,14 +445,16 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 		changed = true
 	}
 	if !unknown {
-		was := mine.rates[s.node]
-		next.rates[s.node], next.seen[s.node] = e.rate, wall.UnixNano()
+		was, wasPeak := mine.rates[s.node], mine.peaks[s.node]
+		next.rates[s.node], next.peaks[s.node], next.seen[s.node] = e.rate, e.peak, wall.UnixNano()
 		changed = changed || wall.UnixNano()-mine.seen[s.node] > int64(2*s.rebalance) ||
-			math.Abs(e.rate-was) > max(was/10, float64(p.Limit)/100)
+			math.Abs(e.rate-was) > max(was/10, float64(p.Limit)/100) ||
+			math.Abs(e.peak-wasPeak) > max(wasPeak/10, float64(p.Limit)/100)
 	}
 	for n, at := range next.seen {
 		if wall.UnixNano()-at > int64(time.Hour) {
 			delete(next.rates, n) // a node long gone
+			delete(next.peaks, n)
 			delete(next.seen, n)
 		}
 	}
@@ -433,7 +468,7 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 		from += w
 	}
 	if !unknown {
-		fair := s.fairParts(items, next.rate(wall.UnixNano()), p.Limit, wall.UnixNano())
+		fair := s.fairParts(items, next.rate(wall.UnixNano()), next.peak(wall.UnixNano()), p.Limit, wall.UnixNano())
 		if addGifts(&next, s.gifts(items, fair, p.Limit, from), from, now) {
 			changed = true
 		}
@@ -476,32 +511,79 @@ func addGifts(it *regionItem, gifts map[string]int64, from, now int64) bool {
 }
 
 // fairParts returns each region's fair part of limit, in the order of
-// s.regions, their demands being in items and this region's rate: a floor
-// of a tenth of its base, but no more than its demand, and the rest of
-// the limit in proportion to demand. A region without demand has no
-// floor, so that all of a small limit, or all but nothing of a large one,
-// can go where the demand is. It returns nil if no region has demand.
-func (s *Store) fairParts(items map[string]*regionItem, rate float64, limit, now int64) []float64 {
+// s.regions, their demands and recent demands (peaks) being in items and
+// this region's rate and peak. Each region has a floor: a tenth of its
+// even part (base), but no more than its demand; and, while its demand is
+// under half what it was within the last recentDemand periods (its
+// demand fell or left), its base, or that recent demand if less. The rest of the limit goes in proportion to demand, no
+// region's part passing its demand while another's is under its own (what
+// is left after all are filled, in proportion to demand). A region
+// without demand, recent or current, has no floor, so that all of a small
+// limit, or all but nothing of a large one, can go where the demand is;
+// one whose demand has just left keeps its floor for when it comes back.
+// It returns nil if no region has demand.
+func (s *Store) fairParts(items map[string]*regionItem, rate, peak float64, limit, now int64) []float64 {
 	n := len(s.regions)
 	demand := make([]float64, n)
-	floor := make([]float64, n)
+	fair := make([]float64, n)
 	var sumD, sumF float64
 	for i, r := range s.regions {
+		recent := peak
 		if r == s.region {
 			demand[i] = rate
 		} else {
-			demand[i] = items[r].rate(now)
+			demand[i], recent = items[r].rate(now), items[r].peak(now)
 		}
-		floor[i] = min(float64(baseShare(limit, i, n))/10, demand[i])
+		base := float64(baseShare(limit, i, n))
+		fair[i] = min(base/10, demand[i])
+		if demand[i] < recent/2 {
+			fair[i] = max(fair[i], min(base, recent)) // its demand fell: keep for its return
+		}
 		sumD += demand[i]
-		sumF += floor[i]
+		sumF += fair[i]
 	}
 	if sumD <= 0 {
 		return nil
 	}
-	fair := make([]float64, n)
-	for i := range fair {
-		fair[i] = floor[i] + (float64(limit)-sumF)*demand[i]/sumD
+	// Water-filling: the rest in proportion to demand among the regions
+	// under their demand, each filled to its demand at most, until the
+	// rest is gone or every region is filled.
+	rest := float64(limit) - sumF
+	open := make([]bool, n)
+	for i := range open {
+		open[i] = demand[i] > fair[i]
+	}
+	for rest > 1e-9 {
+		var sum float64
+		for i := range n {
+			if open[i] {
+				sum += demand[i]
+			}
+		}
+		if sum == 0 {
+			break
+		}
+		used := 0.0
+		for i := range n {
+			if open[i] && fair[i]+rest*demand[i]/sum >= demand[i] {
+				used += demand[i] - fair[i]
+				fair[i], open[i] = demand[i], false
+			}
+		}
+		rest -= used
+		if used == 0 {
+			for i := range n {
+				if open[i] {
+					fair[i] += rest * demand[i] / sum
+				}
+			}
+			rest = 0
+		}
+	}
+	if rest > 1e-9 {
+		for i := range n {
+			fair[i] += rest * demand[i] / sumD
+		}
 	}
 	return fair
 }
@@ -752,6 +834,7 @@ func (s *Store) writeAllotment(ctx context.Context, pk string, v int64, it *regi
 		"v":     num(v + 1),
 		"lim":   num(it.lim),
 		"rates": floatMap(it.rates),
+		"peaks": floatMap(it.peaks),
 		"seen":  numMap(it.seen),
 		"wrote": num(it.wrote),
 		"total": numMap(it.total),
@@ -795,18 +878,25 @@ func decodeAllotment(it map[string]types.AttributeValue) (*regionItem, error) {
 		return x
 	}
 	ri.v, ri.wrote, ri.lim = get("v"), get("wrote"), get("lim")
-	ri.rates = map[string]float64{}
-	if mm, _ := it["rates"].(*types.AttributeValueMemberM); mm != nil {
+	for _, m := range []struct {
+		name string
+		dst  *map[string]float64
+	}{{"rates", &ri.rates}, {"peaks", &ri.peaks}} {
+		*m.dst = map[string]float64{}
+		mm, _ := it[m.name].(*types.AttributeValueMemberM)
+		if mm == nil {
+			continue // peaks: an item of a node before them
+		}
 		for k, v := range mm.Value {
 			n, ok := v.(*types.AttributeValueMemberN)
 			if !ok {
-				return nil, fmt.Errorf("rates.%s is not a number", k)
+				return nil, fmt.Errorf("%s.%s is not a number", m.name, k)
 			}
 			x, e := strconv.ParseFloat(n.Value, 64)
 			if e != nil {
-				return nil, fmt.Errorf("rates.%s: %w", k, e)
+				return nil, fmt.Errorf("%s.%s: %w", m.name, k, e)
 			}
-			ri.rates[k] = x
+			(*m.dst)[k] = x
 		}
 	}
 	for _, m := range []struct {

@@ -309,6 +309,46 @@ func TestRegionsIdleRegionsGive(t *testing.T) {
 	}
 }
 
+// All of a key's traffic moves from region to region every second, faster
+// than units can follow it (a gift takes two lags and about three
+// Rebalance periods to arrive): the regions the demand has just left keep
+// their even parts for its return, rather than give them to the region it
+// is in, where they would arrive after it left. So the regions admit
+// about the even split, a third of the limit and more, where giving the
+// units away admitted a few percent; no window passes the limit.
+func TestRegionsMovingDemandKeepsEvenParts(t *testing.T) {
+	w := newWorld(t, 300*time.Millisecond)
+	p := &sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Second}
+	const moves, warm = 15, 6 // 1s each; the first warm are not counted
+	var all []map[int64]int64
+	var admitted, seconds int64
+	for m := range moves {
+		rates := make([]int, len(w.regions))
+		rates[m%len(rates)] = 200
+		a := w.load(t, p, rates, time.Second)
+		all = append(all, a...)
+		if m < warm {
+			continue
+		}
+		seconds++
+		for _, byWindow := range a {
+			for _, n := range byWindow {
+				admitted += n
+			}
+		}
+	}
+	checkWindows(t, p, all)
+	// The even split admits about 33 a second (more in a window the
+	// demand moved in, both regions' parts); giving the units away
+	// admitted 0-10. A loaded machine loses some decisions: the floor is
+	// far below the even split.
+	if got := float64(admitted) / float64(seconds*p.Limit); got < 0.2 {
+		t.Errorf("demand moving every second: %d admitted in %ds, %.0f%% of the limit; want at least 20%% (the even split is 33%%)", admitted, seconds, 100*got)
+	} else {
+		t.Logf("demand moving every second: %.0f%% of the limit", 100*got)
+	}
+}
+
 // A limit of 2 over three regions, all the traffic in one: the integer
 // parts (1, 1, 0) do not strand a unit, and the busy region admits both.
 func TestRegionsSmallLimit(t *testing.T) {
