@@ -46,11 +46,15 @@ import (
 // it gave, plus what the others gave it, counting pending gifts from
 // their window on. A node reads all regions' items of a key (one Query of
 // the local replica) at most once per Rebalance while it decides on the
-// key, publishes its region's demand, and gives away what its region holds
-// over its fair part of the limit (its demand's share, and a floor of a
-// tenth of its base but no more than its demand, so a region without
-// demand has none) to the regions under theirs, in proportion to what
-// they lack, in whole units. A node's demand is measured from its second
+// key, publishes its region's demand and recent demand (the most it
+// measured in the last recentDemand periods), and gives away what its
+// region holds over its fair part of the limit (its demand's share, and a
+// floor of a tenth of its base but no more than its demand, so a region
+// without demand has none; but a region whose demand fell under half its
+// recent demand keeps its base, or that recent demand if less, so that
+// demand moving between regions faster than units can follow finds the
+// even split where it returns) to the regions under theirs, in proportion
+// to what they lack, in whole units (fairParts). A node's demand is measured from its second
 // refresh of a key, a quarter period after the first; until then it
 // publishes none and gives nothing. A region that lacks calls, through
 // its inbox (callIdle), every region that holds units over its fair part
@@ -63,7 +67,8 @@ import (
 // it was written, by which time every node of the giving region has read
 // it (a node reads its region's item before deciding on a key whenever
 // its copy is older than Rebalance), so from that window on the giver
-// counts its allotment without the gift. The receiver counts the gift only
+// counts its allotment without the gift (how much a region gives, and
+// to whom, its fair parts, does not enter the argument). The receiver counts the gift only
 // once it sees it, from the same window on, or later if replication lags:
 // in every window, the allotments as each region counts them sum to at
 // most the limit, and each region admits at most its own. A region cut
