@@ -17,8 +17,8 @@ import (
 
 const simUsage = `usage: sluice sim fairshare [--seed N] [--customers 200] [--duration 60s] [--nodes 1] [--load 3] [--weights 4/2/1]
                           [--keys 1/20] [--costs 1/5] [--max-waits 2s/300ms] [--shift 5s] [--bursty 6] [--json]
-       sluice sim regions [--regions 3] [--lag 1s] [--skew 80/15/5] [--duration 60s] [--limit 100] [--rate 200]
-                          [--partition R:30s[@15s]] [--design sluice|naive] [--json]`
+       sluice sim regions [--regions 3] [--lag 1s] [--skew 80/15/5] [--move 5s] [--duration 60s] [--limit 100] [--rate 200]
+                          [--partition R:30s[@15s]] [--rebalance 1s] [--design sluice|naive] [--json]`
 
 // simCmd runs `sluice sim fairshare` or `sluice sim regions`.
 func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -127,7 +127,8 @@ func simRegions(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("sluice sim regions", flag.ContinueOnError)
 	fs.IntVar(&cfg.Regions, "regions", 3, "regions of the global table (2 to 5), each a dynoxide server")
 	fs.DurationVar(&cfg.Lag, "lag", time.Second, "replication lag between regions")
-	fs.StringVar(&skew, "skew", "", "each region's percent of the traffic, as 80/15/5; default 80/15/5 on 3 regions, even otherwise")
+	fs.StringVar(&skew, "skew", "", "each region's percent of the traffic, as 80/15/5 (0: an idle region); default 80/15/5 on 3 regions, even otherwise")
+	fs.DurationVar(&cfg.Move, "move", 0, "move the demand every `period` (whole seconds): the skew turns by one region")
 	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "how long to run (real time, 2s to 10m)")
 	fs.Int64Var(&cfg.Limit, "limit", 100, "the global limit per second")
 	fs.IntVar(&cfg.Rate, "rate", 0, "requests per second offered over all regions; default twice --limit")

@@ -44,6 +44,7 @@ type Stats struct {
 	reads, writes, transactions, conflicts, localDenials, writeUnits, leasedLocal atomic.Int64
 	writeAttempts, mostAttempts, retries, gaveUp, emptyFailures, lockTimeouts     atomic.Int64
 	allotmentWrites                                                               atomic.Int64 // failed or raced
+	allotmentFallbacks                                                            atomic.Int64
 	contended, batches, batched, combined                                         atomic.Int64
 }
 
@@ -63,6 +64,10 @@ type StatsSnapshot struct {
 	// failed or lost to another node of the region (multi-region mode):
 	// the node decided from the items as read, and tries again later.
 	AllotmentWritesLost int64
+	// AllotmentFallbacks counts decisions whose node could not read the
+	// key's allotment items and decided against the allotment its copy
+	// vouched for (multi-region mode).
+	AllotmentFallbacks int64
 	// WriteAttempts counts the write requests of decisions, releases and
 	// renewals, every try included. Contended counts those among them
 	// sent again after a write lost to another node's, which are bounded
@@ -96,7 +101,8 @@ func (s *Store) Stats() StatsSnapshot {
 		LeasedLocal: st.leasedLocal.Load(), WriteAttempts: st.writeAttempts.Load(), MostAttempts: st.mostAttempts.Load(),
 		Retries: st.retries.Load(), GaveUp: st.gaveUp.Load(), EmptyFailures: st.emptyFailures.Load(),
 		LockTimeouts: st.lockTimeouts.Load(), AllotmentWritesLost: st.allotmentWrites.Load(),
-		Contended: st.contended.Load(), Batches: st.batches.Load(), Batched: st.batched.Load(), Combined: st.combined.Load(),
+		AllotmentFallbacks: st.allotmentFallbacks.Load(),
+		Contended:          st.contended.Load(), Batches: st.batches.Load(), Batched: st.batched.Load(), Combined: st.combined.Load(),
 	}
 }
 

@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,22 +46,47 @@ import (
 // it gave, plus what the others gave it, counting pending gifts from
 // their window on. A node reads all regions' items of a key (one Query of
 // the local replica) at most once per Rebalance while it decides on the
-// key, publishes its region's demand, and gives away what its region holds
-// over its fair part of the limit (its demand's share, at least a tenth of
-// its base) to the regions under theirs, in proportion to what they lack.
+// key, publishes its region's demand and recent demand (the most it
+// measured in the last recentDemand periods), and gives away what its
+// region holds over its fair part of the limit (its demand's share, and a
+// floor of a tenth of its base but no more than its demand, so a region
+// without demand has none; but a region whose demand fell under half its
+// recent demand keeps its base, or that recent demand if less, so that
+// demand moving between regions faster than units can follow finds the
+// even split where it returns) to the regions under theirs, in proportion
+// to what they lack, in whole units (fairParts). A node's demand is measured from its second
+// refresh of a key, a quarter period after the first; until then it
+// publishes none and gives nothing. A region that lacks calls, through
+// its inbox (callIdle), every region that holds units over its fair part
+// and whose nodes are not looking at the key (a region that never sees
+// the key's traffic): their nodes read their inbox every Rebalance and
+// look at the keys called for ten minutes, giving their units away.
 //
 // Why it never admits more than the limit across regions: a gift is
 // pending until a window that starts at least two Rebalance periods after
 // it was written, by which time every node of the giving region has read
 // it (a node reads its region's item before deciding on a key whenever
 // its copy is older than Rebalance), so from that window on the giver
-// counts its allotment without the gift. The receiver counts the gift only
+// counts its allotment without the gift (how much a region gives, and
+// to whom, its fair parts, does not enter the argument). The receiver counts the gift only
 // once it sees it, from the same window on, or later if replication lags:
 // in every window, the allotments as each region counts them sum to at
 // most the limit, and each region admits at most its own. A region cut
 // off keeps deciding against its allotment and gives nothing the others
 // can see; what it gave before the cut is gone from it and reaches the
 // others when it heals.
+//
+// The argument assumes: the clocks of a region's nodes agree within a
+// Rebalance period (a gift takes effect two periods after its writer's
+// read began, one period being enough with exact clocks); an allotment
+// write that commits does so within half a period of its read's start
+// (the node's context for both ends there; a request abandoned then but
+// applied by DynamoDB later would eat into the margin the clocks have);
+// and a node that cannot read
+// the items decides against its copy only while the copy still holds
+// every gift that can take effect (fallback), and otherwise against
+// nothing, never against the whole limit whatever the fail mode. It
+// assumes nothing of the replication lag.
 
 // regionGifts is how far ahead of its writing a gift takes effect, in
 // Rebalance periods.
@@ -76,6 +102,10 @@ const allotmentTTL = 7 * 24 * time.Hour
 type allotments struct {
 	mu sync.Mutex
 	m  map[string]*allotment
+	// inboxNext is where the next read of this region's inbox starts (the
+	// last read's LastEvaluatedKey); nil: from its start. Only
+	// idleRefresh uses it.
+	inboxNext map[string]types.AttributeValue
 }
 
 type allotment struct {
@@ -87,9 +117,12 @@ type allotment struct {
 	items     map[string]*regionItem
 	asked     int64 // hits asked here since since
 	since     time.Time
-	rate      float64        // this node's demand, hits per window
-	policy    *sluice.Policy // the policy of the last decision, for the idle refresh
-	decided   time.Time      // the last decision
+	rate      float64 // this node's demand, hits per window
+	peak      float64 // its most within the last recentDemand (from peakAt)
+	peakAt    time.Time
+	policy    *sluice.Policy       // the policy of the last decision, for the idle refresh
+	decided   time.Time            // the last decision, or the last call from the inbox
+	called    map[string]time.Time // when this node last wrote to each region's inbox for the key
 }
 
 // regionItem is one region's allotment item.
@@ -97,6 +130,7 @@ type regionItem struct {
 	v     int64              // version; 0: no item
 	lim   int64              // the limit the gifts were made under
 	rates map[string]float64 // each node's demand, hits per window, by node id
+	peaks map[string]float64 // each node's most demand within recentDemand
 	seen  map[string]int64   // when each node last wrote its rate, epoch ns
 	total map[string]int64   // effective gifts, by region given to
 	pend  map[string]int64   // pending gifts
@@ -119,6 +153,33 @@ func (it *regionItem) rate(now int64) float64 {
 	}
 	return r
 }
+
+// peak returns the region's recent demand: the sum of its nodes' peaks
+// (the most each measured within the last recentDemand), counted as rate
+// counts their rates.
+func (it *regionItem) peak(now int64) float64 {
+	if it == nil {
+		return 0
+	}
+	var r float64
+	for n, x := range it.peaks {
+		if now-it.seen[n] < int64(nodeGone) {
+			r += x
+		}
+	}
+	return r
+}
+
+// recentDemand, in Rebalance periods, is how long a region keeps a floor
+// of its even part (or of the demand it had, if less) after its demand
+// fell: demand that comes back within it finds its units still there.
+// Units given to a region take about two lags and three periods to
+// arrive (5 s at 1 s lag and period), so demand that moves between
+// regions faster than that would otherwise find, in each region it
+// reaches, the units given away while it was elsewhere, and the units
+// given to it arriving as it leaves. A region idle for longer gives its
+// part to the regions with demand.
+const recentDemand = 30
 
 // nodeGone is how long after its last write a node's demand stops
 // counting in its region's: it writes every few Rebalance periods while
@@ -236,14 +297,38 @@ func (s *Store) allotment(ctx context.Context, now int64, pk string, p *sluice.P
 	wall := time.Now()
 	e.asked += hits
 	e.policy, e.decided = p, wall
-	if e.refreshed.IsZero() || wall.Sub(e.refreshed) >= s.rebalance {
-		if err := s.refresh(ctx, now, wall, pk, p, e); err != nil {
-			return 0, err
-		}
-	}
 	w := int64(p.Window)
 	start := now - ((now%w)+w)%w
+	if e.refreshed.IsZero() || wall.Sub(e.refreshed) >= s.rebalance {
+		if err := s.refresh(ctx, now, wall, pk, p, e); err != nil {
+			// The items could not be read: decide against the allotment
+			// the copy vouches for, never against the whole limit.
+			s.stats.allotmentFallbacks.Add(1)
+			return s.fallback(e, p.Limit, start), nil
+		}
+	}
 	return s.allotted(e.items, s.region, p.Limit, start), nil
+}
+
+// fallback returns the region's allotment in the window starting at start
+// when its items cannot be read: what the copy counts, if the copy still
+// holds for that window, and otherwise nothing.
+//
+// A copy read at wall time T holds every gift of this region written
+// before T; one written after takes effect from a window starting at
+// least two Rebalance periods after the read of its writer began, which
+// began after T less half a period (its write commits within half a
+// period of it): so for a window starting before T plus a period and a
+// half (half a period left for the clocks of the region's nodes), the
+// copy counts at least all that the region gave, and its gifts received
+// only ever grow. Past that a node that cannot read cannot know what the
+// region's other nodes gave, and vouches for nothing: the key is denied
+// here until a read succeeds, and the other regions keep theirs.
+func (s *Store) fallback(e *allotment, limit, start int64) int64 {
+	if e.items == nil || start >= e.refreshed.UnixNano()+int64(s.rebalance)*3/2 {
+		return 0
+	}
+	return s.allotted(e.items, s.region, limit, start)
 }
 
 // idleRefresh refreshes, every Rebalance, the copies of keys this node
@@ -260,6 +345,7 @@ func (s *Store) idleRefresh() {
 			return
 		case <-t.C:
 		}
+		s.readInbox()
 		wall := time.Now()
 		type job struct {
 			pk string
@@ -273,7 +359,7 @@ func (s *Store) idleRefresh() {
 			}
 			select {
 			case e.lock <- struct{}{}:
-				if e.policy != nil && wall.Sub(e.refreshed) >= s.rebalance && wall.Sub(e.decided) < 10*time.Minute {
+				if e.policy != nil && wall.Sub(e.refreshed) >= s.rebalance*9/10 && wall.Sub(e.decided) < inboxHeeded {
 					jobs = append(jobs, job{pk, e})
 					continue // still held: released once refreshed
 				}
@@ -284,9 +370,10 @@ func (s *Store) idleRefresh() {
 		s.allots.mu.Unlock()
 		for _, j := range jobs {
 			ctx, cancel := context.WithTimeout(context.Background(), s.rebalance/2)
-			if err := s.refresh(ctx, time.Now().UnixNano(), time.Now(), j.pk, j.e.policy, j.e); err != nil {
-				j.e.refreshed = time.Time{}
-			}
+			// A failed refresh leaves the copy as it was: the next decision
+			// or tick reads again, and a decision meanwhile falls back on
+			// the copy (fallback).
+			_ = s.refresh(ctx, time.Now().UnixNano(), time.Now(), j.pk, j.e.policy, j.e)
 			cancel()
 			<-j.e.lock
 		}
@@ -322,14 +409,31 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	if err != nil {
 		return err
 	}
+	// A node's rate is measured from its second refresh of the key on.
+	// Before that, if it has decided on the key, its traffic has just
+	// begun and its rate is not known: it publishes none and gives nothing
+	// (publishing 0 would give away the units its traffic is about to
+	// need). A key it has not decided on (an idle refresh, a call from the
+	// inbox) has a rate of 0 here, known.
+	unknown := e.since.IsZero() && e.asked > 0
 	if !e.since.IsZero() {
 		r := float64(e.asked) * float64(p.Window) / float64(max(wall.Sub(e.since), time.Millisecond))
-		if e.rate > 0 {
-			r = (e.rate + r) / 2
+		if e.rate > 0 && r > 0 {
+			r = (e.rate + r) / 2 // a node whose traffic stopped has none at once
 		}
 		e.rate = r
+		if r >= e.peak || wall.Sub(e.peakAt) > recentDemand*s.rebalance {
+			e.peak, e.peakAt = r, wall
+		}
 	}
 	e.asked, e.since, e.refreshed, e.items = 0, wall, wall, items
+	if unknown {
+		// Measure the rate over a quarter period, not a whole one: the
+		// sooner it is published, the sooner the units follow it. The
+		// copy's age for the next refresh is what makes it due, and a
+		// younger copy is only safer.
+		e.refreshed = wall.Add(-s.rebalance * 3 / 4)
+	}
 
 	mine := items[s.region]
 	if mine == nil {
@@ -337,7 +441,7 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	}
 	next := *mine
 	next.total, next.pend, next.from = cloneMap(mine.total), cloneMap(mine.pend), cloneMap(mine.from)
-	next.rates, next.seen = cloneMap(mine.rates), cloneMap(mine.seen)
+	next.rates, next.seen, next.peaks = cloneMap(mine.rates), cloneMap(mine.seen), cloneMap(mine.peaks)
 	changed := mine.v == 0
 	if mine.lim != p.Limit {
 		// The limit changed: the gifts made under the old one count for
@@ -345,13 +449,17 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 		next.lim, next.total, next.pend, next.from = p.Limit, map[string]int64{}, map[string]int64{}, map[string]int64{}
 		changed = true
 	}
-	was := mine.rates[s.node]
-	next.rates[s.node], next.seen[s.node] = e.rate, wall.UnixNano()
-	changed = changed || wall.UnixNano()-mine.seen[s.node] > int64(2*s.rebalance) ||
-		math.Abs(e.rate-was) > max(was/10, float64(p.Limit)/100)
+	if !unknown {
+		was, wasPeak := mine.rates[s.node], mine.peaks[s.node]
+		next.rates[s.node], next.peaks[s.node], next.seen[s.node] = e.rate, e.peak, wall.UnixNano()
+		changed = changed || wall.UnixNano()-mine.seen[s.node] > int64(2*s.rebalance) ||
+			math.Abs(e.rate-was) > max(was/10, float64(p.Limit)/100) ||
+			math.Abs(e.peak-wasPeak) > max(wasPeak/10, float64(p.Limit)/100)
+	}
 	for n, at := range next.seen {
 		if wall.UnixNano()-at > int64(time.Hour) {
 			delete(next.rates, n) // a node long gone
+			delete(next.peaks, n)
 			delete(next.seen, n)
 		}
 	}
@@ -364,8 +472,12 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	if from < at {
 		from += w
 	}
-	if addGifts(&next, s.gifts(items, next.rate(wall.UnixNano()), p.Limit, from, wall.UnixNano()), from, now) {
-		changed = true
+	if !unknown {
+		fair := s.fairParts(items, next.rate(wall.UnixNano()), next.peak(wall.UnixNano()), p.Limit, wall.UnixNano())
+		if addGifts(&next, s.gifts(items, fair, p.Limit, from), from, now) {
+			changed = true
+		}
+		s.callIdle(ctx, pk, p, e, items, fair, wall)
 	}
 	if !changed {
 		return nil
@@ -403,32 +515,94 @@ func addGifts(it *regionItem, gifts map[string]int64, from, now int64) bool {
 	return added
 }
 
-// gifts returns what this region gives each other region, whose demand is
-// in items, from the window starting at from, its own demand being rate:
-// what it holds over its fair part, to the regions under theirs, in
-// proportion to what they lack. A fair part is a floor of a tenth of the
-// region's base, and the rest of the limit in proportion to demand.
-func (s *Store) gifts(items map[string]*regionItem, rate float64, limit, from, now int64) map[string]int64 {
+// fairParts returns each region's fair part of limit, in the order of
+// s.regions, their demands and recent demands (peaks) being in items and
+// this region's rate and peak. Each region has a floor: a tenth of its
+// even part (base), but no more than its demand; and, while its demand is
+// under half what it was within the last recentDemand periods (its
+// demand fell or left), its base, or that recent demand if less. The rest of the limit goes in proportion to demand, no
+// region's part passing its demand while another's is under its own (what
+// is left after all are filled, in proportion to demand). A region
+// without demand, recent or current, has no floor, so that all of a small
+// limit, or all but nothing of a large one, can go where the demand is;
+// one whose demand has just left keeps its floor for when it comes back.
+// It returns nil if no region has demand.
+func (s *Store) fairParts(items map[string]*regionItem, rate, peak float64, limit, now int64) []float64 {
 	n := len(s.regions)
 	demand := make([]float64, n)
-	floor := make([]float64, n)
+	fair := make([]float64, n)
 	var sumD, sumF float64
 	for i, r := range s.regions {
+		recent := peak
 		if r == s.region {
 			demand[i] = rate
 		} else {
-			demand[i] = items[r].rate(now)
+			demand[i], recent = items[r].rate(now), items[r].peak(now)
 		}
-		floor[i] = float64(baseShare(limit, i, n)) / 10
+		base := float64(baseShare(limit, i, n))
+		fair[i] = min(base/10, demand[i])
+		if demand[i] < recent/2 {
+			fair[i] = max(fair[i], min(base, recent)) // its demand fell: keep for its return
+		}
 		sumD += demand[i]
-		sumF += floor[i]
+		sumF += fair[i]
 	}
 	if sumD <= 0 {
 		return nil
 	}
-	fair := func(i int) float64 { return floor[i] + (float64(limit)-sumF)*demand[i]/sumD }
+	// Water-filling: the rest in proportion to demand among the regions
+	// under their demand, each filled to its demand at most, until the
+	// rest is gone or every region is filled.
+	rest := float64(limit) - sumF
+	open := make([]bool, n)
+	for i := range open {
+		open[i] = demand[i] > fair[i]
+	}
+	for rest > 1e-9 {
+		var sum float64
+		for i := range n {
+			if open[i] {
+				sum += demand[i]
+			}
+		}
+		if sum == 0 {
+			break
+		}
+		used := 0.0
+		for i := range n {
+			if open[i] && fair[i]+rest*demand[i]/sum >= demand[i] {
+				used += demand[i] - fair[i]
+				fair[i], open[i] = demand[i], false
+			}
+		}
+		rest -= used
+		if used == 0 {
+			for i := range n {
+				if open[i] {
+					fair[i] += rest * demand[i] / sum
+				}
+			}
+			rest = 0
+		}
+	}
+	if rest > 1e-9 {
+		for i := range n {
+			fair[i] += rest * demand[i] / sumD
+		}
+	}
+	return fair
+}
+
+// gifts returns what this region gives each other region from the window
+// starting at from, the regions' fair parts being fair (fairParts): what
+// it holds over its fair part, to the regions under theirs, in proportion
+// to what they lack.
+func (s *Store) gifts(items map[string]*regionItem, fair []float64, limit, from int64) map[string]int64 {
+	if fair == nil {
+		return nil
+	}
 	me := slices.Index(s.regions, s.region)
-	excess := float64(s.allotted(items, s.region, limit, from)) - fair(me)
+	excess := float64(s.allotted(items, s.region, limit, from)) - fair[me]
 	if excess < max(1, float64(limit)/100) {
 		return nil
 	}
@@ -438,7 +612,7 @@ func (s *Store) gifts(items map[string]*regionItem, rate float64, limit, from, n
 		if i == me {
 			continue
 		}
-		if l := fair(i) - float64(s.allotted(items, r, limit, from)); l >= 1 {
+		if l := fair[i] - float64(s.allotted(items, r, limit, from)); l >= 1 {
 			lack[r] = l
 			sumLack += l
 		}
@@ -446,14 +620,177 @@ func (s *Store) gifts(items map[string]*regionItem, rate float64, limit, from, n
 	if sumLack == 0 {
 		return nil
 	}
-	give := min(excess, sumLack)
+	// Whole units, shared by largest remainder: truncating each share
+	// would strand a unit or two of a small limit.
+	give := int64(min(excess, sumLack))
 	out := map[string]int64{}
+	var given int64
+	rest := make([]string, 0, len(lack))
 	for r, l := range lack {
-		if x := int64(give * l / sumLack); x > 0 {
-			out[r] = x
+		out[r] = int64(float64(give) * l / sumLack)
+		given += out[r]
+		rest = append(rest, r)
+	}
+	slices.SortFunc(rest, func(a, b string) int {
+		ra, rb := float64(give)*lack[a]/sumLack-float64(out[a]), float64(give)*lack[b]/sumLack-float64(out[b])
+		if ra != rb {
+			return cmp.Compare(rb, ra)
+		}
+		return strings.Compare(a, b)
+	})
+	for _, r := range rest {
+		if given >= give {
+			break
+		}
+		if float64(out[r]+1) <= lack[r] {
+			out[r]++
+			given++
 		}
 	}
+	maps.DeleteFunc(out, func(_ string, x int64) bool { return x <= 0 })
 	return out
+}
+
+// inboxPK is the partition of a region's inbox: an item per key and
+// calling region (sk: the caller, "#", the key's base pk), written only by
+// the caller's nodes, that asks the region's nodes to look at a key on
+// which it holds units the caller's demand lacks, though it has no
+// traffic of its own there. Without it a region that never sees a key
+// would keep its even part of the key's limit for ever. It begins with
+// "#", as no tenant's key does.
+func inboxPK(region string) string { return "#inbox#" + region }
+
+// inboxTTL is how long an inbox item lives; a call older than
+// inboxHeeded is no longer heeded.
+const (
+	inboxTTL    = time.Hour
+	inboxHeeded = 10 * time.Minute
+	// inboxEvery is how often, at most, a node calls a region about a
+	// key: a call keeps the region looking at the key for inboxHeeded.
+	inboxEvery = time.Minute
+)
+
+// callIdle writes to the inbox of every region that holds more of the
+// key's limit than its fair part, while this region lacks, and whose
+// nodes are not looking at the key (no item, or none written within four
+// Rebalance periods: a node that looks writes its item at least every
+// two), at most once per inboxEvery per region from this node. A failed
+// write is tried again at the next refresh. e.lock is held.
+func (s *Store) callIdle(ctx context.Context, pk string, p *sluice.Policy, e *allotment, items map[string]*regionItem, fair []float64, wall time.Time) {
+	if fair == nil {
+		return
+	}
+	w := int64(p.Window)
+	now := wall.UnixNano()
+	start := now - ((now%w)+w)%w
+	me := slices.Index(s.regions, s.region)
+	if fair[me]-float64(s.allotted(items, s.region, p.Limit, start)) < 1 {
+		return
+	}
+	for i, r := range s.regions {
+		it := items[r]
+		switch {
+		case i == me,
+			float64(s.allotted(items, r, p.Limit, start))-fair[i] < 1,
+			it != nil && now-it.wrote < int64(4*s.rebalance),
+			wall.Sub(e.called[r]) < inboxEvery:
+			continue
+		}
+		s.stats.writes.Add(1)
+		_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: map[string]types.AttributeValue{
+			attrPK:  &types.AttributeValueMemberS{Value: inboxPK(r)},
+			attrSK:  &types.AttributeValueMemberS{Value: s.region + "#" + pk},
+			"lim":   num(p.Limit),
+			"win":   num(int64(p.Window)),
+			"alg":   num(int64(p.Algorithm)),
+			"wrote": num(now),
+			attrTTL: num(now/int64(time.Second) + int64(inboxTTL/time.Second)),
+		}})
+		if err != nil {
+			continue
+		}
+		if e.called == nil {
+			e.called = map[string]time.Time{}
+		}
+		e.called[r] = wall
+	}
+}
+
+// inboxBatch is the most inbox items a node reads a Rebalance period.
+const inboxBatch = 256
+
+// readInbox reads up to inboxBatch items of this region's inbox, going on
+// from where the last read ended, and has the idle refresh look at each
+// key called within inboxHeeded, for inboxHeeded from the call (at most
+// Options.CacheKeys keys, as for the keys decided on). A failed read is
+// tried again next period.
+func (s *Store) readInbox() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.rebalance/2)
+	defer cancel()
+	s.stats.reads.Add(1)
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("pk = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: inboxPK(s.region)}},
+		ExclusiveStartKey:         s.allots.inboxNext,
+		Limit:                     aws.Int32(inboxBatch),
+	})
+	if err != nil {
+		return
+	}
+	s.allots.inboxNext = out.LastEvaluatedKey
+	wall := time.Now()
+	for _, it := range out.Items {
+		sk, _ := it[attrSK].(*types.AttributeValueMemberS)
+		if sk == nil {
+			continue
+		}
+		_, pk, ok := strings.Cut(sk.Value, "#")
+		get := func(name string) int64 {
+			n, _ := it[name].(*types.AttributeValueMemberN)
+			if n == nil {
+				return 0
+			}
+			x, _ := strconv.ParseInt(n.Value, 10, 64)
+			return x
+		}
+		lim, win, alg, wrote := get("lim"), get("win"), sluice.Algorithm(get("alg")), time.Unix(0, get("wrote"))
+		if !ok || lim <= 0 || win <= 0 || !rebalanced(alg) || wall.Sub(wrote) >= inboxHeeded {
+			continue
+		}
+		s.heed(pk, &sluice.Policy{Algorithm: alg, Limit: lim, Window: time.Duration(win)}, wrote)
+	}
+}
+
+// heed has the idle refresh look at the key of base pk, called at wrote,
+// for inboxHeeded from then: its copy made if there is room, its last
+// decision moved to the call. A copy in use is left for the next period.
+func (s *Store) heed(pk string, p *sluice.Policy, wrote time.Time) {
+	s.allots.mu.Lock()
+	defer s.allots.mu.Unlock()
+	if s.allots.m == nil {
+		s.allots.m = map[string]*allotment{}
+	}
+	e := s.allots.m[pk]
+	if e == nil {
+		if len(s.allots.m) >= s.maxAllots {
+			return
+		}
+		e = &allotment{lock: make(chan struct{}, 1)}
+		s.allots.m[pk] = e
+	}
+	select {
+	case e.lock <- struct{}{}:
+	default:
+		return
+	}
+	if e.policy == nil {
+		e.policy = p
+	}
+	if wrote.After(e.decided) {
+		e.decided = wrote
+	}
+	<-e.lock
 }
 
 // readAllotments reads every region's allotment item of the key: one
@@ -502,6 +839,7 @@ func (s *Store) writeAllotment(ctx context.Context, pk string, v int64, it *regi
 		"v":     num(v + 1),
 		"lim":   num(it.lim),
 		"rates": floatMap(it.rates),
+		"peaks": floatMap(it.peaks),
 		"seen":  numMap(it.seen),
 		"wrote": num(it.wrote),
 		"total": numMap(it.total),
@@ -545,18 +883,25 @@ func decodeAllotment(it map[string]types.AttributeValue) (*regionItem, error) {
 		return x
 	}
 	ri.v, ri.wrote, ri.lim = get("v"), get("wrote"), get("lim")
-	ri.rates = map[string]float64{}
-	if mm, _ := it["rates"].(*types.AttributeValueMemberM); mm != nil {
+	for _, m := range []struct {
+		name string
+		dst  *map[string]float64
+	}{{"rates", &ri.rates}, {"peaks", &ri.peaks}} {
+		*m.dst = map[string]float64{}
+		mm, _ := it[m.name].(*types.AttributeValueMemberM)
+		if mm == nil {
+			continue // peaks: an item of a node before them
+		}
 		for k, v := range mm.Value {
 			n, ok := v.(*types.AttributeValueMemberN)
 			if !ok {
-				return nil, fmt.Errorf("rates.%s is not a number", k)
+				return nil, fmt.Errorf("%s.%s is not a number", m.name, k)
 			}
 			x, e := strconv.ParseFloat(n.Value, 64)
 			if e != nil {
-				return nil, fmt.Errorf("rates.%s: %w", k, e)
+				return nil, fmt.Errorf("%s.%s: %w", m.name, k, e)
 			}
-			ri.rates[k] = x
+			(*m.dst)[k] = x
 		}
 	}
 	for _, m := range []struct {

@@ -2,8 +2,10 @@ package dynamostore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
 func item(lim int64) *regionItem {
@@ -95,5 +97,90 @@ func TestCounterPKEpoch(t *testing.T) {
 	k.Epoch = 36
 	if got, want := counterPK(&k), "acme#e10#c1#2#p#u:u"; got != want {
 		t.Errorf("counterPK of epoch 36 = %q, want %q", got, want)
+	}
+}
+
+// A node's first refresh of a key whose traffic has just begun in its
+// region publishes no demand and gives nothing away: its rate is not
+// known yet, and publishing 0 would give the units its traffic is about to
+// need to a region that asked first.
+func TestFirstRefreshGivesNothing(t *testing.T) {
+	db := dynamotest.NewClient(dynamotest.Get(t).Endpoint)
+	table := dynamotest.TableName(t)
+	ctx := dynamotest.Context(t)
+	if err := CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	regions := []string{"a", "b", "c"}
+	open := func(r string) *Store {
+		s, err := New(db, Options{Table: table, Region: r, Regions: regions, Rebalance: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open("a"), open("b")
+	p := &sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Second}
+	k := sluice.Key{Tenant: "acme", Policy: p.Name, Algorithm: p.Algorithm, Value: "k"}
+	pk := counterPK(&k)
+	// Region a asks for 150 a window.
+	now := time.Now().UnixNano()
+	busy := &regionItem{lim: 100, rates: map[string]float64{"n": 150}, seen: map[string]int64{"n": now}, wrote: now,
+		total: map[string]int64{}, pend: map[string]int64{}, from: map[string]int64{}}
+	if err := a.writeAllotment(ctx, pk, 0, busy); err != nil {
+		t.Fatal(err)
+	}
+	// b's traffic begins.
+	dst := []sluice.Decision{{}}
+	if err := b.Apply(ctx, time.Now(), []sluice.Op{{Key: k, Policy: p, Hits: 1}}, dst); err != nil || !dst[0].Allowed {
+		t.Fatalf("b's first decision: %+v, %v", dst[0], err)
+	}
+	items, err := b.readAllotments(ctx, pk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := items["b"]
+	if it == nil {
+		t.Fatal("b wrote no allotment item")
+	}
+	if g := it.total["a"] + it.pend["a"]; g != 0 {
+		t.Errorf("b gave a %d units at its first refresh, want none", g)
+	}
+	if r, ok := it.rates[b.node]; ok {
+		t.Errorf("b published a demand of %v at its first refresh, want none", r)
+	}
+}
+
+// A region whose demand has left keeps its even part for the demand's
+// return, while one that never had demand keeps nothing; a region whose
+// demand is steady keeps only the tenth of its part it always had, and no
+// region's part passes its demand while another's is under its own.
+func TestFairPartsKeepForReturningDemand(t *testing.T) {
+	s := &Store{region: "a", regions: []string{"a", "b", "c"}}
+	now := int64(time.Hour)
+	demand := func(rate, peak float64) *regionItem {
+		return &regionItem{rates: map[string]float64{"n": rate}, peaks: map[string]float64{"n": peak}, seen: map[string]int64{"n": now}}
+	}
+	for _, c := range []struct {
+		name       string
+		rate, peak float64 // region a's
+		b, c       *regionItem
+		want       []float64
+	}{
+		{"all in a, b and c never busy", 200, 200, demand(0, 0), nil, []float64{100, 0, 0}},
+		{"moved from b to a", 200, 200, demand(0, 200), demand(0, 0), []float64{67, 33, 0}},
+		{"moving among all three", 200, 200, demand(0, 200), demand(0, 200), []float64{34, 33, 33}},
+		{"steady 160/30/10", 160, 160, demand(30, 30), demand(10, 10), []float64{75.3, 16.8, 7.8}},
+		{"b's demand fell to 10 of 160", 160, 160, demand(10, 160), demand(30, 30), []float64{54.2, 33, 12.8}},
+		{"demand under the limit: the rest by demand", 20, 20, demand(10, 10), demand(0, 0), []float64{66.7, 33.3, 0}},
+	} {
+		fair := s.fairParts(map[string]*regionItem{"b": c.b, "c": c.c}, c.rate, c.peak, 100, now)
+		for i, w := range c.want {
+			if fair == nil || fair[i] < w-0.5 || fair[i] > w+0.5 {
+				t.Errorf("%s: fair parts %.1f, want %v", c.name, fair, c.want)
+				break
+			}
+		}
 	}
 }

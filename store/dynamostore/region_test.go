@@ -21,15 +21,29 @@ type world struct {
 
 func newWorld(t *testing.T, lag time.Duration) *world {
 	t.Helper()
+	w, _ := newProxiedWorld(t, lag)
+	return w
+}
+
+// newProxiedWorld is newWorld, the first region's store reaching its
+// table through a fault proxy (the replicator goes round it).
+func newProxiedWorld(t *testing.T, lag time.Duration) (*world, *dynamotest.FaultProxy) {
+	t.Helper()
 	w := &world{regions: []string{"us", "eu", "ap"}}
 	table := dynamotest.TableName(t)
 	var apis []dynamotest.ReplicaAPI
-	for _, r := range w.regions {
-		db := dynamotest.NewClient(dynamotest.StartOwn(t).Endpoint)
+	var px *dynamotest.FaultProxy
+	for i, r := range w.regions {
+		srv := dynamotest.StartOwn(t)
+		db := dynamotest.NewClient(srv.Endpoint)
 		if err := dynamostore.CreateTable(dynamotest.Context(t), db, table); err != nil {
 			t.Fatal(err)
 		}
 		apis = append(apis, db)
+		if i == 0 {
+			px = dynamotest.NewFaultProxy(t, srv.Endpoint)
+			db = dynamotest.NewClient(px.Endpoint)
+		}
 		s, err := dynamostore.New(db, dynamostore.Options{Table: table, Region: r, Regions: w.regions, Rebalance: 200 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -43,7 +57,7 @@ func newWorld(t *testing.T, lag time.Duration) *world {
 			t.Error(err)
 		}
 	})
-	return w
+	return w, px
 }
 
 // load asks, in each region, for its rate of hits a second on one key of
@@ -113,6 +127,9 @@ func (w *world) loadUntil(t *testing.T, p *sluice.Policy, rates []int, d time.Du
 	}
 	var wg sync.WaitGroup
 	for i, rate := range rates {
+		if rate == 0 {
+			continue // an idle region
+		}
 		hits := (rate + maxCalls - 1) / maxCalls
 		wg.Go(func() {
 			tick := time.NewTicker(time.Second / time.Duration(rate/hits))
@@ -261,4 +278,132 @@ func TestRegionsPartition(t *testing.T) {
 	}
 	t.Logf("before %v; after the cut's end, in the first window where eu had most of the limit (%v after the load began): %d, %d, %d",
 		usHad, time.Unix(0, followed).Sub(time.Unix(0, windows(after)[0])), after[0][followed], after[1][followed], after[2][followed])
+}
+
+// checkWindows fails the test for every window that admitted more than
+// the limit across the regions.
+func checkWindows(t *testing.T, p *sluice.Policy, admitted []map[int64]int64) {
+	t.Helper()
+	for _, start := range windows(admitted) {
+		var sum int64
+		for i := range admitted {
+			sum += admitted[i][start]
+		}
+		if sum > p.Limit {
+			t.Errorf("window %v: %d admitted across the regions, over the limit of %d", time.Unix(0, start).Format("15:04:05"), sum, p.Limit)
+		}
+	}
+}
+
+// All of a key's traffic is in one region: the two regions that never see
+// it give it their parts (called through their inboxes), so the busy
+// region admits all but 5% of the limit in a window, and no window passes
+// the limit.
+func TestRegionsIdleRegionsGive(t *testing.T) {
+	w := newWorld(t, 300*time.Millisecond)
+	p := &sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Second}
+	admitted, moved := w.loadUntil(t, p, []int{200, 0, 0}, patience, func(a []int64) bool { return a[0] >= 95 })
+	checkWindows(t, p, admitted)
+	if moved == 0 {
+		t.Fatalf("within %v the busy region never admitted 95 of 100 in a window: the idle regions kept their parts: %v", patience, admitted[0])
+	}
+}
+
+// All of a key's traffic moves from region to region every second, faster
+// than units can follow it (a gift takes two lags and about three
+// Rebalance periods to arrive): the regions the demand has just left keep
+// their even parts for its return, rather than give them to the region it
+// is in, where they would arrive after it left. So the regions admit
+// about the even split, a third of the limit and more, where giving the
+// units away admitted a few percent; no window passes the limit.
+func TestRegionsMovingDemandKeepsEvenParts(t *testing.T) {
+	w := newWorld(t, 300*time.Millisecond)
+	p := &sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Second}
+	const moves, warm = 15, 6 // 1s each; the first warm are not counted
+	var all []map[int64]int64
+	var admitted, seconds int64
+	for m := range moves {
+		rates := make([]int, len(w.regions))
+		rates[m%len(rates)] = 200
+		a := w.load(t, p, rates, time.Second)
+		all = append(all, a...)
+		if m < warm {
+			continue
+		}
+		seconds++
+		for _, byWindow := range a {
+			for _, n := range byWindow {
+				admitted += n
+			}
+		}
+	}
+	checkWindows(t, p, all)
+	// The even split admits about 33 a second (more in a window the
+	// demand moved in, both regions' parts); giving the units away
+	// admitted 0-10. A loaded machine loses some decisions: the floor is
+	// far below the even split.
+	if got := float64(admitted) / float64(seconds*p.Limit); got < 0.2 {
+		t.Errorf("demand moving every second: %d admitted in %ds, %.0f%% of the limit; want at least 20%% (the even split is 33%%)", admitted, seconds, 100*got)
+	} else {
+		t.Logf("demand moving every second: %.0f%% of the limit", 100*got)
+	}
+}
+
+// A limit of 2 over three regions, all the traffic in one: the integer
+// parts (1, 1, 0) do not strand a unit, and the busy region admits both.
+func TestRegionsSmallLimit(t *testing.T) {
+	w := newWorld(t, 300*time.Millisecond)
+	p := &sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 2, Window: time.Second}
+	admitted, moved := w.loadUntil(t, p, []int{20, 0, 0}, patience, func(a []int64) bool { return a[0] >= 2 })
+	checkWindows(t, p, admitted)
+	if moved == 0 {
+		t.Fatalf("within %v the busy region never admitted the whole limit of 2 in a window: %v", patience, admitted[0])
+	}
+}
+
+// A node that cannot read a key's allotment items (the read through the
+// proxy outlasts its deadline of half a Rebalance, a real failure) decides
+// against the allotment its copy vouches for, fail-open policy or not: it
+// admits its region's part and no more, and never fails the decision to
+// its fail mode. A node with no copy to vouch for anything admits nothing.
+func TestRegionsFailedAllotmentRead(t *testing.T) {
+	w, px := newProxiedWorld(t, 200*time.Millisecond)
+	us := w.stores[0]
+	// A minute's window: the copy read at the first decision holds for
+	// the whole window (no gift of us read later can take effect in it).
+	p := &sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 9, Window: time.Minute, FailMode: sluice.FailOpen}
+	now := time.Now()
+	decide := func(key string) (bool, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		dst := []sluice.Decision{{}}
+		err := us.Apply(ctx, now, []sluice.Op{{Key: sluice.Key{Tenant: "acme", Policy: p.Name, Algorithm: p.Algorithm, Value: key}, Policy: p, Hits: 1}}, dst)
+		return dst[0].Allowed, err
+	}
+	if ok, err := decide("k"); !ok || err != nil {
+		t.Fatalf("the first decision, the store healthy: allowed %v, %v", ok, err)
+	}
+	// Past the read's deadline of 100ms; each decision now takes longer
+	// than a Rebalance, so the next finds its copy due for a refresh.
+	px.SetLatency(400 * time.Millisecond)
+	admitted := 1
+	for range 5 {
+		ok, err := decide("k")
+		if err != nil {
+			t.Fatalf("a decision whose allotment read failed: %v, want one against the copy", err)
+		}
+		if ok {
+			admitted++
+		}
+	}
+	if admitted != 3 {
+		t.Errorf("admitted %d in the window with the allotment reads failing, want us's part of 9 over 3 regions, 3", admitted)
+	}
+	if ok, err := decide("other"); ok || err != nil {
+		t.Errorf("a key never read, its allotment read failing: allowed %v, %v; want a denial (nothing vouched for), not an error", ok, err)
+	}
+	if n := us.Stats().AllotmentFallbacks; n < 5 {
+		t.Errorf("AllotmentFallbacks %d, want at least 5", n)
+	}
 }

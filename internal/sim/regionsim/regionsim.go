@@ -34,9 +34,13 @@ import (
 
 // Config is a run. Zero fields take the defaults stated.
 type Config struct {
-	Regions  int           // 2 to 5; default 3
-	Lag      time.Duration // replication lag; default 1s
-	Skew     []int         // each region's part of the traffic, in percent; default 80/15/5 (or even)
+	Regions int           // 2 to 5; default 3
+	Lag     time.Duration // replication lag; default 1s
+	Skew    []int         // each region's part of the traffic, in percent; default 80/15/5 (or even); 0 for an idle region
+	// Move, if not zero, moves the demand every Move: the skew turns by
+	// one region (region i takes the part region i-1 had), so that with
+	// 100/0/0 all of it goes from region to region.
+	Move     time.Duration
 	Duration time.Duration // default 60s
 	Limit    int64         // the global limit per second; default 100
 	Rate     int           // requests a second offered over all regions; default twice Limit
@@ -63,12 +67,24 @@ type Window struct {
 	Cut       bool    `json:"partitioned"`
 }
 
+// Span is the admitted fraction of the limit over SpanSeconds of a run.
+type Span struct {
+	At       float64 `json:"at_s"`
+	Admitted int64   `json:"admitted"`
+	Fraction float64 `json:"fraction"` // of the limit times the span's windows
+}
+
+// SpanSeconds is the length of a report's spans.
+const SpanSeconds = 30
+
 // Report is a run's result.
 type Report struct {
 	Design       string   `json:"design"`
 	Regions      []string `json:"regions"`
 	LagS         float64  `json:"lag_s"`
+	RebalanceS   float64  `json:"rebalance_s"`
 	Skew         []int    `json:"skew"`
+	MoveS        float64  `json:"move_s,omitempty"`
 	Limit        int64    `json:"limit"`
 	Rate         int      `json:"rate"`
 	Windows      []Window `json:"windows"`
@@ -79,6 +95,28 @@ type Report struct {
 	Admitted     int64    `json:"admitted"`
 	Utilisation  float64  `json:"utilisation"` // admitted over the limit times the windows
 	Errors       int64    `json:"errors"`
+	// Spans are the run's SpanSeconds, one after the other (a last shorter
+	// one too), each with the fraction of the limit admitted; MinSpan is
+	// the least fraction of a whole span (of the run if shorter).
+	Spans   []Span  `json:"spans"`
+	MinSpan float64 `json:"min_span_fraction"`
+	// Follow is, for the start and each move of the demand, the seconds
+	// until the first window that admitted at least 95% of the limit
+	// (-1: none before the next move or the end).
+	Follow []float64 `json:"follow_s"`
+}
+
+// demand returns each region's requests a second at d into the run.
+func (c Config) demand(d time.Duration) []int {
+	k := 0
+	if c.Move > 0 {
+		k = int(d / c.Move)
+	}
+	out := make([]int, c.Regions)
+	for r := range out {
+		out[r] = c.Rate * c.Skew[((r-k)%c.Regions+c.Regions)%c.Regions] / 100
+	}
+	return out
 }
 
 func (c Config) withDefaults() Config {
@@ -148,6 +186,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("regionsim: limit %d must be 1 to 10000", c.Limit)
 	case c.Rate < 1 || c.Rate > 20_000:
 		return fmt.Errorf("regionsim: rate %d must be 1 to 20000 a second", c.Rate)
+	case c.Move != 0 && (c.Move < time.Second || c.Move > c.Duration || c.Move%time.Second != 0):
+		return fmt.Errorf("regionsim: move %v must be whole seconds, 1s to the run's duration (%v)", c.Move, c.Duration)
 	case c.Design != "sluice" && c.Design != "naive":
 		return fmt.Errorf("regionsim: design %q must be sluice or naive", c.Design)
 	case c.Partition.Region < 0 || c.Partition.Region > c.Regions:
@@ -235,7 +275,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
-	rep := &Report{Design: cfg.Design, Regions: names, LagS: cfg.Lag.Seconds(), Skew: cfg.Skew, Limit: cfg.Limit, Rate: cfg.Rate}
+	rep := &Report{Design: cfg.Design, Regions: names, LagS: cfg.Lag.Seconds(), RebalanceS: cfg.Rebalance.Seconds(),
+		Skew: cfg.Skew, MoveS: cfg.Move.Seconds(), Limit: cfg.Limit, Rate: cfg.Rate}
 	begin := time.Now().Truncate(time.Second).Add(time.Second) // whole windows
 	end := begin.Add(cfg.Duration)
 	nw := int(cfg.Duration / time.Second)
@@ -262,14 +303,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		})
 	}
 	for r := range names {
-		rate := cfg.Rate * cfg.Skew[r] / 100
-		if rate <= 0 {
-			continue
-		}
 		wg.Go(func() {
 			time.Sleep(time.Until(begin))
-			tick := time.NewTicker(time.Second / time.Duration(rate))
+			// A tick every 1/Rate; the region asks on the ticks its share
+			// of the demand, at the moment, adds up to a whole request.
+			tick := time.NewTicker(time.Second / time.Duration(cfg.Rate))
 			defer tick.Stop()
+			var owed float64
 			for {
 				select {
 				case <-ctx.Done():
@@ -278,6 +318,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					if !now.Before(end) {
 						return
 					}
+					if owed += float64(cfg.demand(now.Sub(begin))[r]) / float64(cfg.Rate); owed < 1 {
+						continue
+					}
+					owed--
 					dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 					t0 := time.Now()
 					ok, win, err := decide(dctx, r, now)
@@ -346,7 +390,41 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.P99Ms = p99(all)
 	rep.Utilisation = float64(rep.Admitted) / float64(cfg.Limit*int64(nw))
+	rep.spans(cfg)
 	return rep, nil
+}
+
+// spans fills in r's spans and follow times from its windows.
+func (r *Report) spans(cfg Config) {
+	r.MinSpan = -1
+	for at := 0; at < len(r.Windows); at += SpanSeconds {
+		sp := Span{At: float64(at)}
+		n := min(SpanSeconds, len(r.Windows)-at)
+		for _, w := range r.Windows[at : at+n] {
+			sp.Admitted += w.Admitted
+		}
+		sp.Fraction = float64(sp.Admitted) / float64(cfg.Limit*int64(n))
+		if n == SpanSeconds || at == 0 {
+			if r.MinSpan < 0 || sp.Fraction < r.MinSpan {
+				r.MinSpan = sp.Fraction
+			}
+		}
+		r.Spans = append(r.Spans, sp)
+	}
+	every := len(r.Windows)
+	if cfg.Move > 0 {
+		every = int(cfg.Move / time.Second)
+	}
+	for at := 0; at < len(r.Windows); at += every {
+		f := -1.0
+		for i := at; i < min(at+every, len(r.Windows)); i++ {
+			if float64(r.Windows[i].Admitted) >= 0.95*float64(cfg.Limit) {
+				f = float64(i - at)
+				break
+			}
+		}
+		r.Follow = append(r.Follow, f)
+	}
 }
 
 func p99(ds []time.Duration) float64 {
