@@ -80,30 +80,11 @@ func (p *pacer) expire(now time.Time) {
 
 // readyAt returns the earliest time at or after now at which n units may
 // go, or never; p.expire(now) must have run.
-func (p *pacer) readyAt(now time.Time, n int64) time.Time {
-	if p.rate < n || !p.stop.IsZero() && !now.Before(p.stop) {
-		return never
-	}
-	at := now
-	if b := p.tat.Add(time.Duration(float64(n)*p.t - p.tau)); b.After(at) {
-		at = b
-	}
-	free := p.rate - p.inLog
-	for i := 0; free < n && i < len(p.log); i++ {
-		free += p.log[i].n
-		if t := p.log[i].at.Add(p.window); t.After(at) {
-			at = t
-		}
-	}
-	if !p.stop.IsZero() && !at.Before(p.stop) {
-		return never
-	}
-	return at
-}
+func (p *pacer) readyAt(now time.Time, n int64) time.Time { return p.readyAfter(now, 0, n) }
 
 // readyAfter returns when n units may go if m units are taken at now
 // first, as readyAt would after take(now, m); readyAt(now, m) must be
-// now and p.expire(now) must have run. The m units stay in the log past
+// now (any m may be 0) and p.expire(now) must have run. The m units stay in the log past
 // any time the answer can be, so the log must free n from what it holds
 // now with m fewer units of room.
 func (p *pacer) readyAfter(now time.Time, m, n int64) time.Time {
