@@ -45,6 +45,8 @@ type Cluster struct {
 	mu    sync.Mutex
 	list  []string
 	asked time.Time
+	// reading is set while one caller reads the list from the store.
+	reading bool
 }
 
 // NewCluster returns the cluster of node self (its base URL, as the others
@@ -82,17 +84,24 @@ func (c *Cluster) Announce(ctx context.Context) {
 }
 
 // Peers returns the live nodes but this one, read from the store at most
-// once every 5 seconds; none without a store.
+// once every 5 seconds; none without a store. No caller waits on another's
+// read of the store: while one reads, the others take the list read last.
 func (c *Cluster) Peers(ctx context.Context) ([]string, error) {
 	if c.store == nil {
 		return nil, nil
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.asked) < peersFresh {
-		return c.list, nil
+	if time.Since(c.asked) < peersFresh || c.reading {
+		list := c.list
+		c.mu.Unlock()
+		return list, nil
 	}
+	c.reading = true
+	c.mu.Unlock()
 	all, err := c.store.Nodes(ctx, time.Now())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reading = false
 	if err != nil {
 		return nil, err
 	}

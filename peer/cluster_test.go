@@ -23,7 +23,8 @@ type store struct {
 	nodes     []string
 	err       error
 	reads     int
-	announced []time.Time // the untils
+	announced []time.Time   // the untils
+	hold      chan struct{} // if set, a read waits for it to close
 }
 
 func (s *store) Announce(_ context.Context, node string, until time.Time) error {
@@ -34,6 +35,12 @@ func (s *store) Announce(_ context.Context, node string, until time.Time) error 
 }
 
 func (s *store) Nodes(context.Context, time.Time) ([]string, error) {
+	s.mu.Lock()
+	hold := s.hold
+	s.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads++
@@ -142,6 +149,38 @@ func TestPeers(t *testing.T) {
 		st.mu.Unlock()
 		if got, _ := c.Peers(t.Context()); len(got) != 0 || st.reads != 2 {
 			t.Fatalf("after 5s: Peers = %q after %d reads; want the store read again, and no other node", got, st.reads)
+		}
+	})
+}
+
+// TestPeersWaitOnNoSlowRead: while one caller reads a slow store, the
+// others take the list read last at once: no dashboard request waits on
+// another's read.
+func TestPeersWaitOnNoSlowRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &store{nodes: []string{"http://a", "http://self"}}
+		c := NewCluster("http://self", st, nil, nil)
+		c.Peers(t.Context())
+		time.Sleep(peersFresh)
+		hold := make(chan struct{})
+		st.mu.Lock()
+		st.hold, st.nodes = hold, []string{"http://b", "http://self"}
+		st.mu.Unlock()
+		done := make(chan []string)
+		go func() {
+			got, _ := c.Peers(t.Context())
+			done <- got
+		}()
+		synctest.Wait() // the first caller is in the store
+		if got, err := c.Peers(t.Context()); err != nil || !slices.Equal(got, []string{"http://a"}) {
+			t.Errorf("beside a slow read: Peers = %q, %v; want the list read last, at once", got, err)
+		}
+		close(hold)
+		if got := <-done; !slices.Equal(got, []string{"http://b"}) {
+			t.Errorf("the slow read: %q, want the new list", got)
+		}
+		if got, _ := c.Peers(t.Context()); !slices.Equal(got, []string{"http://b"}) || st.reads != 2 {
+			t.Errorf("after it: Peers = %q after %d reads; want the new list, 2 reads", got, st.reads)
 		}
 	})
 }
