@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -201,7 +202,34 @@ func (s *Service) CreateTenant(ctx context.Context, a Actor, d TenantDoc) (Tenan
 		return TenantDoc{}, err
 	}
 	s.audit(ctx, a, "tenant.create", t.ID, nil, docOf(t))
+	if err := s.dropLeftKeys(ctx, t.ID, t.CreatedAt); err != nil {
+		return TenantDoc{}, err
+	}
 	return docOf(t), nil
+}
+
+// dropLeftKeys deletes the API keys of tenant id, just created at
+// created, that a deletion of an earlier tenant of the id left behind (a
+// store that deletes a tenant's keys after the tenant, and failed
+// between), so that none of them authenticates as the new tenant. A key is
+// made only for a tenant that exists, so every key made before the tenant
+// was created is left behind; a second's grace keeps the keys other nodes,
+// whose clocks may be behind, make at once.
+func (s *Service) dropLeftKeys(ctx context.Context, id string, created time.Time) error {
+	keys, err := s.opts.Store.ListAPIKeys(ctx, id)
+	if err != nil {
+		return fmt.Errorf("tenant %q created, but the keys an earlier tenant of the id left could not be listed (delete the tenant and create it again): %w", id, err)
+	}
+	for _, k := range keys {
+		if !k.CreatedAt.Before(created.Add(-time.Second)) {
+			continue
+		}
+		if err := s.opts.Store.DeleteAPIKey(ctx, id, k.ID); err != nil && !errors.Is(err, sluice.ErrKeyNotFound) {
+			return fmt.Errorf("tenant %q created, but a key an earlier tenant of the id left could not be deleted (delete the tenant and create it again): %w", id, err)
+		}
+		s.keys.forget(id, k.ID)
+	}
+	return nil
 }
 
 // errFileTenant answers a change of a tenant of the configuration file's
