@@ -537,3 +537,38 @@ func TestBalancerSpare(t *testing.T) {
 		})
 	}
 }
+
+// A burst that ends stops counting at once: a group that asked 40 units
+// in each of two spans and then nothing, with nothing waiting, reads 0
+// from its second idle call, not its eight-span average as that decays
+// (20 units, then 16, ...). Asking a little again, it is measured at its
+// recent rate while that is under a quarter of its average.
+func TestDemandsEndedBurst(t *testing.T) {
+	s := newSched(t, Config{Rate: 100, Window: time.Second, Burst: 40})
+	s.TrackDemand(t0)
+	id := uint64(0)
+	ask := func(now time.Time, n int) {
+		t.Helper()
+		for range n {
+			id++
+			if err := admit(s, now, id, "burst", 1, 1, 0); err != nil {
+				t.Fatal(err)
+			}
+			if g, _ := s.Next(now); len(g) != 1 {
+				t.Fatalf("request %d did not go at once", id)
+			}
+		}
+	}
+	for k, want := range []float64{40, 40, 80.0 / 3, 0, 0, 0, 0, 0, 1} {
+		switch k {
+		case 0, 1:
+			ask(at(time.Duration(k)*time.Second+100*time.Millisecond), 40)
+		case 8:
+			ask(at(time.Duration(k)*time.Second+500*time.Millisecond), 2)
+		}
+		ds := s.Demands(at(time.Duration(k+1) * time.Second))
+		if len(ds) != 1 || math.Abs(ds[0].Rate-want) > 1e-9 {
+			t.Errorf("call at %ds: demands %+v, want the group asking %.3f", k+1, ds, want)
+		}
+	}
+}

@@ -102,6 +102,9 @@ type asking struct {
 	// waited: units were waiting at the last Demands, and have been ever
 	// since (drained is false).
 	waited, drained bool
+	// fell: the last Demands measured the group at its recent rate, its
+	// demand having fallen (recentSpans).
+	fell bool
 	// cost is the least cost asked in the last span in which the group
 	// asked anything; least, the least asked since the last Demands.
 	cost, least int64
@@ -119,6 +122,24 @@ type span struct {
 // keeps the nodes' shares still, short enough to follow a change within a
 // few seconds.
 const demandSpans = 8
+
+// recentSpans is how many of the last spans say whether a group's demand
+// fell: a group with nothing waiting that asked in them under a quarter
+// of its rate over demandSpans, and fellBy of its requests a Window or
+// more less, is measured at its recent rate instead, until it asks at
+// least a quarter of its rate again. A burst that has ended then stops
+// holding its node's share within recentSpans calls, not as its average
+// decays over demandSpans, which kept the share of the ended burst from
+// the other nodes. A steady client asks about its rate in any two spans,
+// and one asking fewer than fellBy requests a Window keeps its average
+// (as a costly client sending one request every few seconds does): its
+// demand reads still from one call to the next.
+const recentSpans = 2
+
+// fellBy is how many requests, of its least cost, a Window a group's
+// recent rate must be under its rate for the group to be measured at the
+// recent one (recentSpans).
+const fellBy = 4
 
 // group is one group's place among the groups, and its customers'
 // places among themselves: each group is a flow of its weight, and each
@@ -241,7 +262,7 @@ func (s *Scheduler) TrackDemand(now time.Time) {
 type GroupDemand struct {
 	Weight int64
 	// Rate is the cost units the group asked for per Window, measured over
-	// the last few calls of Demands.
+	// the last few calls of Demands, or the last two once its demand fell.
 	Rate float64
 	// Backlogged: the group had requests waiting throughout the span since
 	// the last call, so it asks for more than it gets, whatever Rate says.
@@ -260,8 +281,10 @@ type GroupDemand struct {
 // not its rate, says it wants more. A light group's request that waits a
 // moment for the pacer does not make it backlogged, since its queue
 // drains between requests; so a group asking near the fair level is not
-// taken for a heavy one, which would lower the level for all. It forgets
-// the groups that stopped asking.
+// taken for a heavy one, which would lower the level for all. A group
+// with nothing waiting whose rate over the last recentSpans calls fell
+// under a quarter of that (a burst that ended) is measured at that recent
+// rate. It forgets the groups that stopped asking.
 func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 	if !s.trackDemand {
 		return nil
@@ -276,11 +299,15 @@ func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 		if a.least > 0 {
 			a.cost, a.least = a.least, 0
 		}
-		var units int64
-		var d time.Duration
-		for _, sp := range a.spans {
+		var units, recent int64
+		var d, rd time.Duration
+		for i, sp := range a.spans {
 			units += sp.units
 			d += sp.d
+			if (a.next-1-i+2*demandSpans)%demandSpans < recentSpans {
+				recent += sp.units
+				rd += sp.d
+			}
 		}
 		backlogged := a.waited && !a.drained && a.queued > 0
 		a.waited, a.drained = a.queued > 0, false
@@ -288,9 +315,18 @@ func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 			delete(s.asked, g)
 			continue
 		}
+		w := float64(s.cfg.Window)
+		rate, lately := float64(units)*w/float64(d), float64(recent)*w/float64(rd)
+		// Nothing waits and the group asks a quarter of its rate or less
+		// of late: a burst that ended. Its node must not hold a share for
+		// it (see recentSpans), until it asks again.
+		a.fell = a.queued == 0 && lately < rate/4 && (rate-lately >= fellBy*float64(max(a.cost, 1)) || a.fell)
+		if a.fell {
+			rate = lately
+		}
 		ds = append(ds, GroupDemand{
 			Weight:     a.weight,
-			Rate:       float64(units) * float64(s.cfg.Window) / float64(d),
+			Rate:       rate,
 			Backlogged: backlogged,
 			Cost:       a.cost,
 		})
