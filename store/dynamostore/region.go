@@ -51,10 +51,13 @@ import (
 // region holds over its fair part of the limit (its demand's share, and a
 // floor of a tenth of its base but no more than its demand, so a region
 // without demand has none; but a region whose demand fell under half its
-// recent demand keeps its base, or that recent demand if less, so that
-// demand moving between regions faster than units can follow finds the
-// even split where it returns) to the regions under theirs, in proportion
-// to what they lack, in whole units (fairParts). A node's demand is measured from its second
+// recent demand, and whose demand has come back before (a node saw it
+// fall and return within recentDemand periods, in the last recentDemand),
+// keeps its base, or that recent demand if less, so that demand moving
+// between regions faster than units can follow finds the even split
+// where it returns, while demand that moved once, or moves slower, has
+// the units follow it at once) to the regions under theirs, in
+// proportion to what they lack, in whole units (fairParts). A node's demand is measured from its second
 // refresh of a key, a quarter period after the first; until then it
 // publishes none and gives nothing. A region that lacks calls, through
 // its inbox (callIdle), every region that holds units over its fair part
@@ -120,9 +123,14 @@ type allotment struct {
 	rate      float64 // this node's demand, hits per window
 	peak      float64 // its most within the last recentDemand (from peakAt)
 	peakAt    time.Time
-	policy    *sluice.Policy       // the policy of the last decision, for the idle refresh
-	decided   time.Time            // the last decision, or the last call from the inbox
-	called    map[string]time.Time // when this node last wrote to each region's inbox for the key
+	policy    *sluice.Policy // the policy of the last decision, for the idle refresh
+	decided   time.Time      // the last decision, or the last call from the inbox
+	// fell is when this node's demand fell under half its peak (fellFrom),
+	// zero while it has not; back is when it last came back to half of
+	// fellFrom within recentDemand of falling.
+	fell, back time.Time
+	fellFrom   float64
+	called     map[string]time.Time // when this node last wrote to each region's inbox for the key
 }
 
 // regionItem is one region's allotment item.
@@ -132,6 +140,7 @@ type regionItem struct {
 	rates map[string]float64 // each node's demand, hits per window, by node id
 	peaks map[string]float64 // each node's most demand within recentDemand
 	seen  map[string]int64   // when each node last wrote its rate, epoch ns
+	backs map[string]int64   // when each node's demand last came back (allotment.back), epoch ns
 	total map[string]int64   // effective gifts, by region given to
 	pend  map[string]int64   // pending gifts
 	from  map[string]int64   // when each pending gift takes effect, epoch ns
@@ -170,6 +179,21 @@ func (it *regionItem) peak(now int64) float64 {
 	return r
 }
 
+// returns reports whether the region's demand comes back: whether one of
+// its nodes, counted as rate counts them, saw its demand come back within
+// recentDemand of falling, in the last within nanoseconds.
+func (it *regionItem) returns(now, within int64) bool {
+	if it == nil {
+		return false
+	}
+	for n, at := range it.backs {
+		if now-it.seen[n] < int64(nodeGone) && at > 0 && now-at < within {
+			return true
+		}
+	}
+	return false
+}
+
 // recentDemand, in Rebalance periods, is how long a region keeps a floor
 // of its even part (or of the demand it had, if less) after its demand
 // fell: demand that comes back within it finds its units still there.
@@ -178,7 +202,11 @@ func (it *regionItem) peak(now int64) float64 {
 // regions faster than that would otherwise find, in each region it
 // reaches, the units given away while it was elsewhere, and the units
 // given to it arriving as it leaves. A region idle for longer gives its
-// part to the regions with demand.
+// part to the regions with demand. The floor is kept only by a region
+// whose demand has come back within recentDemand of falling before (in
+// the last recentDemand periods): a one-off move, or one slower than
+// that, leaves at once demand that never returned, and its units follow
+// it as soon as its fall is measured.
 const recentDemand = 30
 
 // nodeGone is how long after its last write a node's demand stops
@@ -425,6 +453,18 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 		if r >= e.peak || wall.Sub(e.peakAt) > recentDemand*s.rebalance {
 			e.peak, e.peakAt = r, wall
 		}
+		// Whether the demand comes back: it fell under half its peak, and
+		// rose again to half of that within recentDemand periods. Two
+		// timestamps and a rate a key, published as one per node.
+		switch {
+		case e.fell.IsZero() && r < e.peak/2:
+			e.fell, e.fellFrom = wall, e.peak
+		case !e.fell.IsZero() && r > 0 && r >= e.fellFrom/2:
+			if wall.Sub(e.fell) < recentDemand*s.rebalance {
+				e.back = wall
+			}
+			e.fell = time.Time{}
+		}
 	}
 	e.asked, e.since, e.refreshed, e.items = 0, wall, wall, items
 	if unknown {
@@ -442,6 +482,7 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	next := *mine
 	next.total, next.pend, next.from = cloneMap(mine.total), cloneMap(mine.pend), cloneMap(mine.from)
 	next.rates, next.seen, next.peaks = cloneMap(mine.rates), cloneMap(mine.seen), cloneMap(mine.peaks)
+	next.backs = cloneMap(mine.backs)
 	changed := mine.v == 0
 	if mine.lim != p.Limit {
 		// The limit changed: the gifts made under the old one count for
@@ -452,7 +493,11 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	if !unknown {
 		was, wasPeak := mine.rates[s.node], mine.peaks[s.node]
 		next.rates[s.node], next.peaks[s.node], next.seen[s.node] = e.rate, e.peak, wall.UnixNano()
+		if !e.back.IsZero() {
+			next.backs[s.node] = e.back.UnixNano()
+		}
 		changed = changed || wall.UnixNano()-mine.seen[s.node] > int64(2*s.rebalance) ||
+			next.backs[s.node] != mine.backs[s.node] ||
 			math.Abs(e.rate-was) > max(was/10, float64(p.Limit)/100) ||
 			math.Abs(e.peak-wasPeak) > max(wasPeak/10, float64(p.Limit)/100)
 	}
@@ -461,6 +506,7 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 			delete(next.rates, n) // a node long gone
 			delete(next.peaks, n)
 			delete(next.seen, n)
+			delete(next.backs, n)
 		}
 	}
 
@@ -473,7 +519,7 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 		from += w
 	}
 	if !unknown {
-		fair := s.fairParts(items, next.rate(wall.UnixNano()), next.peak(wall.UnixNano()), p.Limit, wall.UnixNano())
+		fair := s.fairParts(items, &next, p.Limit, wall.UnixNano())
 		if addGifts(&next, s.gifts(items, fair, p.Limit, from), from, now) {
 			changed = true
 		}
@@ -517,31 +563,34 @@ func addGifts(it *regionItem, gifts map[string]int64, from, now int64) bool {
 
 // fairParts returns each region's fair part of limit, in the order of
 // s.regions, their demands and recent demands (peaks) being in items and
-// this region's rate and peak. Each region has a floor: a tenth of its
-// even part (base), but no more than its demand; and, while its demand is
+// this region's in mine. Each region has a floor: a tenth of its even
+// part (base), but no more than its demand; and, while its demand is
 // under half what it was within the last recentDemand periods (its
-// demand fell or left), its base, or that recent demand if less. The rest of the limit goes in proportion to demand, no
+// demand fell or left) if its demand has come back once before (returns:
+// it moves to and fro), its base, or that recent demand if less. The
+// rest of the limit goes in proportion to demand, no
 // region's part passing its demand while another's is under its own (what
 // is left after all are filled, in proportion to demand). A region
 // without demand, recent or current, has no floor, so that all of a small
 // limit, or all but nothing of a large one, can go where the demand is;
-// one whose demand has just left keeps its floor for when it comes back.
+// one whose demand has just left keeps its floor for when it comes back,
+// if it came back before; one whose demand left for the first time, or
+// after longer than recentDemand, gives its part away.
 // It returns nil if no region has demand.
-func (s *Store) fairParts(items map[string]*regionItem, rate, peak float64, limit, now int64) []float64 {
+func (s *Store) fairParts(items map[string]*regionItem, mine *regionItem, limit, now int64) []float64 {
 	n := len(s.regions)
 	demand := make([]float64, n)
 	fair := make([]float64, n)
 	var sumD, sumF float64
 	for i, r := range s.regions {
-		recent := peak
+		it := items[r]
 		if r == s.region {
-			demand[i] = rate
-		} else {
-			demand[i], recent = items[r].rate(now), items[r].peak(now)
+			it = mine
 		}
+		demand[i] = it.rate(now)
 		base := float64(baseShare(limit, i, n))
 		fair[i] = min(base/10, demand[i])
-		if demand[i] < recent/2 {
+		if recent := it.peak(now); demand[i] < recent/2 && it.returns(now, int64(recentDemand*s.rebalance)) {
 			fair[i] = max(fair[i], min(base, recent)) // its demand fell: keep for its return
 		}
 		sumD += demand[i]
@@ -841,6 +890,7 @@ func (s *Store) writeAllotment(ctx context.Context, pk string, v int64, it *regi
 		"rates": floatMap(it.rates),
 		"peaks": floatMap(it.peaks),
 		"seen":  numMap(it.seen),
+		"backs": numMap(it.backs),
 		"wrote": num(it.wrote),
 		"total": numMap(it.total),
 		"pend":  numMap(it.pend),
@@ -907,7 +957,7 @@ func decodeAllotment(it map[string]types.AttributeValue) (*regionItem, error) {
 	for _, m := range []struct {
 		name string
 		dst  *map[string]int64
-	}{{"total", &ri.total}, {"pend", &ri.pend}, {"from", &ri.from}, {"seen", &ri.seen}} {
+	}{{"total", &ri.total}, {"pend", &ri.pend}, {"from", &ri.from}, {"seen", &ri.seen}, {"backs", &ri.backs}} {
 		*m.dst = map[string]int64{}
 		mm, _ := it[m.name].(*types.AttributeValueMemberM)
 		if mm == nil {

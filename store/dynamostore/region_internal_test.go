@@ -153,14 +153,19 @@ func TestFirstRefreshGivesNothing(t *testing.T) {
 }
 
 // A region whose demand has left keeps its even part for the demand's
-// return, while one that never had demand keeps nothing; a region whose
+// return if it came back before, while one that never had demand, or
+// whose demand left for the first time, keeps nothing; a region whose
 // demand is steady keeps only the tenth of its part it always had, and no
 // region's part passes its demand while another's is under its own.
 func TestFairPartsKeepForReturningDemand(t *testing.T) {
-	s := &Store{region: "a", regions: []string{"a", "b", "c"}}
+	s := &Store{region: "a", regions: []string{"a", "b", "c"}, rebalance: time.Second}
 	now := int64(time.Hour)
 	demand := func(rate, peak float64) *regionItem {
 		return &regionItem{rates: map[string]float64{"n": rate}, peaks: map[string]float64{"n": peak}, seen: map[string]int64{"n": now}}
+	}
+	returning := func(it *regionItem, ago time.Duration) *regionItem {
+		it.backs = map[string]int64{"n": now - int64(ago)}
+		return it
 	}
 	for _, c := range []struct {
 		name       string
@@ -169,13 +174,15 @@ func TestFairPartsKeepForReturningDemand(t *testing.T) {
 		want       []float64
 	}{
 		{"all in a, b and c never busy", 200, 200, demand(0, 0), nil, []float64{100, 0, 0}},
-		{"moved from b to a", 200, 200, demand(0, 200), demand(0, 0), []float64{67, 33, 0}},
-		{"moving among all three", 200, 200, demand(0, 200), demand(0, 200), []float64{34, 33, 33}},
+		{"moved once from b to a", 200, 200, demand(0, 200), demand(0, 0), []float64{100, 0, 0}},
+		{"moved from b to a, b's demand came back 10s ago", 200, 200, returning(demand(0, 200), 10*time.Second), demand(0, 0), []float64{67, 33, 0}},
+		{"moved from b to a, b's demand came back 40s ago", 200, 200, returning(demand(0, 200), 40*time.Second), demand(0, 0), []float64{100, 0, 0}},
+		{"moving among all three", 200, 200, returning(demand(0, 200), 5*time.Second), returning(demand(0, 200), 10*time.Second), []float64{34, 33, 33}},
 		{"steady 160/30/10", 160, 160, demand(30, 30), demand(10, 10), []float64{75.3, 16.8, 7.8}},
-		{"b's demand fell to 10 of 160", 160, 160, demand(10, 160), demand(30, 30), []float64{54.2, 33, 12.8}},
+		{"b's demand fell to 10 of 160, back before", 160, 160, returning(demand(10, 160), time.Second), demand(30, 30), []float64{54.2, 33, 12.8}},
 		{"demand under the limit: the rest by demand", 20, 20, demand(10, 10), demand(0, 0), []float64{66.7, 33.3, 0}},
 	} {
-		fair := s.fairParts(map[string]*regionItem{"b": c.b, "c": c.c}, c.rate, c.peak, 100, now)
+		fair := s.fairParts(map[string]*regionItem{"b": c.b, "c": c.c}, demand(c.rate, c.peak), 100, now)
 		for i, w := range c.want {
 			if fair == nil || fair[i] < w-0.5 || fair[i] > w+0.5 {
 				t.Errorf("%s: fair parts %.1f, want %v", c.name, fair, c.want)
