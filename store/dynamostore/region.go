@@ -154,8 +154,13 @@ func (it *regionItem) rate(now int64) float64 {
 	if it == nil {
 		return 0
 	}
+	return it.live(it.rates, now)
+}
+
+// live sums per node's values of the nodes seen within the last nodeGone.
+func (it *regionItem) live(per map[string]float64, now int64) float64 {
 	var r float64
-	for n, x := range it.rates {
+	for n, x := range per {
 		if now-it.seen[n] < int64(nodeGone) {
 			r += x
 		}
@@ -170,13 +175,7 @@ func (it *regionItem) peak(now int64) float64 {
 	if it == nil {
 		return 0
 	}
-	var r float64
-	for n, x := range it.peaks {
-		if now-it.seen[n] < int64(nodeGone) {
-			r += x
-		}
-	}
-	return r
+	return it.live(it.peaks, now)
 }
 
 // returns reports whether the region's demand comes back: whether one of
