@@ -1,7 +1,6 @@
 package tenancy
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -128,25 +127,26 @@ func (s *Service) Lift(ctx context.Context, a Actor, tenant, policy, key string,
 	if err != nil {
 		return Lifted{}, err
 	}
-	var before, after []sluice.KeyBlock
-	if t, lerr := s.Lookup(ctx, tenant); lerr != nil {
-		err = lerr
-	} else if t.Record != nil {
-		before, after, err = s.changeBlocks(ctx, tenant, func(bs []sluice.KeyBlock) []sluice.KeyBlock {
-			return slices.DeleteFunc(bs, func(o sluice.KeyBlock) bool { return o.Policy == policy && o.Key == key })
-		})
-	}
+	// One read of the tenant serves the block and the box: a change of
+	// its blocks leaves its epoch and its policies as they are.
+	t, err := s.Lookup(ctx, tenant)
 	if err != nil {
 		return Lifted{}, err
 	}
+	var before, after []sluice.KeyBlock
+	if t.Record != nil {
+		before, after, err = s.changeBlocks(ctx, tenant, func(bs []sluice.KeyBlock) []sluice.KeyBlock {
+			return slices.DeleteFunc(bs, func(o sluice.KeyBlock) bool { return o.Policy == policy && o.Key == key })
+		})
+		if err != nil {
+			return Lifted{}, err
+		}
+	}
 	out := Lifted{Block: len(before) != len(after)}
 	if box != nil {
-		// The box is the tenant's as created last (its epoch): a store
-		// that cannot say which answers its error, never a lift of
-		// another box.
-		t, storeErr := s.View(ctx, tenant)
+		// The box is the tenant's as created last (its epoch).
 		rs, rerr := t.Resolve("", []string{policy})
-		if err = cmp.Or(storeErr, rerr); err == nil {
+		if err = rerr; err == nil {
 			out.Penalty, err = box(ctx, tenant, sluice.Check{Policy: rs[0].Policy, Key: key, Epoch: t.Epoch()})
 		}
 	}
