@@ -13,12 +13,13 @@ import (
 
 	"github.com/sluicehq/sluice/internal/sim/fairsim"
 	"github.com/sluicehq/sluice/internal/sim/regionsim"
+	"github.com/sluicehq/sluice/store/dynamostore"
 )
 
 const simUsage = `usage: sluice sim fairshare [--seed N] [--customers 200] [--duration 60s] [--nodes 1] [--load 3] [--weights 4/2/1]
                           [--keys 1/20] [--costs 1/5] [--max-waits 2s/300ms] [--shift 5s] [--bursty 6] [--json]
        sluice sim regions [--regions 3] [--lag 1s] [--skew 80/15/5] [--move 5s] [--duration 60s] [--limit 100] [--rate 200]
-                          [--partition R:30s[@15s]] [--rebalance 1s] [--design sluice|naive] [--json]`
+                          [--partition R:30s[@15s]] [--rebalance 250ms] [--design sluice|naive] [--json]`
 
 // simCmd runs `sluice sim fairshare` or `sluice sim regions`.
 func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -134,7 +135,7 @@ func simRegions(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.IntVar(&cfg.Rate, "rate", 0, "requests per second offered over all regions; default twice --limit")
 	fs.StringVar(&partition, "partition", "", "cut region `R` off for a duration, from a quarter into the run or from @START: R:30s or R:30s@10s")
 	fs.StringVar(&cfg.Design, "design", "sluice", "sluice (allotments per region) or naive (one item per key, ADD from every region)")
-	fs.DurationVar(&cfg.Rebalance, "rebalance", time.Second, "how often Sluice rebalances allotments")
+	fs.DurationVar(&cfg.Rebalance, "rebalance", dynamostore.DefaultRebalance, "how often Sluice rebalances allotments (Options.Rebalance)")
 	fs.StringVar(&cfg.Dynoxide, "dynoxide", "", "`path` of the dynoxide binary; default $SLUICE_DYNOXIDE or tools/node_modules (make deps)")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {

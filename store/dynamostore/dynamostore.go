@@ -89,9 +89,18 @@ type Options struct {
 	Region  string
 	Regions []string
 	// Rebalance is how often, at most, a node reads a key's allotments
-	// and rebalances them, in multi-region mode. Default 1s.
+	// and rebalances them while it decides on the key, in multi-region
+	// mode, and the most its copy of them ages: the shorter, the sooner
+	// units follow demand between regions, and the more reads (at most
+	// one a period per key and node, and never more than its decisions)
+	// and allotment writes. Default DefaultRebalance.
 	Rebalance time.Duration
 }
+
+// DefaultRebalance is Options.Rebalance's default: units follow demand to
+// another region in about two replication lags and a second
+// (docs/dynamodb.md).
+const DefaultRebalance = 250 * time.Millisecond
 
 // Store is a sluice.Store on DynamoDB. It is safe for concurrent use.
 type Store struct {
@@ -104,6 +113,11 @@ type Store struct {
 	auditSeq atomic.Uint64
 	closed   chan struct{}
 	once     sync.Once
+	// bg is the context of the store's own work (the idle refresh),
+	// cancelled by Close, which waits for bgDone.
+	bg       context.Context
+	cancelBG context.CancelFunc
+	bgDone   sync.WaitGroup
 	stats    Stats
 
 	// keys serialise this node's writes of one key, and combine its
@@ -141,7 +155,7 @@ func New(db API, opts Options) (*Store, error) {
 		opts.Now = time.Now
 	}
 	if opts.Rebalance <= 0 {
-		opts.Rebalance = time.Second
+		opts.Rebalance = DefaultRebalance
 	}
 	if opts.Region != "" {
 		if !validRegion(opts.Region) || !slices.Contains(opts.Regions, opts.Region) {
@@ -164,15 +178,22 @@ func New(db API, opts Options) (*Store, error) {
 		region:  opts.Region, regions: slices.Clone(opts.Regions), rebalance: opts.Rebalance, maxAllots: opts.CacheKeys,
 		node: writeID(),
 	}
+	s.bg, s.cancelBG = context.WithCancel(context.Background())
 	if s.region != "" {
-		go s.idleRefresh() // stopped by Close
+		s.bgDone.Go(s.idleRefresh) // stopped by Close
 	}
 	return s, nil
 }
 
-// Close implements sluice.Store. The client is the caller's.
+// Close implements sluice.Store: it stops the store's own work (the idle
+// refresh of multi-region mode) and waits for it. The client is the
+// caller's.
 func (s *Store) Close() error {
-	s.once.Do(func() { close(s.closed) })
+	s.once.Do(func() {
+		close(s.closed)
+		s.cancelBG()
+	})
+	s.bgDone.Wait()
 	return nil
 }
 

@@ -66,8 +66,9 @@ import (
 // look at the keys called for ten minutes, giving their units away.
 //
 // Why it never admits more than the limit across regions: a gift is
-// pending until a window that starts at least two Rebalance periods after
-// it was written, by which time every node of the giving region has read
+// pending until a window that starts at least giftDelay (two Rebalance
+// periods) after its write's deadline, by which time every node
+// of the giving region has read
 // it (a node reads its region's item before deciding on a key whenever
 // its copy is older than Rebalance), so from that window on the giver
 // counts its allotment without the gift (how much a region gives, and
@@ -80,20 +81,40 @@ import (
 // others when it heals.
 //
 // The argument assumes: the clocks of a region's nodes agree within a
-// Rebalance period (a gift takes effect two periods after its writer's
-// read began, one period being enough with exact clocks); an allotment
-// write that commits does so within half a period of its read's start
-// (the node's context for both ends there; a request abandoned then but
-// applied by DynamoDB later would eat into the margin the clocks have);
-// and a node that cannot read
+// Rebalance period (giftDelay less a period; none would do with exact
+// clocks); an allotment write that commits does so by its deadline
+// (writeTimeout after it starts; a request abandoned then but applied by
+// DynamoDB later eats into the margin the clocks have); and a node that
+// cannot read
 // the items decides against its copy only while the copy still holds
 // every gift that can take effect (fallback), and otherwise against
 // nothing, never against the whole limit whatever the fail mode. It
 // assumes nothing of the replication lag.
 
-// regionGifts is how far ahead of its writing a gift takes effect, in
-// Rebalance periods.
-const regionGifts = 2
+// The timings of a rebalance, from the period P (Options.Rebalance, the
+// most a deciding node's copy of a key's items ages):
+//
+//   - readTimeout bounds a read of the items (or of the inbox): P/2, but
+//     at least 250 ms, so that a store slower than half a short period
+//     still answers (the read's length does not enter the argument);
+//   - writeTimeout bounds the write of this region's item, from its start:
+//     P/2;
+//   - giftDelay is how long after its write's deadline a gift takes
+//     effect (from the next window's start): 2P. The margin for the
+//     clocks of a region's nodes, and for a write DynamoDB applies after
+//     the node abandoned it, is giftDelay - P; a node whose reads fail
+//     decides on its copy for giftDelay - P/2 after the copy's read;
+//   - aliveEvery is how often, at least, a node looking at a key rewrites
+//     its region's item, unchanged, to show it looks: 2P, but at least 2 s;
+//   - rateSpan is the time constant of a node's demand, measured at each
+//     refresh: P, but at least a second, so that a short period does not
+//     publish the noise of a fraction of a second (each change over a
+//     tenth is a write).
+func (s *Store) readTimeout() time.Duration  { return max(s.rebalance/2, 250*time.Millisecond) }
+func (s *Store) writeTimeout() time.Duration { return s.rebalance / 2 }
+func (s *Store) giftDelay() time.Duration    { return 2 * s.rebalance }
+func (s *Store) aliveEvery() time.Duration   { return max(2*s.rebalance, 2*time.Second) }
+func (s *Store) rateSpan() time.Duration     { return max(s.rebalance, time.Second) }
 
 // allotmentTTL is how long an allotment item lives unwritten: it is
 // rewritten at least every few Rebalance periods while its key is decided
@@ -120,8 +141,9 @@ type allotment struct {
 	items     map[string]*regionItem
 	asked     int64 // hits asked here since since
 	since     time.Time
-	rate      float64 // this node's demand, hits per window
-	peak      float64 // its most within the last recentDemand (from peakAt)
+	lastAsked time.Time // the last decision that asked hits
+	rate      float64   // this node's demand, hits per window
+	peak      float64   // its most within the last recentDemand (from peakAt)
 	peakAt    time.Time
 	policy    *sluice.Policy // the policy of the last decision, for the idle refresh
 	decided   time.Time      // the last decision, or the last call from the inbox
@@ -196,8 +218,9 @@ func (it *regionItem) returns(now, within int64) bool {
 // recentDemand, in Rebalance periods, is how long a region keeps a floor
 // of its even part (or of the demand it had, if less) after its demand
 // fell: demand that comes back within it finds its units still there.
-// Units given to a region take about two lags and three periods to
-// arrive (5 s at 1 s lag and period), so demand that moves between
+// Units given to a region take about two lags and a few periods to
+// arrive (2-3 s at 1 s lag and the default period; 7.5 s is recentDemand
+// then), so demand that moves between
 // regions faster than that would otherwise find, in each region it
 // reaches, the units given away while it was elsewhere, and the units
 // given to it arriving as it leaves. A region idle for longer gives its
@@ -324,6 +347,9 @@ func (s *Store) allotment(ctx context.Context, now int64, pk string, p *sluice.P
 	wall := time.Now()
 	e.asked += hits
 	e.policy, e.decided = p, wall
+	if hits > 0 {
+		e.lastAsked = wall
+	}
 	w := int64(p.Window)
 	start := now - ((now%w)+w)%w
 	if e.refreshed.IsZero() || wall.Sub(e.refreshed) >= s.rebalance {
@@ -343,26 +369,28 @@ func (s *Store) allotment(ctx context.Context, now int64, pk string, p *sluice.P
 //
 // A copy read at wall time T holds every gift of this region written
 // before T; one written after takes effect from a window starting at
-// least two Rebalance periods after the read of its writer began, which
-// began after T less half a period (its write commits within half a
-// period of it): so for a window starting before T plus a period and a
-// half (half a period left for the clocks of the region's nodes), the
-// copy counts at least all that the region gave, and its gifts received
-// only ever grow. Past that a node that cannot read cannot know what the
+// least giftDelay after its write's deadline, which is after T (the
+// write commits by its deadline): so for a window starting before T plus
+// giftDelay less half a period (left for the clocks of the region's
+// nodes), the copy counts at least all that the region gave, and its
+// gifts received only ever grow. Past that a node that cannot read cannot know what the
 // region's other nodes gave, and vouches for nothing: the key is denied
 // here until a read succeeds, and the other regions keep theirs.
 func (s *Store) fallback(e *allotment, limit, start int64) int64 {
-	if e.items == nil || start >= e.refreshed.UnixNano()+int64(s.rebalance)*3/2 {
+	if e.items == nil || start >= e.refreshed.UnixNano()+int64(s.giftDelay()-s.rebalance/2) {
 		return 0
 	}
 	return s.allotted(e.items, s.region, limit, start)
 }
 
-// idleRefresh refreshes, every Rebalance, the copies of keys this node
-// decided on in the last ten minutes but not in the last Rebalance (at
-// most 256 a period): a region whose traffic stopped still publishes its
-// falling demand and gives its units to the regions that now have it.
-// It returns when the store is closed.
+// idleRefresh refreshes the copies of keys this node decided on (or was
+// called about) in the last ten minutes but not in the last Rebalance
+// (at most 256 a period): every period those decided on within the last
+// recentDemand periods, whose demand has just left and whose units should
+// follow it; the others once a second, for the store's cost. A region
+// whose traffic stopped so still publishes its falling demand and gives
+// its units to the regions that now have it. It returns when the store
+// is closed.
 func (s *Store) idleRefresh() {
 	t := time.NewTicker(s.rebalance)
 	defer t.Stop()
@@ -386,7 +414,7 @@ func (s *Store) idleRefresh() {
 			}
 			select {
 			case e.lock <- struct{}{}:
-				if e.policy != nil && wall.Sub(e.refreshed) >= s.rebalance*9/10 && wall.Sub(e.decided) < inboxHeeded {
+				if e.policy != nil && wall.Sub(e.refreshed) >= s.idleAge(wall.Sub(e.decided))*9/10 && wall.Sub(e.decided) < inboxHeeded {
 					jobs = append(jobs, job{pk, e})
 					continue // still held: released once refreshed
 				}
@@ -396,15 +424,22 @@ func (s *Store) idleRefresh() {
 		}
 		s.allots.mu.Unlock()
 		for _, j := range jobs {
-			ctx, cancel := context.WithTimeout(context.Background(), s.rebalance/2)
 			// A failed refresh leaves the copy as it was: the next decision
 			// or tick reads again, and a decision meanwhile falls back on
 			// the copy (fallback).
-			_ = s.refresh(ctx, time.Now().UnixNano(), time.Now(), j.pk, j.e.policy, j.e)
-			cancel()
+			_ = s.refresh(s.bg, time.Now().UnixNano(), time.Now(), j.pk, j.e.policy, j.e)
 			<-j.e.lock
 		}
 	}
+}
+
+// idleAge is how old the idle refresh lets the copy of a key grow that
+// was last decided on (or called about) idle ago.
+func (s *Store) idleAge(idle time.Duration) time.Duration {
+	if idle < recentDemand*s.rebalance {
+		return s.rebalance
+	}
+	return max(s.rebalance, time.Second)
 }
 
 // dropAllotment forgets one copy not in use, to make room: its items stay
@@ -424,15 +459,16 @@ func (s *Store) dropAllotment() {
 
 // refresh reads the key's allotment items, publishes this node's demand
 // and gives away what the region holds over its fair part. e.lock is held;
-// wall is when the read begins. The read and the write are done within
-// half a Rebalance: a gift takes effect from a window that starts at
-// least two Rebalance periods after that, by which time every node of the
-// region has read it (each reads the items at least once a Rebalance
-// while it decides on the key, and decides on nothing older).
+// wall is when the read begins. The read has readTimeout, the write
+// writeTimeout from its start: a gift takes effect from a window that
+// starts at least giftDelay (two Rebalance periods) after the write's
+// deadline, by which time every node of the region has read
+// it (each reads the items at least once a Rebalance while it decides on
+// the key, and decides on nothing older).
 func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk string, p *sluice.Policy, e *allotment) error {
-	ctx, cancel := context.WithTimeout(ctx, s.rebalance/2)
-	defer cancel()
-	items, err := s.readAllotments(ctx, pk)
+	rctx, cancel := context.WithTimeout(ctx, s.readTimeout())
+	items, err := s.readAllotments(rctx, pk)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -444,10 +480,7 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	// inbox) has a rate of 0 here, known.
 	unknown := e.since.IsZero() && e.asked > 0
 	if !e.since.IsZero() {
-		r := float64(e.asked) * float64(p.Window) / float64(max(wall.Sub(e.since), time.Millisecond))
-		if e.rate > 0 && r > 0 {
-			r = (e.rate + r) / 2 // a node whose traffic stopped has none at once
-		}
+		r := nextRate(e.rate, e.asked, wall.Sub(e.since), wall.Sub(e.lastAsked), p.Window, s.rateSpan())
 		e.rate = r
 		if r >= e.peak || wall.Sub(e.peakAt) > recentDemand*s.rebalance {
 			e.peak, e.peakAt = r, wall
@@ -495,10 +528,9 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 		if !e.back.IsZero() {
 			next.backs[s.node] = e.back.UnixNano()
 		}
-		changed = changed || wall.UnixNano()-mine.seen[s.node] > int64(2*s.rebalance) ||
+		changed = changed || wall.UnixNano()-mine.seen[s.node] > int64(s.aliveEvery()) ||
 			next.backs[s.node] != mine.backs[s.node] ||
-			math.Abs(e.rate-was) > max(was/10, float64(p.Limit)/100) ||
-			math.Abs(e.peak-wasPeak) > max(wasPeak/10, float64(p.Limit)/100)
+			moved(was, e.rate, p.Limit) || moved(wasPeak, e.peak, p.Limit)
 	}
 	for n, at := range next.seen {
 		if wall.UnixNano()-at > int64(time.Hour) {
@@ -509,10 +541,12 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 		}
 	}
 
-	// The window from which a gift written now may take effect: two
-	// Rebalance periods after the write lands, within half a period.
+	// The window from which a gift written now may take effect: giftDelay
+	// after the write's deadline.
+	ctx, cancel = context.WithTimeout(ctx, s.writeTimeout())
+	defer cancel()
 	w := int64(p.Window)
-	at := wall.UnixNano() + int64(s.rebalance)/2 + regionGifts*int64(s.rebalance)
+	at := time.Now().UnixNano() + int64(s.writeTimeout()) + int64(s.giftDelay())
 	from := at - ((at%w)+w)%w
 	if from < at {
 		from += w
@@ -538,6 +572,34 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	next.v = mine.v + 1
 	items[s.region] = &next
 	return nil
+}
+
+// nextRate returns a node's demand, in hits per window, after it asked
+// asked hits in the last dt (idle since its last), its demand having been
+// rate: the average over about span, unless what was asked is further
+// from the average than chance puts it (three standard deviations of a
+// Poisson count, and two hits), when the demand moved and the rate
+// follows it at once. A node that has asked nothing for span has none.
+func nextRate(rate float64, asked int64, dt, idle, window, span time.Duration) float64 {
+	dt = max(dt, time.Millisecond)
+	r := float64(asked) * float64(window) / float64(dt)
+	expect := rate * float64(dt) / float64(window)
+	switch {
+	case asked == 0 && idle >= span:
+		return 0
+	case rate > 0 && math.Abs(float64(asked)-expect) <= 3*math.Sqrt(expect)+2:
+		return rate + (r-rate)*(1-math.Exp(-float64(dt)/float64(span)))
+	}
+	return r
+}
+
+// moved reports whether a demand, in hits per window, moved from was to
+// now by enough to publish: by more than a tenth, a hundredth of the
+// limit, and twice the noise of a Poisson count of was (its square
+// root), so that a steady demand measured every period is not written
+// every period.
+func moved(was, now float64, limit int64) bool {
+	return math.Abs(now-was) > max(was/10, float64(limit)/100, 2*math.Sqrt(was))
 }
 
 // addGifts adds gifts, taking effect from the window starting at from, to
@@ -720,9 +782,9 @@ const (
 
 // callIdle writes to the inbox of every region that holds more of the
 // key's limit than its fair part, while this region lacks, and whose
-// nodes are not looking at the key (no item, or none written within four
-// Rebalance periods: a node that looks writes its item at least every
-// two), at most once per inboxEvery per region from this node. A failed
+// nodes are not looking at the key (no item, or none written within two
+// aliveEvery: a node that looks writes its item at least every
+// aliveEvery), at most once per inboxEvery per region from this node. A failed
 // write is tried again at the next refresh. e.lock is held.
 func (s *Store) callIdle(ctx context.Context, pk string, p *sluice.Policy, e *allotment, items map[string]*regionItem, fair []float64, wall time.Time) {
 	if fair == nil {
@@ -740,7 +802,7 @@ func (s *Store) callIdle(ctx context.Context, pk string, p *sluice.Policy, e *al
 		switch {
 		case i == me,
 			float64(s.allotted(items, r, p.Limit, start))-fair[i] < 1,
-			it != nil && now-it.wrote < int64(4*s.rebalance),
+			it != nil && now-it.wrote < int64(2*s.aliveEvery()),
 			wall.Sub(e.called[r]) < inboxEvery:
 			continue
 		}
@@ -773,7 +835,7 @@ const inboxBatch = 256
 // Options.CacheKeys keys, as for the keys decided on). A failed read is
 // tried again next period.
 func (s *Store) readInbox() {
-	ctx, cancel := context.WithTimeout(context.Background(), s.rebalance/2)
+	ctx, cancel := context.WithTimeout(s.bg, s.readTimeout())
 	defer cancel()
 	s.stats.reads.Add(1)
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{

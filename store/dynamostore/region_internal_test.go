@@ -1,6 +1,8 @@
 package dynamostore
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -189,5 +191,114 @@ func TestFairPartsKeepForReturningDemand(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// The idle refresh looks at a key whose traffic has just stopped every
+// period, so that its units follow the demand, and at one idle for longer
+// than recentDemand periods only once a second, for the store's cost: a
+// node that decided once on many keys does not read each of them every
+// period for ten minutes.
+func TestIdleRefreshSlowsForLongIdleKeys(t *testing.T) {
+	db := dynamotest.NewClient(dynamotest.Get(t).Endpoint)
+	table := dynamotest.TableName(t)
+	ctx := dynamotest.Context(t)
+	if err := CreateTable(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	const period = 50 * time.Millisecond
+	s, err := New(db, Options{Table: table, Region: "a", Regions: []string{"a", "b"}, Rebalance: period})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	p := &sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Second}
+	k := sluice.Key{Tenant: "acme", Policy: p.Name, Algorithm: p.Algorithm, Value: "k"}
+	dst := []sluice.Decision{{}}
+	if err := s.Apply(ctx, time.Now(), []sluice.Op{{Key: k, Policy: p, Hits: 1}}, dst); err != nil {
+		t.Fatal(err)
+	}
+	base := k
+	base.Region = ""
+	s.allots.mu.Lock()
+	e := s.allots.m[counterPK(&base)]
+	s.allots.mu.Unlock()
+	if e == nil {
+		t.Fatal("no copy of the key's allotments after a decision")
+	}
+	// The key was last decided on a minute ago (within the ten minutes the
+	// idle refresh looks, past recentDemand periods).
+	e.lock <- struct{}{}
+	e.decided = time.Now().Add(-time.Minute)
+	<-e.lock
+	refreshed := func() time.Time {
+		e.lock <- struct{}{}
+		defer func() { <-e.lock }()
+		return e.refreshed
+	}
+	seen := map[time.Time]bool{}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(period / 5) {
+		seen[refreshed()] = true
+	}
+	// Once a second over 3 s is 3 or 4 copies (and the one before); every
+	// period (50 ms) would be about 60.
+	if len(seen) > 6 {
+		t.Errorf("the copy of a key idle for a minute was read %d times in 3 s at a period of %v, want about once a second", len(seen)-1, period)
+	}
+	if len(seen) < 2 {
+		t.Errorf("the copy of a key idle for a minute was not read again in 3 s")
+	}
+}
+
+// A node's demand, measured every period, is steady under the noise of
+// Poisson arrivals (each change of more than a tenth is a write of its
+// region's item), yet follows a real change at once: a region whose
+// demand rises from 5 to 80 a window, or stops, publishes it at the next
+// refresh, not a second later.
+func TestNextRate(t *testing.T) {
+	const (
+		period = 250 * time.Millisecond
+		window = time.Second
+		span   = time.Second
+	)
+	rng := rand.New(rand.NewPCG(1, 2))
+	poisson := func(mean float64) int64 {
+		// Knuth's method: fine for the means here.
+		l, k, p := math.Exp(-mean), int64(0), 1.0
+		for {
+			p *= rng.Float64()
+			if p <= l {
+				return k
+			}
+			k++
+		}
+	}
+	for _, perWindow := range []float64{4, 20, 100, 400} {
+		rate, published, writes := perWindow, perWindow, 0
+		const periods = 400
+		for range periods {
+			rate = nextRate(rate, poisson(perWindow*float64(period)/float64(window)), period, 0, window, span)
+			if moved(published, rate, 100) {
+				writes++
+				published = rate
+			}
+		}
+		// Averaging a period alone (half the last, half the new, as
+		// before) wrote at about every second refresh at 20-100 a window.
+		if writes > periods/5 {
+			t.Errorf("steady demand of %v a window: %d writes in %d refreshes, want at most a fifth", perWindow, writes, periods)
+		}
+	}
+	if r := nextRate(5, 20, period, 0, window, span); r < 60 {
+		t.Errorf("demand rising from 5 to 80 a window: %.1f after one period, want at least 60", r)
+	}
+	if r := nextRate(100, 0, period, period, window, span); r != 0 {
+		t.Errorf("demand of 100 a window stopping: %.1f after one period, want 0", r)
+	}
+	if r := nextRate(4, 0, period, period, window, span); r <= 0 {
+		t.Errorf("demand of 4 a window, one period without a hit: %.1f, want it kept above 0", r)
+	}
+	if r := nextRate(4, 0, period, span, window, span); r != 0 {
+		t.Errorf("demand of 4 a window, a second without a hit: %.1f, want 0", r)
 	}
 }

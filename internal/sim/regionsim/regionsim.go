@@ -52,7 +52,7 @@ type Config struct {
 		For    time.Duration
 		At     time.Duration
 	}
-	Rebalance time.Duration // Sluice's; default 1s
+	Rebalance time.Duration // Sluice's; default dynamostore.DefaultRebalance
 	Dynoxide  string        // the emulator's path; default dynamotest.Find
 }
 
@@ -151,7 +151,7 @@ func (c Config) withDefaults() Config {
 		c.Partition.At = c.Duration / 4
 	}
 	if c.Rebalance == 0 {
-		c.Rebalance = time.Second
+		c.Rebalance = dynamostore.DefaultRebalance
 	}
 	return c
 }
