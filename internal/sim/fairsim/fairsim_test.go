@@ -247,3 +247,35 @@ func TestSimShapedWorkload(t *testing.T) {
 		t.Errorf("a cost over Rate/10: %v, want an error naming Costs", err)
 	}
 }
+
+// A customer is light only if it asks under half its share in every
+// period of moving demand: one that asks most of what it asks over the
+// run in one period is heavy then, whatever its average.
+func TestLightCustomersPerShift(t *testing.T) {
+	cfg := Config{Customers: 10, Duration: 10 * time.Second, Rate: 10, Shift: 5 * time.Second}.withDefaults()
+	custs := make([]customer, 5)
+	for c := range custs {
+		custs[c] = customer{tenant: c, weight: 1, cost: 1}
+	}
+	var reqs []request
+	ask := func(c, n int, from time.Duration) {
+		for i := range n {
+			reqs = append(reqs, request{cust: c, at: from + time.Duration(i)*time.Millisecond})
+		}
+	}
+	ask(0, 9, 0) // 9 in the first 5 s, none after: half its share then is 6.5
+	for c := 1; c <= 3; c++ {
+		ask(c, 100, 0)
+		ask(c, 100, 5*time.Second)
+	}
+	ask(4, 2, 0) // 2 in each period
+	ask(4, 2, 5*time.Second)
+	got := lightCustomers(cfg, custs, reqs)
+	if want := []bool{false, false, false, false, true}; !slices.Equal(got, want) {
+		t.Errorf("light: %v, want %v (customer 0 light over the run, heavy in its period)", got, want)
+	}
+	cfg.Shift = 0
+	if got := lightCustomers(cfg, custs, reqs); !got[0] || !got[4] || got[1] {
+		t.Errorf("without moving demand, light over the run: %v, want customers 0 and 4", got)
+	}
+}
