@@ -30,7 +30,9 @@
 // given more than the fair level while it bursts, at the expense of the
 // customers asking steadily. Each class of customer (light and heavy, and
 // each weight, key count, cost and maximum wait in the mix) is measured
-// apart as well.
+// apart as well. A light customer asks steadily under half its share in
+// every Shift of demand (lightCustomers), so one that asks most of its
+// run's demand in a few seconds does not count as light.
 //
 // With Nodes above 1, Sluice runs as a cluster sharing the upstream, as
 // its nodes share one in production: a sticky load balancer sends tenant
