@@ -266,7 +266,13 @@ func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error
 // group whose requests were refused or dropped does not count as light
 // when it comes back. A request asked while the tag was no later than v
 // is light, and so are up to about lightDepth units per unit of weight
-// asked at once by a group that asked nothing for a while.
+// asked at once by a group that asked nothing for a while. A group new to
+// the scheduler starts at v: light for one request, for a cluster once it
+// has shown it asks less than its share. (Starting all new groups light
+// sent the first requests of every tenant arriving with a backlog ahead
+// of a light customer's.) A group is forgotten only once its asked tag is
+// lightDepth behind v, so a heavy group that drains is not forgotten and
+// made light again by the sweep.
 //
 // A light request that may wait longer than a Window (or has no maximum
 // wait) goes, when it is its group's next, as if its start tag were lane
@@ -750,9 +756,12 @@ func (s *Scheduler) capWait(now time.Time, c Customer, units int64) time.Duratio
 // them. Within its group, each customer waiting is released as much as c
 // until c's backlog and this request are; among the groups, each group
 // waiting is released its weight's worth for each unit of c's group's
-// weight until then, or all it has. A customer owing nothing goes ahead of
-// every group waiting, so a light customer's estimate is about one
-// release. A caller with a maximum wait refuses a request whose estimate
+// weight until then, or all it has; and a group whose next request goes
+// in its lane ahead of this one, that request. A customer owing nothing
+// goes ahead of every group waiting but those, so a light customer's
+// estimate is about one release. It is the estimate of a request with no
+// maximum wait (which has a lane if light); Admit's is of one with its
+// own. A caller with a maximum wait refuses a request whose estimate
 // exceeds it (ErrShortage) instead of queueing it. With a Cap, it is at
 // least the wait the Cap imposes on c's backlog and this request.
 func (s *Scheduler) Estimate(now time.Time, c Customer, group string, weight, cost int64) time.Duration {
