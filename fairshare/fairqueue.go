@@ -11,7 +11,8 @@ package fairshare
 // for it over several rounds, as in deficit round robin.
 //
 // A flow that joins takes a start tag of the later of its own last finish
-// tag and the virtual time (v: the latest start tag released) less a
+// tag and the virtual time (v: the latest start tag released, less its
+// lane) less a
 // bounded credit: a flow that had less than its share since it last
 // waited starts ahead of every flow waiting (they all have tags of at
 // least about v), so a light customer waits about one release, and may
@@ -19,16 +20,25 @@ package fairshare
 // much less than its share; one that had more starts where its releases
 // took it, so it gains nothing by letting its queue drain and coming back.
 // Among equal tags, a flow that owes nothing (fresh) goes first, as
-// FQ-CoDel serves new flows first, then the earliest to take its tag.
+// FQ-CoDel serves new flows first, then the earliest to take its tag. A
+// flow with a lane (flow.ahead) is ordered as if its start tag were that
+// much less.
 type fairQueue[T flower] struct {
 	v    float64 // the start tag of the latest release
 	seq  uint64  // orders flows of equal tags
-	busy []T     // flows with a request waiting: a heap by (start, !fresh, seq)
+	busy []T     // flows with a request waiting: a heap by (start-ahead, !fresh, seq)
 }
 
 // flow is one flow's place in a fairQueue.
 type flow struct {
-	start  float64 // the start tag of its next request, while it waits
+	start float64 // the start tag of its next request, while it waits
+	// ahead is how far past v its start tag may be while it still goes
+	// as if at v: a flow is ordered by start-ahead (a light group's lane).
+	// Its tags move as without it.
+	ahead float64
+	// asked is the virtual time a group's asking has reached (Scheduler
+	// ask); unused by the fairQueue but for shift.
+	asked  float64
 	finish float64 // the finish tag of its last release
 	fresh  bool    // it joined owing nothing
 	seq    uint64
@@ -44,14 +54,17 @@ func (q *fairQueue[T]) len() int { return len(q.busy) }
 func (q *fairQueue[T]) top() T { return q.busy[0] }
 
 // credit is how far behind v, in cost units per unit of weight, a flow
-// that had less than its share may start: two requests of cost 1 close
-// together from a light customer both go at once, not the second a round
-// of the rotation later. More credit serves a light customer's clusters
-// of requests sooner, but moves service away from the fluid ideal that
-// fairness is measured against (docs/benchmarks.md: 1.5 and 2 cost the
-// default workload's Jain index 0.003 to 0.007 for a light p99 under a
-// second).
-const credit = 1
+// that had less than its share may start: it goes ahead of the flows that
+// wait, but gains little over the fluid ideal that fairness is measured
+// against. The fluid serves a flow nothing while it has nothing waiting;
+// a credit of a whole unit let flows whose requests are refused or
+// dropped at short maximum waits make up a missed turn each time they
+// came back, ahead of the heaviest, which got a few per cent less than
+// their share (docs/benchmarks.md: with waits of 300 ms to 1 s, Jain's
+// index 0.986 to 0.990 at a credit of 1, 0.990 to 0.997 at 0.4). A light
+// customer's clusters of requests go ahead by its lane instead
+// (Scheduler.lane), which moves no tag.
+const credit = 0.4
 
 // join adds x, which has just got a request waiting.
 func (q *fairQueue[T]) join(x T) {
@@ -94,10 +107,12 @@ func (q *fairQueue[T]) remove(x T) {
 }
 
 // served records the release of units (cost over weight) of x, the top,
-// and keeps it in the queue if more of its requests wait.
+// and keeps it in the queue if more of its requests wait. v moves to x's
+// place in the order, start less ahead: a release in a light group's
+// lane does not move it past the flows waiting.
 func (q *fairQueue[T]) served(x T, units float64, more bool) {
 	f := x.flow()
-	q.v = max(q.v, f.start)
+	q.v = max(q.v, f.start-f.ahead)
 	f.finish = f.start + units
 	if !more {
 		q.remove(x)
@@ -131,6 +146,7 @@ func (q *fairQueue[T]) shift(flows func(yield func(T) bool)) {
 		f := x.flow()
 		f.start = max(f.start-d, -credit)
 		f.finish = max(f.finish-d, -credit)
+		f.asked = max(f.asked-d, -lightDepth)
 	}
 	q.v = 0
 }
@@ -145,13 +161,26 @@ func (q *fairQueue[T]) less(i, j int) bool {
 
 // lessFlow reports whether a goes before b.
 func (q *fairQueue[T]) lessFlow(a, b *flow) bool {
-	if a.start != b.start {
-		return a.start < b.start
+	if ka, kb := a.start-a.ahead, b.start-b.ahead; ka != kb {
+		return ka < kb
 	}
 	if a.fresh != b.fresh {
 		return a.fresh
 	}
 	return a.seq < b.seq
+}
+
+// setAhead sets x's ahead, and its place if it waits.
+func (q *fairQueue[T]) setAhead(x T, a float64) {
+	f := x.flow()
+	if f.ahead == a {
+		return
+	}
+	f.ahead = a
+	if f.at >= 0 {
+		q.down(f.at)
+		q.up(f.at)
+	}
 }
 
 func (q *fairQueue[T]) swap(i, j int) {

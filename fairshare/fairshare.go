@@ -20,12 +20,17 @@
 // scheduler is work-conserving: it never holds a request back while the
 // upstream has room).
 //
-// A group that starts to wait takes the later of the virtual time and its
-// own last finish tag: one that had no more than its share since it last
-// waited goes next, ahead of every group waiting (as FQ-CoDel serves new
-// flows first), so a light customer waits about one release; one that had
-// more waits where its releases took it, so it gains nothing by draining
-// its queue and coming back. Admit's estimate follows the same order.
+// A group that starts to wait takes the later of the virtual time, less a
+// small credit, and its own last finish tag: one that had no more than its
+// share since it last waited goes next, ahead of every group waiting (as
+// FQ-CoDel serves new flows first), so a light customer waits about one
+// release; one that had more waits where its releases took it, so it
+// gains nothing by draining its queue and coming back. A group that asks
+// (refused requests included) less than its share has a lane: its next
+// request, if it may wait longer than a Window, is ordered as if it had
+// just joined, so a light customer's cluster of requests goes at once,
+// while its tags move as without the lane. Admit's estimate follows the
+// same order.
 //
 // A Cap, if configured, bounds what one customer is released in any
 // Window: a customer whose next request would pass it is passed over

@@ -168,9 +168,11 @@ type custQueue struct {
 func (q *custQueue) flow() *flow { return &q.fl }
 
 type waiter struct {
-	id   uint64
-	cost int64
-	at   time.Time
+	id      uint64
+	cost    int64
+	at      time.Time
+	maxWait time.Duration // 0: none
+	light   bool          // asked while its group asked less than its share (ask)
 }
 
 // NewScheduler returns a Scheduler for cfg, defaulted and validated.
@@ -240,10 +242,79 @@ func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error
 			a.least = r.Cost
 		}
 	}
-	if maxWait > 0 && s.Estimate(now, r.Customer, r.Group, r.Weight, r.Cost) > maxWait {
+	// The request counts toward its group's asking, refused or not; a
+	// group not yet known is counted as it is created (enqueue), light.
+	g, light := s.groups[r.group()], true
+	if q := s.queues[r.Customer]; q != nil {
+		g = q.g
+	}
+	if g != nil {
+		light = s.ask(g, r)
+	}
+	if maxWait > 0 && s.estimate(now, r.Customer, r.Group, r.Weight, r.Cost, s.laneFor(light, maxWait)) > maxWait {
 		return ErrShortage
 	}
-	return s.Enqueue(now, r)
+	return s.enqueue(now, r, maxWait, g != nil, light)
+}
+
+// A light group's lane. Each group keeps an asked tag: every request it
+// asks, refused or not, moves it on by its cost over the group's weight,
+// from no less than v-lightDepth, and no further than v+askAhead. A group
+// asking less than its share (the virtual time v moves by one for each
+// unit per unit of weight the groups waiting are released) falls behind
+// v; one asking more runs ahead, whatever it was granted, so a heavy
+// group whose requests were refused or dropped does not count as light
+// when it comes back. A request asked while the tag was no later than v
+// is light, and so are up to about lightDepth units per unit of weight
+// asked at once by a group that asked nothing for a while. A group new to
+// the scheduler starts at v: light for one request, for a cluster once it
+// has shown it asks less than its share. (Starting all new groups light
+// sent the first requests of every tenant arriving with a backlog ahead
+// of a light customer's.) A group is forgotten only once its asked tag is
+// lightDepth behind v, so a heavy group that drains is not forgotten and
+// made light again by the sweep.
+//
+// A light request that may wait longer than a Window (or has no maximum
+// wait) goes, when it is its group's next, as if its start tag were lane
+// units earlier: a light customer's cluster of requests goes at once, not
+// a round of the rotation later (Jain's index is not what it costs, since
+// its tags move as without the lane: what the group is released ahead of
+// its turn it waits for after). One that may wait a Window or less needs
+// no lane: it is served within a Window or not at all.
+const (
+	lightDepth = 2.5
+	askAhead   = 6
+	lane       = 2
+)
+
+// ask counts r, of group g, as asked, and reports whether it is light.
+func (s *Scheduler) ask(g *group, r Request) bool {
+	v := s.busy.v
+	before := max(g.fl.asked, v-lightDepth)
+	g.fl.asked = min(before+float64(r.Cost)/float64(min(max(r.Weight, 1), MaxWeight)), v+askAhead)
+	return before <= v
+}
+
+// groupLane returns how far ahead of its start tag g's next request goes
+// (laneFor), but never ahead of where a group joining now would be: the
+// lane serves a light group's cluster as if each request in it were the
+// first, and puts it ahead of no request that a group joining now, with
+// no lane, would go before.
+func (s *Scheduler) groupLane(g *group) float64 {
+	if g.keys.len() == 0 {
+		return 0
+	}
+	head := g.keys.top().reqs[0]
+	return min(s.laneFor(head.light, head.maxWait), max(g.fl.start-(s.busy.v-credit), 0))
+}
+
+// laneFor returns how far past the virtual time a request, light or not,
+// that waits at most w (0: no limit) may go as if at it.
+func (s *Scheduler) laneFor(light bool, w time.Duration) float64 {
+	if !light || w > 0 && w <= s.cfg.Window {
+		return 0
+	}
+	return lane
 }
 
 // maxAsking bounds the groups whose demand a scheduler tracks at once;
@@ -357,6 +428,13 @@ func (s *Scheduler) Len() int { return len(s.waiting) }
 // an error naming the field for a bad weight, cost or duplicate id. Call
 // Next to release what the pacer allows.
 func (s *Scheduler) Enqueue(now time.Time, r Request) error {
+	return s.enqueue(now, r, 0, false, false)
+}
+
+// enqueue is Enqueue, of a request that waits at most maxWait (0: no
+// limit); asked: r was counted in its group's asked tag already (Admit),
+// light saying what it found.
+func (s *Scheduler) enqueue(now time.Time, r Request, maxWait time.Duration, asked, light bool) error {
 	if err := s.validate(r); err != nil {
 		return err
 	}
@@ -370,8 +448,9 @@ func (s *Scheduler) Enqueue(now time.Time, r Request) error {
 	if q == nil {
 		g := s.groups[r.group()]
 		if g == nil {
-			g = &group{fl: flow{at: -1}, name: r.group(), custs: make(map[Customer]*custQueue)}
+			g = &group{fl: flow{at: -1, asked: s.busy.v}, name: r.group(), custs: make(map[Customer]*custQueue)}
 			s.groups[g.name] = g
+			asked = false
 		}
 		s.sweep(g)
 		q = &custQueue{fl: flow{at: -1}, name: r.Customer, g: g}
@@ -379,6 +458,9 @@ func (s *Scheduler) Enqueue(now time.Time, r Request) error {
 		g.custs[q.name] = q
 	}
 	g := q.g
+	if !asked {
+		light = s.ask(g, r)
+	}
 	q.weight, g.weight = r.Weight, r.Weight
 	if len(q.reqs) == 0 {
 		g.keys.join(q)
@@ -386,7 +468,10 @@ func (s *Scheduler) Enqueue(now time.Time, r Request) error {
 	if g.backlog == 0 {
 		s.busy.join(g)
 	}
-	q.reqs = append(q.reqs, waiter{r.ID, r.Cost, now})
+	q.reqs = append(q.reqs, waiter{r.ID, r.Cost, now, maxWait, light})
+	if g.backlog == 0 {
+		s.busy.setAhead(g, s.groupLane(g))
+	}
 	q.backlog += r.Cost
 	g.backlog += r.Cost
 	s.waiting[r.ID] = q
@@ -511,6 +596,9 @@ func (s *Scheduler) release(now time.Time, g *group, q *custQueue, inTurn bool) 
 	} else {
 		s.busy.servedAhead(g, units, g.backlog > 0)
 	}
+	if g.backlog > 0 {
+		s.busy.setAhead(g, s.groupLane(g))
+	}
 	return Grant{ID: head.id, Customer: q.name, Cost: head.cost, At: now, Waited: now.Sub(head.at)}
 }
 
@@ -558,7 +646,7 @@ func (s *Scheduler) forget() {
 	}
 	if len(s.groups) > 2*s.swept+64 {
 		for name, g := range s.groups {
-			if g.fl.at < 0 && g.backlog == 0 && g.fl.finish <= s.busy.v {
+			if g.fl.at < 0 && g.backlog == 0 && g.fl.finish <= s.busy.v && g.fl.asked <= s.busy.v-lightDepth {
 				for c := range g.custs {
 					delete(s.queues, c)
 				}
@@ -668,13 +756,26 @@ func (s *Scheduler) capWait(now time.Time, c Customer, units int64) time.Duratio
 // them. Within its group, each customer waiting is released as much as c
 // until c's backlog and this request are; among the groups, each group
 // waiting is released its weight's worth for each unit of c's group's
-// weight until then, or all it has. A customer owing nothing goes ahead of
-// every group waiting, so a light customer's estimate is about one
-// release. A caller with a maximum wait refuses a request whose estimate
+// weight until then, or all it has; and a group whose next request goes
+// in its lane ahead of this one, that request. A customer owing nothing
+// goes ahead of every group waiting but those, so a light customer's
+// estimate is about one release. It is the estimate of a request with no
+// maximum wait (which has a lane if light); Admit's is of one with its
+// own. A caller with a maximum wait refuses a request whose estimate
 // exceeds it (ErrShortage) instead of queueing it. With a Cap, it is at
 // least the wait the Cap imposes on c's backlog and this request.
 func (s *Scheduler) Estimate(now time.Time, c Customer, group string, weight, cost int64) time.Duration {
-	d := s.fairWait(now, c, group, weight, cost)
+	g := s.groups[cmp.Or(group, string(c))]
+	if q := s.queues[c]; q != nil {
+		g = q.g
+	}
+	light := g == nil || max(g.fl.asked, s.busy.v-lightDepth) <= s.busy.v
+	return s.estimate(now, c, group, weight, cost, s.laneFor(light, 0))
+}
+
+// estimate is Estimate of a request with a lane of early (laneFor).
+func (s *Scheduler) estimate(now time.Time, c Customer, group string, weight, cost int64, early float64) time.Duration {
+	d := s.fairWait(now, c, group, weight, cost, early)
 	if s.cfg.Cap > 0 {
 		s.expireSent(now)
 		units := cost
@@ -686,8 +787,10 @@ func (s *Scheduler) Estimate(now time.Time, c Customer, group string, weight, co
 	return d
 }
 
-// fairWait is Estimate without the Cap.
-func (s *Scheduler) fairWait(now time.Time, c Customer, group string, weight, cost int64) time.Duration {
+// fairWait is estimate without the Cap: the request's group goes as if
+// its tag were early less, and so does each group waiting by its own
+// lane.
+func (s *Scheduler) fairWait(now time.Time, c Customer, group string, weight, cost int64, early float64) time.Duration {
 	s.pacer.expire(now)
 	g, q := s.groups[cmp.Or(group, string(c))], s.queues[c]
 	if q != nil {
@@ -710,11 +813,18 @@ func (s *Scheduler) fairWait(now time.Time, c Customer, group string, weight, co
 		}
 		tag += ahead / float64(min(max(weight, 1), MaxWeight))
 	}
+	tag = max(tag-early, min(tag, s.busy.v-credit))
 	work := ahead + float64(cost)
 	for _, j := range s.busy.busy {
-		if j != g {
-			work += min(float64(j.backlog), max(tag-j.fl.start, 0)*float64(j.weight))
+		if j == g {
+			continue
 		}
+		u := max(tag-j.fl.start, 0) * float64(j.weight)
+		if j.fl.ahead > 0 && j.fl.start-j.fl.ahead < tag {
+			// Its next request goes in its lane, before this one.
+			u = max(u, float64(j.keys.top().reqs[0].cost))
+		}
+		work += min(float64(j.backlog), u)
 	}
 	sc := s.cfg.scale()
 	if s.pacer.rate < s.expect {

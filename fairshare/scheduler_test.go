@@ -460,3 +460,43 @@ func TestNoDemandKeptUntracked(t *testing.T) {
 		t.Errorf("%d groups' demand kept without TrackDemand, want none", len(s.asked))
 	}
 }
+
+// A heavy group whose requests are refused, so that its queue drains, is
+// not light when it asks again, even after a sweep of the groups that no
+// longer owe anything: it asked more than its share, whatever it got.
+func TestHeavyGroupNotLightAfterSweep(t *testing.T) {
+	s := newSched(t, Config{Rate: 10, Burst: 1, MaxQueue: 1000})
+	now := t0
+	id := uint64(0)
+	for range 20 { // a tenant that keeps the upstream busy
+		id++
+		enqueue(t, s, now, id, "busy", 1, 1)
+	}
+	id++
+	if err := s.Admit(now, Request{ID: id, Customer: "heavy", Weight: 1, Cost: 1}, time.Second); err != nil {
+		t.Fatalf("heavy's first request: %v", err)
+	}
+	for range 30 { // refused: it asks far more than its share
+		id++
+		if err := s.Admit(now, Request{ID: id, Customer: "heavy", Weight: 1, Cost: 1}, 50*time.Millisecond); !errors.Is(err, ErrShortage) {
+			t.Fatalf("heavy's request behind its backlog: %v, want ErrShortage", err)
+		}
+	}
+	drain(s, now, now.Add(300*time.Millisecond)) // heavy's one request goes
+	now = now.Add(300 * time.Millisecond)
+	// Groups come and go, past the size that sweeps the groups owing
+	// nothing.
+	for i := range 200 {
+		id++
+		enqueue(t, s, now, id, Customer(fmt.Sprint("passing", i)), 1, 1)
+		s.Next(now)
+		now = now.Add(time.Millisecond)
+	}
+	id++
+	if err := s.Admit(now, Request{ID: id, Customer: "heavy", Weight: 1, Cost: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if q := s.queues["heavy"]; q == nil || len(q.reqs) != 1 || q.reqs[0].light {
+		t.Errorf("heavy group asking again after the sweep: queued %+v, want one request, not light", q)
+	}
+}

@@ -88,6 +88,18 @@ func backlogged(s *Scheduler, c Customer, group string, weight, cost int64, n in
 	return os
 }
 
+// backloggedTenants returns the offers that keep n tenants, each its own
+// customer named prefix and its number, of the weights in turn, with
+// depth requests of cost 1 waiting (backlogged).
+func backloggedTenants(s *Scheduler, prefix string, n int, weights []int64, depth int) []offer {
+	var os []offer
+	for i := range n {
+		c := Customer(fmt.Sprint(prefix, i))
+		os = append(os, backlogged(s, c, string(c), weights[i%len(weights)], 1, depth)...)
+	}
+	return os
+}
+
 // A light customer that asks with a short maxWait, behind heavy customers
 // of weights 4, 2 and 1, is served next, as the rotation serves a customer
 // new to it: its estimate says so, so it is not refused, and it waits
@@ -96,11 +108,7 @@ func TestLightCustomerShortMaxWait(t *testing.T) {
 	s := newSched(t, Config{Rate: 100, Window: time.Second, Burst: 10, MaxQueue: 1000})
 	weights := []int64{4, 2, 1}
 	res := loadRun(t, s, 30*time.Second, func(now time.Duration) []offer {
-		var os []offer
-		for i := range 30 {
-			c := Customer(fmt.Sprint("heavy", i))
-			os = append(os, backlogged(s, c, string(c), weights[i%3], 1, 20)...)
-		}
+		os := backloggedTenants(s, "heavy", 30, weights, 20)
 		if now%(3300*time.Millisecond) == 500*time.Millisecond { // 0.3 a second
 			os = append(os, offer{c: "light", weight: 1, cost: 1, maxWait: 300 * time.Millisecond})
 		}
@@ -166,11 +174,7 @@ func TestCostlyRequestsGetTheirShare(t *testing.T) {
 		t.Run(fmt.Sprint("maxWait ", maxWait), func(t *testing.T) {
 			s := newSched(t, Config{Rate: 100, Window: time.Second, Burst: 10, MaxQueue: 1000})
 			res := loadRun(t, s, 30*time.Second, func(now time.Duration) []offer {
-				var os []offer
-				for i := range 20 {
-					c := Customer(fmt.Sprint("cheap", i))
-					os = append(os, backlogged(s, c, string(c), 1, 1, 20)...)
-				}
+				os := backloggedTenants(s, "cheap", 20, []int64{1}, 20)
 				if now%(500*time.Millisecond) == 0 { // 10 units a second
 					os = append(os, offer{c: "costly", weight: 1, cost: 5, maxWait: maxWait})
 				}
@@ -214,5 +218,46 @@ func TestCostlyHeadLeavesNoRoomUnused(t *testing.T) {
 	}
 	if units < 0.98*30*100 {
 		t.Errorf("granted %d units in 30s, want at least 98%% of %d", units, 30*100)
+	}
+}
+
+// A light customer's cluster of requests goes at once, even when a round
+// of the rotation takes longer than a Window: 120 tenants keep requests
+// waiting (a round is 1.2 s at 100 a second), and a customer asking about
+// a third of its share sends 3 requests at once every 8 s, with a maxWait
+// of 2 s. Each request moves its tags as if it waited its turn, so it
+// gains no share; it only goes sooner. With the credit alone, the first
+// two went at once and the third waited a round.
+func TestLightClusterServedWithinAWindow(t *testing.T) {
+	s := newSched(t, Config{Rate: 100, Window: time.Second, Burst: 10, MaxQueue: 1000})
+	res := loadRun(t, s, 60*time.Second, func(now time.Duration) []offer {
+		os := backloggedTenants(s, "heavy", 120, []int64{1}, 3)
+		if now%(8*time.Second) == 4*time.Second {
+			for range 3 {
+				os = append(os, offer{c: "light", weight: 1, cost: 1, maxWait: 2 * time.Second})
+			}
+		}
+		return os
+	})
+	checkWindow(t, res.grants, 100, time.Second)
+	if n := len(res.waits["light"]); n != 3*7 {
+		t.Fatalf("light customer: %d served of 21 (refused %d, dropped %d)", n, res.refused["light"], res.dropped["light"])
+	}
+	// The first cluster comes from a customer new to the scheduler, which
+	// has not yet shown that it asks less than its share.
+	for i, w := range res.waits["light"][3:] {
+		if w > time.Second {
+			t.Errorf("light request %d waited %v, want within a Window", i+3, w)
+		}
+	}
+	// Its share over the run is what it asked: the heavy tenants still
+	// share the rest evenly.
+	var least, most int64 = 1 << 62, 0
+	for i := range 120 {
+		u := res.units[Customer(fmt.Sprint("heavy", i))]
+		least, most = min(least, u), max(most, u)
+	}
+	if most-least > 2 {
+		t.Errorf("heavy tenants got %d to %d units, want within 2 of each other", least, most)
 	}
 }

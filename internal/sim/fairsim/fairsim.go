@@ -30,7 +30,9 @@
 // given more than the fair level while it bursts, at the expense of the
 // customers asking steadily. Each class of customer (light and heavy, and
 // each weight, key count, cost and maximum wait in the mix) is measured
-// apart as well.
+// apart as well. A light customer asks steadily under half its share in
+// every Shift of demand (lightCustomers), so one that asks most of its
+// run's demand in a few seconds does not count as light.
 //
 // With Nodes above 1, Sluice runs as a cluster sharing the upstream, as
 // its nodes share one in production: a sticky load balancer sends tenant
@@ -581,17 +583,12 @@ func measure(name string, cfg Config, custs []customer, reqs []request, offered,
 	}
 	var grants []grant
 	var light, heavy []time.Duration
-	// Light: a steady customer asking under half the share it would have
-	// if heavy, its tenant's part at the run's level split over its keys;
-	// heavy: asking more than its share over the run.
-	keys := map[int]float64{}
-	for _, cu := range custs {
-		keys[cu.tenant]++
-	}
-	isLight := func(c int) bool {
-		cu := custs[c]
-		return !cu.bursts && offered[c] <= 0.5*level*float64(cu.weight)/keys[cu.tenant]
-	}
+	// Light: a steady customer asking, in every Shift of demand (the run,
+	// if demand does not move), under half the share it would have if
+	// heavy then (lightCustomers); heavy: asking more than its share over
+	// the run.
+	lights := lightCustomers(cfg, custs, reqs)
+	isLight := func(c int) bool { return lights[c] }
 	isHeavy := func(c int) bool { return offered[c] > shares[c]+1e-9 }
 	classes := classesOf(cfg, custs, isLight, isHeavy)
 	for _, r := range reqs {
@@ -689,6 +686,46 @@ func measure(name string, cfg Config, custs []customer, reqs []request, offered,
 		return cmp.Or(cmp.Compare(order(a.Name), order(b.Name)), cmp.Compare(a.Name, b.Name))
 	})
 	return res
+}
+
+// lightCustomers reports which customers are light: steady (not
+// bursting) and asking, in every period of cfg.Shift in which they ask
+// anything (the whole run if demand does not move), at most half the
+// share they would have if heavy in it, their tenant's part at that
+// period's water level split evenly over its keys. Demand that moves
+// makes a customer light over the run heavy for a period, and its
+// requests then wait as a heavy customer's do.
+func lightCustomers(cfg Config, custs []customer, reqs []request) []bool {
+	period := cfg.Duration
+	if cfg.Shift > 0 {
+		period = cfg.Shift
+	}
+	n := int((cfg.Duration + period - 1) / period)
+	asked := make([][]float64, n)
+	for p := range asked {
+		asked[p] = make([]float64, len(custs))
+	}
+	for _, r := range reqs {
+		asked[min(int(r.at/period), n-1)][r.cust] += float64(custs[r.cust].cost)
+	}
+	keys := map[int]float64{}
+	for _, cu := range custs {
+		keys[cu.tenant]++
+	}
+	light := make([]bool, len(custs))
+	for c, cu := range custs {
+		light[c] = !cu.bursts
+	}
+	for p, a := range asked {
+		d := min(period, cfg.Duration-time.Duration(p)*period)
+		_, level := fill(custs, a, float64(cfg.Rate)*d.Seconds())
+		for c, cu := range custs {
+			if a[c] > 0.5*level*float64(cu.weight)/keys[cu.tenant] {
+				light[c] = false
+			}
+		}
+	}
+	return light
 }
 
 // classSet is the classes of customer a workload has, and the classes
