@@ -533,9 +533,22 @@ func FairLevel(rate float64, others Demand, mine []GroupDemand) float64 {
 }
 
 // perWeight returns g's demand per unit of weight: +Inf if it is
-// backlogged, which makes it heavy at any level.
+// backlogged, which makes it heavy at any level, 0 if it asked one request
+// (GroupDemand.Once), which makes it light at any level.
+//
+// A group that asked one request, of cost c, in the node's memory of
+// demand (a customer sending a costly request every few tens of seconds)
+// asks c over that memory: its rate is c over it, and it is light. Its
+// rate over the run is lower still, so max-min fairness serves it whole,
+// as the fluid ideal does (a request begun is owed whole). Taken for heavy
+// when c over the memory is above the level, it was given its weight
+// times the level for the memory's steps, less than c, and the request,
+// which goes at once, was paid for by its node's other groups.
 func perWeight(g GroupDemand) float64 {
-	if g.Backlogged {
+	switch {
+	case g.Once:
+		return 0
+	case g.Backlogged:
 		return math.Inf(1)
 	}
 	return g.Rate / float64(g.Weight)
@@ -545,7 +558,7 @@ func perWeight(g GroupDemand) float64 {
 func split(groups []GroupDemand, level float64) Demand {
 	var d Demand
 	for _, g := range groups {
-		if !g.Backlogged && g.Rate <= float64(g.Weight)*level {
+		if g.Once || !g.Backlogged && g.Rate <= float64(g.Weight)*level {
 			d.Light += g.Rate
 		} else {
 			d.Heavy += float64(g.Weight)
