@@ -429,12 +429,20 @@ func (b *Balancer) sizeShare(my, sum Demand, nodes int) int64 {
 	}
 	// Whole cost units: a node's releases in a window are whole units,
 	// so a share of 14.8 sends 14 in every window, and the nodes' shares
-	// must be whole to sum to the rate when the upstream is busy.
-	// Rounding to the nearest leaves the sum within half a unit per node
-	// of the rate: what is over, the last node to claim goes without;
-	// what is under, nobody uses. Taking it would race the nodes growing
-	// into the units others free.
+	// must be whole to sum to the rate when the upstream is busy. A node
+	// with heavy groups rounds up: the shares then sum to the rate or
+	// over it, and the last node to claim takes what is left, at most a
+	// unit short per other node. Rounded to the nearest, they summed under
+	// the rate half the time, by up to half a unit per node, which nobody
+	// used: a part of one unit is under the whole one a spare claim takes.
+	// While another node is short (Demand.Short: a node planning in
+	// whole grains, or light groups waiting), it rounds to the nearest,
+	// leaving that node the units it waits for; so does a node without
+	// heavy groups, as its light groups ask about their average.
 	sc := b.cfg.scale()
+	if my.Heavy > 0 && sum.Heavy > 0 && sum.Light < r && sum.Short-my.Short < 0.5 {
+		return min(max(int64(math.Ceil(t-1e-9))*sc, 0), b.cfg.Rate*sc)
+	}
 	return min(max(int64(math.Round(t))*sc, 0), b.cfg.Rate*sc)
 }
 
