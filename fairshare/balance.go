@@ -429,12 +429,20 @@ func (b *Balancer) sizeShare(my, sum Demand, nodes int) int64 {
 	}
 	// Whole cost units: a node's releases in a window are whole units,
 	// so a share of 14.8 sends 14 in every window, and the nodes' shares
-	// must be whole to sum to the rate when the upstream is busy.
-	// Rounding to the nearest leaves the sum within half a unit per node
-	// of the rate: what is over, the last node to claim goes without;
-	// what is under, nobody uses. Taking it would race the nodes growing
-	// into the units others free.
+	// must be whole to sum to the rate when the upstream is busy. A node
+	// with heavy groups rounds up: the shares then sum to the rate or
+	// over it, and the last node to claim takes what is left, at most a
+	// unit short per other node. Rounded to the nearest, they summed under
+	// the rate half the time, by up to half a unit per node, which nobody
+	// used: a part of one unit is under the whole one a spare claim takes.
+	// While another node is short (Demand.Short: a node planning in
+	// whole grains, or light groups waiting), it rounds to the nearest,
+	// leaving that node the units it waits for; so does a node without
+	// heavy groups, as its light groups ask about their average.
 	sc := b.cfg.scale()
+	if my.Heavy > 0 && sum.Heavy > 0 && sum.Light < r && sum.Short-my.Short < 0.5 {
+		return min(max(int64(math.Ceil(t-1e-9))*sc, 0), b.cfg.Rate*sc)
+	}
 	return min(max(int64(math.Round(t))*sc, 0), b.cfg.Rate*sc)
 }
 
@@ -533,9 +541,22 @@ func FairLevel(rate float64, others Demand, mine []GroupDemand) float64 {
 }
 
 // perWeight returns g's demand per unit of weight: +Inf if it is
-// backlogged, which makes it heavy at any level.
+// backlogged, which makes it heavy at any level, 0 if it asked one request
+// (GroupDemand.Once), which makes it light at any level.
+//
+// A group that asked one request, of cost c, in the node's memory of
+// demand (a customer sending a costly request every few tens of seconds)
+// asks c over that memory: its rate is c over it, and it is light. Its
+// rate over the run is lower still, so max-min fairness serves it whole,
+// as the fluid ideal does (a request begun is owed whole). Taken for heavy
+// when c over the memory is above the level, it was given its weight
+// times the level for the memory's steps, less than c, and the request,
+// which goes at once, was paid for by its node's other groups.
 func perWeight(g GroupDemand) float64 {
-	if g.Backlogged {
+	switch {
+	case g.Once:
+		return 0
+	case g.Backlogged:
 		return math.Inf(1)
 	}
 	return g.Rate / float64(g.Weight)
@@ -545,7 +566,7 @@ func perWeight(g GroupDemand) float64 {
 func split(groups []GroupDemand, level float64) Demand {
 	var d Demand
 	for _, g := range groups {
-		if !g.Backlogged && g.Rate <= float64(g.Weight)*level {
+		if g.Once || !g.Backlogged && g.Rate <= float64(g.Weight)*level {
 			d.Light += g.Rate
 		} else {
 			d.Heavy += float64(g.Weight)

@@ -1071,3 +1071,44 @@ func TestBalancerPublishesShort(t *testing.T) {
 		}
 	}
 }
+
+// Three nodes of one heavy group each, weights equal: their fair shares
+// are 33⅓. Each sizes a whole share; rounded to the nearest, they summed
+// to 99 and the last unit was nobody's (a part of it, a third, is under
+// the one unit a spare claim takes). Rounded up, they sum to 102, and the
+// last node to claim takes the 32 left: the shares sum to the rate, and
+// none is more than a unit per other node from its fair share.
+func TestBalancerHeavySharesSumToTheRate(t *testing.T) {
+	cfg := Config{Rate: 100, Window: time.Second}
+	sc := cfg.scale()
+	st := newFakeStore(cfg, 4*time.Second)
+	names := []string{"a", "b", "c"}
+	bs := make([]*Balancer, len(names))
+	for i, n := range names {
+		bs[i] = newBalancer(t, cfg, st.ledger(n))
+	}
+	for k := range 12 {
+		for i, b := range bs {
+			now := at(time.Duration(k)*time.Second + time.Duration(i)*time.Second/3)
+			if _, err := b.Step(context.Background(), now, heavy, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now := at(12 * time.Second)
+	var sum int64
+	for _, n := range names {
+		held, _ := st.held(now, n)
+		t.Logf("%s holds %d", n, held/sc)
+		sum += held
+		if held < 32*sc || held > 34*sc {
+			t.Errorf("%s holds %d, want 32 to 34", n, held/sc)
+		}
+	}
+	if sum != 100*sc {
+		t.Errorf("the shares sum to %d, want the rate, %d", sum/sc, 100)
+	}
+	if len(st.overs) > 0 {
+		t.Errorf("claims over the limit: %v", st.overs)
+	}
+}

@@ -197,6 +197,59 @@ func TestDemandsForgetIdle(t *testing.T) {
 	}
 }
 
+// A group that asked one request in the memory (a customer sending a
+// costly request every few tens of seconds) asks its cost over the whole
+// memory from its first call on, and says so (Once); a second request
+// makes it a group like any other, measured over the spans it has.
+func TestDemandsOnce(t *testing.T) {
+	for _, w := range []time.Duration{time.Second, 2 * time.Second} {
+		t.Run(fmt.Sprintf("window=%v", w), func(t *testing.T) {
+			s := newSched(t, Config{Rate: 100, Window: w, Burst: 10})
+			s.TrackDemand(t0)
+			if err := admit(s, at(500*time.Millisecond), 1, "sparse", 1, 10, 0); err != nil {
+				t.Fatal(err)
+			}
+			s.Next(at(500 * time.Millisecond))
+			// Calls a second apart: the memory is demandSpans seconds.
+			want := 10 * w.Seconds() / demandSpans
+			for k := 1; k < demandSpans; k++ {
+				ds := s.Demands(at(time.Duration(k) * time.Second))
+				if len(ds) != 1 || !ds[0].Once || math.Abs(ds[0].Rate-want) > 1e-9 {
+					t.Fatalf("call %d: demands %+v, want one group asking %.3f once", k, ds, want)
+				}
+			}
+			if err := admit(s, at(7500*time.Millisecond), 2, "sparse", 1, 10, 0); err != nil {
+				t.Fatal(err)
+			}
+			s.Next(at(7500 * time.Millisecond))
+			ds := s.Demands(at(8 * time.Second))
+			if want := 20 * w.Seconds() / 8; len(ds) != 1 || ds[0].Once || math.Abs(ds[0].Rate-want) > 1e-9 {
+				t.Errorf("after a second request: demands %+v, want one group asking %.3f, not once", ds, want)
+			}
+		})
+	}
+}
+
+// FairLevel and split take a group that asked one request for light at
+// any level, as they take a backlogged one for heavy: its rate over the
+// memory is above the level here, but it asks that request alone.
+func TestOnceIsLight(t *testing.T) {
+	once := GroupDemand{Weight: 1, Rate: 1.25, Cost: 10, Once: true}
+	others := Demand{Heavy: 100}
+	level := FairLevel(100, others, []GroupDemand{once})
+	if want := 98.75 / 100; math.Abs(level-want) > 1e-9 {
+		t.Errorf("FairLevel(100, %+v, %+v) = %v, want %v", others, once, level, want)
+	}
+	if got, want := split([]GroupDemand{once}, level), (Demand{Light: 1.25}); got != want {
+		t.Errorf("split(%+v, %v) = %+v, want %+v", once, level, got, want)
+	}
+	heavy := once
+	heavy.Once = false
+	if got, want := split([]GroupDemand{heavy}, level), (Demand{Heavy: 1}); got != want {
+		t.Errorf("split(%+v, %v) = %+v, want %+v", heavy, level, got, want)
+	}
+}
+
 // FairLevel and split take a backlogged group for heavy whatever its
 // rate: it asks more than it gets.
 func TestBackloggedIsHeavy(t *testing.T) {

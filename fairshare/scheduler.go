@@ -342,6 +342,9 @@ type GroupDemand struct {
 	// which it asked anything: its share is used in steps of at least
 	// that (Balancer). 0: unknown.
 	Cost int64
+	// Once: the group asked one request in the last demandSpans calls,
+	// and Rate is its cost over all of them, however young the group.
+	Once bool
 }
 
 // Demands returns each group's demand at now: the cost units it asked for
@@ -372,9 +375,13 @@ func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 		}
 		var units, recent int64
 		var d, rd time.Duration
+		filled := time.Duration(0)
 		for i, sp := range a.spans {
 			units += sp.units
 			d += sp.d
+			if sp.d > 0 {
+				filled++
+			}
 			if (a.next-1-i+2*demandSpans)%demandSpans < recentSpans {
 				recent += sp.units
 				rd += sp.d
@@ -387,6 +394,12 @@ func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 			continue
 		}
 		w := float64(s.cfg.Window)
+		once := units < 2*a.cost
+		if once {
+			// One request: its cost over the whole memory, as it will be
+			// once the group is demandSpans calls old (see GroupDemand.Once).
+			d = d * demandSpans / filled
+		}
 		rate, lately := float64(units)*w/float64(d), float64(recent)*w/float64(rd)
 		// Nothing waits and the group asks a quarter of its rate or less
 		// of late: a burst that ended. Its node must not hold a share for
@@ -400,6 +413,7 @@ func (s *Scheduler) Demands(now time.Time) []GroupDemand {
 			Rate:       rate,
 			Backlogged: backlogged,
 			Cost:       a.cost,
+			Once:       once,
 		})
 	}
 	return ds
