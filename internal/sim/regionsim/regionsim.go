@@ -104,6 +104,14 @@ type Report struct {
 	// until the first window that admitted at least 95% of the limit
 	// (-1: none before the next move or the end).
 	Follow []float64 `json:"follow_s"`
+	// Decisions, Reads and Writes are a region's decisions asked, and
+	// Sluice's requests to its store (dynamostore's Stats: reads and
+	// writes, decisions' and allotments' alike), a second, averaged over
+	// the regions and the run: what the period costs. Zero for the naive
+	// design.
+	Decisions float64 `json:"decisions_per_s,omitempty"`
+	Reads     float64 `json:"store_reads_per_s,omitempty"`
+	Writes    float64 `json:"store_writes_per_s,omitempty"`
 }
 
 // demand returns each region's requests a second at d into the run.
@@ -243,16 +251,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer repl.Close()
 
 	policy := &sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: cfg.Limit, Window: time.Second, FailMode: sluice.FailClosed}
-	var decide deciderFunc
+	var (
+		decide deciderFunc
+		stores []*dynamostore.Store
+	)
 	switch cfg.Design {
 	case "sluice":
 		var engines []*engine.Engine
+		stores = nil
 		for _, r := range names {
 			s, err := dynamostore.New(dbs[slices.Index(names, r)], dynamostore.Options{Table: table, Region: r, Regions: names, Rebalance: cfg.Rebalance})
 			if err != nil {
 				return nil, err
 			}
 			defer s.Close()
+			stores = append(stores, s)
 			engines = append(engines, engine.New(s, engine.Options{}))
 		}
 		decide = func(ctx context.Context, r int, now time.Time) (bool, time.Time, error) {
@@ -289,6 +302,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		mu     sync.Mutex
 		wg     sync.WaitGroup
 		errs   int64
+		asked  int64
 		cutErr error
 	)
 	if cfg.Partition.Region > 0 {
@@ -322,6 +336,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 						continue
 					}
 					owed--
+					mu.Lock()
+					asked++
+					mu.Unlock()
 					dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 					t0 := time.Now()
 					ok, win, err := decide(dctx, r, now)
@@ -356,6 +373,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.Errors = errs
+	if len(stores) > 0 {
+		per := float64(len(stores)) * cfg.Duration.Seconds()
+		for _, st := range stores {
+			ss := st.Stats()
+			rep.Reads += float64(ss.Reads) / per
+			rep.Writes += float64(ss.Writes) / per
+		}
+		rep.Decisions = float64(asked) / per
+	}
 	var lost []int64
 	if cfg.Design == "naive" {
 		var err error

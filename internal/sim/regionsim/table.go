@@ -38,5 +38,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprint(w, " and each move")
 	}
 	fmt.Fprintf(w, ": %v (-1: never)\n", r.Follow)
+	if r.Decisions > 0 {
+		fmt.Fprintf(w, "a region's store requests a second: %.1f reads, %.1f writes, for %.1f decisions asked\n", r.Reads, r.Writes, r.Decisions)
+	}
 	return nil
 }

@@ -32,3 +32,17 @@ seconds to 95% of the limit after the start and each move: [0] (-1: never)
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
+
+// TestWriteTableStoreRequests: Sluice's runs end with what its stores
+// were asked a second.
+func TestWriteTableStoreRequests(t *testing.T) {
+	rep := &Report{Design: "sluice", Regions: []string{"r1"}, Limit: 100, Rate: 200, Decisions: 66.7, Reads: 4.25, Writes: 40.5}
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	const want = "a region's store requests a second: 4.2 reads, 40.5 writes, for 66.7 decisions asked\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Errorf("got\n%s\nwant it to end with\n%s", b.String(), want)
+	}
+}
