@@ -106,6 +106,10 @@ func TestUpstreamHarshAcrossNodes(t *testing.T) {
 		lightServed, lightServedBig, bigNode = 0.75, 0.90, 50
 	)
 	tenants := harshTenants()
+	nodeOf := map[string]int{}
+	for i, tn := range tenants {
+		nodeOf[tn.name] = i % 3
+	}
 	// alone reports whether tenant i is its node's only heavy tenant in
 	// phase p.
 	alone := func(i, p int) bool {
@@ -315,8 +319,12 @@ func TestUpstreamHarshAcrossNodes(t *testing.T) {
 		got := map[string]float64{}
 		perKey := map[string]int{}
 		total := 0.0
+		var nodeUnits [3][]time.Time // each node's units by grant time, to see how evenly it releases
 		for _, g := range grants {
 			if !g.at.Before(from) && g.at.Before(to) {
+				for range g.cost {
+					nodeUnits[nodeOf[g.tenant]] = append(nodeUnits[nodeOf[g.tenant]], g.at)
+				}
 				got[g.tenant] += float64(g.cost)
 				total += float64(g.cost)
 				if g.tenant == tenants[5*p+3].name {
@@ -378,9 +386,10 @@ func TestUpstreamHarshAcrossNodes(t *testing.T) {
 		for k := range keys {
 			keys[k] = perKey[fmt.Sprintf("k%d", k)]
 		}
-		t.Logf("phase %d (%v to %v): %.1f units a second granted, %.1f%% of the rate; Jain %.3f over every tenant's grant over its share; heavy tenants furthest from their shares by %.1f%% (%s); light tenants %.1f/s of %.1f asked; %s; the 20-key tenant's keys %d to %d grants each; the nodes' shares %.1f (%.0f to %.0f), %.1f (%.0f to %.0f) and %.1f (%.0f to %.0f) on average, their tenants' fair shares %.1f, %.1f and %.1f",
+		t.Logf("phase %d (%v to %v): %.1f units a second granted, %.1f%% of the rate; Jain %.3f over every tenant's grant over its share; heavy tenants furthest from their shares by %.1f%% (%s); light tenants %.1f/s of %.1f asked; %s; the 20-key tenant's keys %d to %d grants each; the nodes' shares %.1f (%.0f to %.0f), %.1f (%.0f to %.0f) and %.1f (%.0f to %.0f) on average, their tenants' fair shares %.1f, %.1f and %.1f; most units granted in a sliding 100 ms %d, %d and %d",
 			p+1, from.Sub(began), to.Sub(began), total/secs, 100*total/secs/rate, sum*sum/(float64(len(tenants))*sq), 100*worst, worstIs,
-			lightGot/secs, lightAsk/secs, strings.Join(lines, ", "), slices.Min(keys), slices.Max(keys), nodeShare[0], lo[0], hi[0], nodeShare[1], lo[1], hi[1], nodeShare[2], lo[2], hi[2], want[0], want[1], want[2])
+			lightGot/secs, lightAsk/secs, strings.Join(lines, ", "), slices.Min(keys), slices.Max(keys), nodeShare[0], lo[0], hi[0], nodeShare[1], lo[1], hi[1], nodeShare[2], lo[2], hi[2], want[0], want[1], want[2],
+			mostInWindow(nodeUnits[0], 100*time.Millisecond), mostInWindow(nodeUnits[1], 100*time.Millisecond), mostInWindow(nodeUnits[2], 100*time.Millisecond))
 	}
 
 	// (3) The light customers' requests are granted.
