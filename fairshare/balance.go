@@ -119,7 +119,8 @@ type Share struct {
 	// node's light groups wait for units other nodes give back, and a
 	// Reclaim may get them.
 	Short float64
-	// Stepped is when the node last stepped (Balancer.Step).
+	// Stepped is when the node last stepped (Balancer.Step): claims to
+	// grow are timed from it (NextReclaim).
 	Stepped time.Time
 }
 
@@ -461,14 +462,16 @@ func (b *Balancer) sizeShare(my, sum Demand, nodes int) int64 {
 	// the rate half the time, by up to half a unit per node, which nobody
 	// used: a part of one unit is under the whole one a spare claim takes.
 	// So does a node without heavy groups while other nodes have some: its
-	// light groups ask about their average, and their arrivals (Poisson,
-	// say) need a part of a unit over it more often than they leave one
-	// unused; rounded down, their requests waited through steps at times,
-	// counted as heavy (Scheduler.Demands) and moved units between the
-	// nodes for nothing. While another node is short (Demand.Short: a node
-	// planning in whole grains, or light groups waiting), a node rounds to
-	// the nearest, leaving that node the units it waits for; so does a
-	// node when no node has heavy groups, as the rest is split evenly.
+	// light groups ask about their average, and with a share rounded down
+	// from it their Poisson arrivals waited through a step at times,
+	// counted as heavy (Scheduler.Demands), and moved units between the
+	// nodes for nothing (on the simulator's many-key shape on three nodes,
+	// rounding up took the light customers' 99th percentile wait from 1.22
+	// to 1.11 s, mean of seeds 0 to 15). While another node is short
+	// (Demand.Short: a node planning in whole grains, or light groups
+	// waiting), a node rounds to the nearest, leaving that node the units
+	// it waits for; so does a node when no node has heavy groups, as the
+	// rest is split evenly.
 	sc := b.cfg.scale()
 	if sum.Heavy > 0 && sum.Light < r && sum.Short-my.Short < 0.5 {
 		return min(max(int64(math.Ceil(t-1e-9))*sc, 0), b.cfg.Rate*sc)
