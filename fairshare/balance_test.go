@@ -1112,3 +1112,79 @@ func TestBalancerHeavySharesSumToTheRate(t *testing.T) {
 		t.Errorf("claims over the limit: %v", st.overs)
 	}
 }
+
+// A node short of its share claims twice more before its next step, to
+// take what the other nodes give back: they shrink at their own steps and
+// give back what they released only as it leaves the window, and a single
+// claim a quarter interval on came mostly too early. The claims go by the
+// time since the step, so a Retry claim between them moves neither.
+func TestNextReclaimGrowsTwicePerStep(t *testing.T) {
+	cfg := Config{Rate: 100, Window: time.Second}
+	sc := cfg.scale()
+	const interval = time.Second
+	short := Share{Rate: 10 * sc, Expect: 20 * sc, Stepped: t0}
+	now, grew := t0, false
+	var claims []time.Duration
+	for range 5 {
+		after, growing, ok := short.NextReclaim(now, interval, grew)
+		if !ok {
+			break
+		}
+		now, grew = now.Add(after), growing
+		if !now.Before(t0.Add(interval)) {
+			t.Fatalf("a claim to grow at %v, at or after the next step", now.Sub(t0))
+		}
+		claims = append(claims, now.Sub(t0))
+	}
+	if len(claims) != 2 {
+		t.Fatalf("claims to grow at %v, want two before the next step", claims)
+	}
+	if claims[0] <= interval/4 || claims[1]-claims[0] < interval/20 {
+		t.Errorf("claims to grow at %v: want the first later than a quarter interval, the second at least a twentieth after it", claims)
+	}
+	// A Retry claim between the two does not move the second.
+	retry := short
+	retry.Retry = t0.Add(claims[0] + interval/10)
+	if after, growing, ok := retry.NextReclaim(t0.Add(claims[0]), interval, true); !ok || after != interval/10 || !growing {
+		t.Errorf("with a Retry: after %v, growing %v, ok %v; want the Retry, %v on", after, growing, ok, interval/10)
+	}
+	if after, _, ok := short.NextReclaim(retry.Retry, interval, true); !ok || t0.Add(claims[1]) != retry.Retry.Add(after) {
+		t.Errorf("after the Retry claim: the next at %v, ok %v; want %v", retry.Retry.Add(after).Sub(t0), ok, claims[1])
+	}
+	// A node that holds its share claims to grow not at all.
+	if _, _, ok := (Share{Rate: 20 * sc, Expect: 20 * sc, Stepped: t0}).NextReclaim(t0, interval, false); ok {
+		t.Error("a node that holds its share claims again")
+	}
+}
+
+// A node whose groups are all light, while another node has heavy
+// groups, rounds its share up: its light groups ask their average, and
+// their arrivals need a part of a unit more as often as they leave one
+// unused. While another node is short, it rounds to the nearest, leaving
+// it the units it waits for.
+func TestBalancerLightNodeRoundsUp(t *testing.T) {
+	cfg := Config{Rate: 100, Window: time.Second}
+	sc := cfg.scale()
+	light := []GroupDemand{{Weight: 1, Rate: 4.2}, {Weight: 1, Rate: 3.2}}
+	for _, tc := range []struct {
+		name  string
+		other Demand
+		want  int64
+	}{
+		{"another node heavy", Demand{Heavy: 1}, 8},
+		{"another node heavy and short", Demand{Heavy: 1, Short: 5}, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newFakeStore(cfg, 4*time.Second)
+			st.demands["b"] = fakeDemand{tc.other, at(time.Hour)}
+			a := newBalancer(t, cfg, st.ledger("a"))
+			sh, err := a.Step(context.Background(), t0, light, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sh.Expect != tc.want*sc {
+				t.Errorf("light demand 7.4: a expects %d, want %d", sh.Expect/sc, tc.want)
+			}
+		})
+	}
+}

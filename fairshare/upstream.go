@@ -144,8 +144,9 @@ func (c *wallClock) both() (now, wall time.Time) {
 // balance resizes the node's share every interval, and sooner when a
 // request comes while it has none; between steps it claims its share
 // again (Balancer.Reclaim) when what it released no longer needs all it
-// holds (Share.Retry), and once, a quarter interval after a step, when
-// its share is under what it expects, to take what other nodes gave back.
+// holds (Share.Retry), and, when its share is under what it expects, at
+// the times after a step that Share.NextReclaim gives, to take what other
+// nodes gave back.
 // It returns when Close is called.
 func (u *Upstream) balance() {
 	defer close(u.balanced)
