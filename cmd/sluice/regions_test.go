@@ -35,9 +35,11 @@ import (
 //     as its even third) in three windows in a row within 15 s of the
 //     start, and again within 15 s of the move: a bound for a loaded
 //     machine and a race build (on a quiet one it admits 23-24 within
-//     3-6 s; a loaded one measures the quiet regions' bursts less
-//     evenly, and they keep more for a while). How soon is measured by
-//     `sluice sim regions` (docs/benchmarks.md), not here;
+//     3-6 s, but not always: a quiet region's burst a window, measured
+//     every period, can read as demand that fell and came back, and the
+//     region then keeps its even part for 30 periods, holding the busy
+//     one at 10-18 for 4-7 s). How soon is measured by `sluice sim
+//     regions` (docs/benchmarks.md), not here;
 //   - every answer is 200 or 429.
 func TestRegionsServeSkewed(t *testing.T) {
 	const (
