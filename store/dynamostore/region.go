@@ -52,7 +52,8 @@ import (
 // floor of a tenth of its base but no more than its demand, so a region
 // without demand has none; but a region whose demand fell under half its
 // recent demand, and whose demand has come back before (a node saw it
-// fall and return within recentDemand periods, in the last recentDemand),
+// fall under a quarter of its peak and return to half of that within
+// recentDemand periods, in the last recentDemand: observe),
 // keeps its base, or that recent demand if less, so that demand moving
 // between regions faster than units can follow finds the even split
 // where it returns, while demand that moved once, or moves slower, has
@@ -147,7 +148,7 @@ type allotment struct {
 	peakAt    time.Time
 	policy    *sluice.Policy // the policy of the last decision, for the idle refresh
 	decided   time.Time      // the last decision, or the last call from the inbox
-	// fell is when this node's demand fell under half its peak (fellFrom),
+	// fell is when this node's demand fell under a quarter of its peak (fellFrom),
 	// zero while it has not; back is when it last came back to half of
 	// fellFrom within recentDemand of falling.
 	fell, back time.Time
@@ -480,23 +481,7 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	// inbox) has a rate of 0 here, known.
 	unknown := e.since.IsZero() && e.asked > 0
 	if !e.since.IsZero() {
-		r := nextRate(e.rate, e.asked, wall.Sub(e.since), wall.Sub(e.lastAsked), p.Window, s.rateSpan())
-		e.rate = r
-		if r >= e.peak || wall.Sub(e.peakAt) > recentDemand*s.rebalance {
-			e.peak, e.peakAt = r, wall
-		}
-		// Whether the demand comes back: it fell under half its peak, and
-		// rose again to half of that within recentDemand periods. Two
-		// timestamps and a rate a key, published as one per node.
-		switch {
-		case e.fell.IsZero() && r < e.peak/2:
-			e.fell, e.fellFrom = wall, e.peak
-		case !e.fell.IsZero() && r > 0 && r >= e.fellFrom/2:
-			if wall.Sub(e.fell) < recentDemand*s.rebalance {
-				e.back = wall
-			}
-			e.fell = time.Time{}
-		}
+		e.observe(nextRate(e.rate, e.asked, wall.Sub(e.since), wall.Sub(e.lastAsked), p.Window, s.rateSpan()), wall, recentDemand*s.rebalance)
 	}
 	e.asked, e.since, e.refreshed, e.items = 0, wall, wall, items
 	if unknown {
@@ -574,18 +559,46 @@ func (s *Store) refresh(ctx context.Context, now int64, wall time.Time, pk strin
 	return nil
 }
 
+// observe records the node's demand r, measured at wall: its rate, its
+// peak within recent, and whether the demand comes back: it fell under a
+// quarter of its peak, and rose again to half of that within recent. Two
+// timestamps and a rate a key, published as one per node. A quarter, not
+// a half: demand that arrives as one burst a window, measured every
+// period, swings by half and more about its average, and must not pass
+// for demand that leaves and returns (it would keep its region's even
+// part from the region that needs it); demand that moves to another
+// region falls to nothing.
+func (e *allotment) observe(r float64, wall time.Time, recent time.Duration) {
+	e.rate = r
+	if r >= e.peak || wall.Sub(e.peakAt) > recent {
+		e.peak, e.peakAt = r, wall
+	}
+	switch {
+	case e.fell.IsZero() && r < e.peak/4:
+		e.fell, e.fellFrom = wall, e.peak
+	case !e.fell.IsZero() && r > 0 && r >= e.fellFrom/2:
+		if wall.Sub(e.fell) < recent {
+			e.back = wall
+		}
+		e.fell = time.Time{}
+	}
+}
+
 // nextRate returns a node's demand, in hits per window, after it asked
 // asked hits in the last dt (idle since its last), its demand having been
-// rate: the average over about span, unless what was asked is further
-// from the average than chance puts it (three standard deviations of a
-// Poisson count, and two hits), when the demand moved and the rate
-// follows it at once. A node that has asked nothing for span has none.
+// rate: the average over about span (a window at least), unless what was
+// asked is further from the average than chance puts it (three standard
+// deviations of a Poisson count, and two hits), when the demand moved and
+// the rate follows it at once. A node that has asked nothing for two
+// spans has none: not one, which demand arriving in one burst a window
+// would pass between its bursts.
 func nextRate(rate float64, asked int64, dt, idle, window, span time.Duration) float64 {
 	dt = max(dt, time.Millisecond)
+	span = max(span, window)
 	r := float64(asked) * float64(window) / float64(dt)
 	expect := rate * float64(dt) / float64(window)
 	switch {
-	case asked == 0 && idle >= span:
+	case asked == 0 && idle >= 2*span:
 		return 0
 	case rate > 0 && math.Abs(float64(asked)-expect) <= 3*math.Sqrt(expect)+2:
 		return rate + (r-rate)*(1-math.Exp(-float64(dt)/float64(span)))

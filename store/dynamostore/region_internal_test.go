@@ -298,7 +298,55 @@ func TestNextRate(t *testing.T) {
 	if r := nextRate(4, 0, period, period, window, span); r <= 0 {
 		t.Errorf("demand of 4 a window, one period without a hit: %.1f, want it kept above 0", r)
 	}
-	if r := nextRate(4, 0, period, span, window, span); r != 0 {
-		t.Errorf("demand of 4 a window, a second without a hit: %.1f, want 0", r)
+	if r := nextRate(4, 0, period, span, window, span); r <= 0 {
+		t.Errorf("demand of 4 a window, a second without a hit: %.1f, want it kept above 0 (one burst a window leaves that)", r)
+	}
+	if r := nextRate(4, 0, period, 2*span, window, span); r != 0 {
+		t.Errorf("demand of 4 a window, two seconds without a hit: %.1f, want 0", r)
+	}
+}
+
+// A node's demand that arrives as one burst a window, measured every
+// period, does not pass for demand that leaves and comes back (which
+// keeps the region's even part from the regions that need it), while
+// demand that leaves for a few seconds and returns does.
+func TestObserveBurstsAreNotReturns(t *testing.T) {
+	const (
+		period = 250 * time.Millisecond
+		window = time.Second
+		span   = time.Second
+		recent = 30 * period
+	)
+	// run feeds e the hits asked in each period of [from, to) by asked.
+	run := func(e *allotment, from, to time.Duration, asked func(at time.Duration) int64) {
+		base := time.Unix(1e6, 0)
+		for at := from; at < to; at += period {
+			n := asked(at)
+			if n > 0 {
+				e.lastAsked = base.Add(at)
+			}
+			wall := base.Add(at + period)
+			e.observe(nextRate(e.rate, n, period, wall.Sub(e.lastAsked), window, span), wall, recent)
+		}
+	}
+	bursts := &allotment{}
+	run(bursts, 0, 30*time.Second, func(at time.Duration) int64 {
+		if at%window == 0 {
+			return 5 // 5 a window, all in its first period
+		}
+		return 0
+	})
+	if !bursts.back.IsZero() {
+		t.Errorf("demand of 5 a window in one burst was taken for demand that came back (peak %.1f, rate %.1f)", bursts.peak, bursts.rate)
+	}
+	moved := &allotment{}
+	run(moved, 0, 20*time.Second, func(at time.Duration) int64 {
+		if at >= 5*time.Second && at < 8*time.Second {
+			return 0 // gone to another region for 3 s
+		}
+		return 25 // 100 a window
+	})
+	if moved.back.IsZero() {
+		t.Errorf("demand of 100 a window gone for 3 s and back was not taken for demand that came back")
 	}
 }
