@@ -34,12 +34,11 @@ import (
 //   - the busy region comes to admit half the limit (half as much again
 //     as its even third) in three windows in a row within 15 s of the
 //     start, and again within 15 s of the move: a bound for a loaded
-//     machine and a race build (on a quiet one it admits 23-24 within
-//     3-6 s, but not always: a quiet region's burst a window, measured
-//     every period, can read as demand that fell and came back, and the
-//     region then keeps its even part for 30 periods, holding the busy
-//     one at 10-18 for 4-7 s). How soon is measured by `sluice sim
-//     regions` (docs/benchmarks.md), not here;
+//     machine and a race build (on a quiet one it admits 20-24 within
+//     3-6 s; a quiet region's burst a window once read as demand that
+//     fell and came back, and held the busy one at 10-18 for 4-7 s:
+//     TestObserveBurstsAreNotReturns). How soon is measured by `sluice
+//     sim regions` (docs/benchmarks.md), not here;
 //   - every answer is 200 or 429.
 func TestRegionsServeSkewed(t *testing.T) {
 	const (
