@@ -131,8 +131,10 @@ func (w leanHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	// Bytes the client sent after its request, which the HTTP server
 	// has read already, must be in the new reader's buffer: Accept takes
-	// what is buffered and reads the connection after it. (The HTTP
-	// server's writer is empty: the 101 was flushed.)
+	// what is buffered and reads the connection after it; more of them
+	// than readBuffer (at most the HTTP server's 4 KiB) make the reader
+	// that large. (The HTTP server's writer is empty: the 101 was
+	// flushed.)
 	n := brw.Reader.Buffered()
 	if n == 0 {
 		return nc, bufio.NewReadWriter(bufio.NewReaderSize(nc, readBuffer), bufio.NewWriterSize(nc, writeBuffer)), nil

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -50,35 +51,48 @@ func TestHandlerReturnsOnUpgrade(t *testing.T) {
 	}
 }
 
-// TestBytesAfterTheUpgradeRequestRead: a frame the client sends in the
+// TestBytesAfterTheUpgradeRequestRead: frames the client sends in the
 // same packet as its upgrade request, which the HTTP server has read
-// already, is the connection's first message.
+// already, are the connection's first messages, in order: one frame, and
+// frames of more bytes than the connection's read buffer.
 func TestBytesAfterTheUpgradeRequestRead(t *testing.T) {
 	f := newFixture(t, roomy, Options{})
 	f.session(t, "s1")
-	nc, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
+	req := func(nc net.Conn) string {
+		var key [16]byte
+		rand.Read(key[:])
+		return "GET /v1/ws?tenant=acme&session=s1 HTTP/1.1\r\nHost: " + nc.RemoteAddr().String() +
+			"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: " +
+			base64.StdEncoding.EncodeToString(key[:]) + "\r\n\r\n"
 	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(patience))
-	var key [16]byte
-	rand.Read(key[:])
-	req := "GET /v1/ws?tenant=acme&session=s1 HTTP/1.1\r\nHost: " + nc.RemoteAddr().String() +
-		"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: " +
-		base64.StdEncoding.EncodeToString(key[:]) + "\r\n\r\n"
-	msg := []byte(`{"action":"silo","data":"early","id":"e1"}`)
-	if _, err := nc.Write(append([]byte(req), maskedText(msg)...)); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(nc)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade: %v %v", resp, err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(readServerFrame(t, br), &m); err != nil || m["type"] != "echo" || m["data"] != "early" {
-		t.Fatalf("first frame %v %v, want the echo of the frame sent with the request", m, err)
+	for _, frames := range []int{1, readBuffer/100 + 2} {
+		t.Run(fmt.Sprint(frames), func(t *testing.T) {
+			nc, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.SetDeadline(time.Now().Add(patience))
+			b := []byte(req(nc))
+			for i := range frames {
+				data := fmt.Sprintf("%03d%s", i, strings.Repeat("e", 60))
+				b = append(b, maskedText([]byte(`{"action":"silo","data":"`+data+`"}`))...)
+			}
+			if _, err := nc.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(nc)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+				t.Fatalf("upgrade: %v %v", resp, err)
+			}
+			for i := range frames {
+				var m map[string]any
+				if err := json.Unmarshal(readServerFrame(t, br), &m); err != nil || m["type"] != "echo" || !strings.HasPrefix(fmt.Sprint(m["data"]), fmt.Sprintf("%03d", i)) {
+					t.Fatalf("frame %d: %v %v, want the echo of frame %d sent with the request", i, m, err, i)
+				}
+			}
+		})
 	}
 }
 
