@@ -3,6 +3,9 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -30,13 +33,51 @@ type job struct {
 type fanout struct {
 	lock  chan struct{}   // holds one token: taken by the delivery at work
 	sent  map[*conn]int   // frames queued to each connection of this node
-	conns map[string]bool // connections on other nodes reached, or gone
+	conns map[string]bool // connections on other nodes reached, or gone (Peer)
+	nodes map[string]bool // other nodes that took the message (NodePeer)
+	id    string          // the message's id for other nodes, to drop a repeat
 }
 
 func newFanout() *fanout {
-	f := &fanout{lock: make(chan struct{}, 1), sent: map[*conn]int{}}
+	var b [8]byte
+	rand.Read(b[:])
+	f := &fanout{lock: make(chan struct{}, 1), sent: map[*conn]int{}, id: hex.EncodeToString(b[:])}
 	f.lock <- struct{}{}
 	return f
+}
+
+// NodePeer is a Peer that delivers a message to another node once, for
+// all that node's connections of the session (Gateway.DeliverLocal there),
+// rather than once per connection (Peer.Post). A Peer that is one
+// (peer.Client) makes a message's fan-out one call per other node holding
+// the session, whatever the number of its connections there.
+type NodePeer interface {
+	Peer
+	// Deliver gives node the frames for every connection of the session it
+	// holds, in order. id names the message: a node that took it already
+	// (the answer was lost, and the delivery made again) drops it.
+	Deliver(ctx context.Context, node, tenant, session, id string, frames ...[]byte) error
+}
+
+// DeliverLocal sends frames, in order, to every connection of the
+// session on this node, the other half of NodePeer.Deliver: it never
+// waits for one, and a connection whose outbox a frame overflows is
+// closed (as the local half of a delivery does). It returns the number
+// of connections reached.
+func (g *Gateway) DeliverLocal(tenant, session string, frames ...[]byte) int {
+	n := 0
+	for _, p := range g.peers(tenant, session) {
+		ok := true
+		for _, f := range frames {
+			if ok = p.send(f); !ok {
+				break
+			}
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
 }
 
 // deliver is the queues' consumer (the sample's contract): it echoes the
@@ -119,6 +160,9 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 	if err != nil {
 		return g.unavailable("registry", c.tenant, err)
 	}
+	if np, ok := g.opts.Peer.(NodePeer); ok {
+		return g.deliverNodes(ctx, np, c, done, regs, frames)
+	}
 	var failed error
 	var down map[string]bool // nodes that failed in this delivery
 	for _, r := range regs {
@@ -151,6 +195,49 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 			done.conns = map[string]bool{}
 		}
 		done.conns[r.Conn] = true
+	}
+	return failed
+}
+
+// deliverNodes sends the frames once to each other node holding
+// connections of the session (regs) and not reached yet, all nodes at
+// once, each call bounded by WriteTimeout; it returns when every call has
+// answered. A node that fails is logged and tried again by the next
+// delivery (the first failure is returned); the nodes that took the
+// message are not called again. The caller holds done's lock.
+func (g *Gateway) deliverNodes(ctx context.Context, np NodePeer, c *conn, done *fanout, regs []sluice.Registration, frames [][]byte) error {
+	var nodes []string
+	for _, n := range nodesOf(regs) {
+		if !done.nodes[n] {
+			nodes = append(nodes, n)
+		}
+	}
+	errs := make([]error, len(nodes))
+	call := func(i int) {
+		pctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
+		defer cancel()
+		errs[i] = np.Deliver(pctx, nodes[i], c.tenant, c.session, done.id, frames...)
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(nodes); i++ {
+		wg.Go(func() { call(i) })
+	}
+	if len(nodes) > 0 {
+		call(0) // the first on this goroutine: one other node is the common case
+	}
+	wg.Wait()
+	var failed error
+	for i, err := range errs {
+		if err != nil {
+			g.log.Warn("gateway: delivering to another node", "node", nodes[i], "tenant", c.tenant, "err", err)
+			failed = cmp.Or(failed, err)
+			c.sess.invalidate(true) // the node may be gone: read again next time
+			continue
+		}
+		if done.nodes == nil {
+			done.nodes = map[string]bool{}
+		}
+		done.nodes[nodes[i]] = true
 	}
 	return failed
 }

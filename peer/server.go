@@ -3,8 +3,13 @@ package peer
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -26,6 +31,10 @@ type Gateway interface {
 	// connections on other nodes: another node has a new one (newNode:
 	// its first there).
 	SessionChanged(tenant, session string, newNode bool)
+	// DeliverLocal sends frames, in order, to every connection of the
+	// session on this node, without waiting for one, and returns how
+	// many it reached (gateway.Gateway.DeliverLocal).
+	DeliverLocal(tenant, session string, frames ...[]byte) int
 }
 
 // Router routes a tenant's path, /v1/tenants/{id}/..., behind the API's
@@ -45,20 +54,25 @@ var errNotJSON = sluice.Invalid("body", "is not a JSON value")
 //	GET    /v1/tenants/{id}/connections/{conn}          the connection's times
 //	DELETE /v1/tenants/{id}/connections/{conn}          close it (?code=4000 to 4999, ?reason=)
 //	POST   /v1/tenants/{id}/sessions/{session}/changed  another node has a new connection of the session
+//	POST   /v1/tenants/{id}/sessions/{session}/deliver  a message for the session's connections on this node
 //
 // A client's call reaches a connection on any node; a forwarded one
 // (ForwardedHeader) only this node's. A body over wire.MaxBodyBytes is
 // refused 413, a connection gone 410.
 func Mount(rt Router, gw Gateway) {
-	s := &server{gw: gw}
+	s := &server{gw: gw, seen: newSeen(maxSeenSessions)}
 	rt.TenantRoute("POST", "/v1/tenants/{id}/connections/{conn}", s.post)
 	rt.TenantRoute("GET", "/v1/tenants/{id}/connections/{conn}", s.info)
 	rt.TenantRoute("DELETE", "/v1/tenants/{id}/connections/{conn}", s.close)
 	rt.TenantRoute("POST", "/v1/tenants/{id}/sessions/{session}/changed", s.changed)
+	rt.TenantRoute("POST", "/v1/tenants/{id}/sessions/{session}/deliver", s.deliver)
 }
 
 // server is the management routes' half of the protocol.
-type server struct{ gw Gateway }
+type server struct {
+	gw   Gateway
+	seen *seen
+}
 
 // post: POST /v1/tenants/{id}/connections/{conn}, the body (a JSON value)
 // sent to the connection as a frame.
@@ -125,4 +139,107 @@ func (s *server) close(w http.ResponseWriter, r *http.Request, tenant string) {
 func (s *server) changed(w http.ResponseWriter, r *http.Request, tenant string) {
 	s.gw.SessionChanged(tenant, r.PathValue("session"), r.URL.Query().Get("node") == "new")
 	wire.WriteJSON(w, http.StatusOK, map[string]string{"changed": r.PathValue("session")})
+}
+
+// DeliveryIDHeader names a delivery's message (Client.Deliver), so that a
+// node drops a message it took already; DeliveryFramesHeader holds the
+// lengths of the frames its body is made of, comma-separated.
+const (
+	DeliveryIDHeader     = "Sluice-Delivery"
+	DeliveryFramesHeader = "Sluice-Frames"
+)
+
+// maxDeliveryBody bounds a delivery's body: a message and its reply, each
+// at most the gateway's largest message (128 KiB by default) and some.
+const maxDeliveryBody = 4 << 20
+
+// deliver: POST /v1/tenants/{id}/sessions/{session}/deliver, from another
+// node, a message for every connection of the session on this node: the
+// frames (each a JSON value, valid UTF-8) go to each connection's outbox,
+// in order, before the answer, so that the sender's next message, sent
+// after it, comes after it on every connection. A message id seen already
+// for the session (its answer lost, the delivery made again) is answered
+// 200 and not sent again. A tenant's own key may call it too: it can reach
+// its own connections only, as posting to each would.
+func (s *server) deliver(w http.ResponseWriter, r *http.Request, tenant string) {
+	frames, err := readFrames(w, r)
+	if err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	session := r.PathValue("session")
+	if id := r.Header.Get(DeliveryIDHeader); id != "" && !s.seen.add(tenant+"\x00"+session, id) {
+		wire.WriteJSON(w, http.StatusOK, map[string]any{"repeat": true})
+		return
+	}
+	wire.WriteJSON(w, http.StatusOK, map[string]int{"reached": s.gw.DeliverLocal(tenant, session, frames...)})
+}
+
+// readFrames reads a delivery's body, cut into its frames by
+// DeliveryFramesHeader.
+func readFrames(w http.ResponseWriter, r *http.Request) ([][]byte, error) {
+	var lens []int
+	total := 0
+	for _, f := range strings.Split(r.Header.Get(DeliveryFramesHeader), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || total+n > maxDeliveryBody {
+			return nil, sluice.Invalid(DeliveryFramesHeader, "must be the lengths of the frames, together at most %d bytes", maxDeliveryBody)
+		}
+		lens, total = append(lens, n), total+n
+	}
+	body := make([]byte, total)
+	if _, err := io.ReadFull(http.MaxBytesReader(w, r.Body, int64(total)), body); err != nil {
+		return nil, sluice.Invalid("body", "is not the %d bytes of its frames: %v", total, err)
+	}
+	frames := make([][]byte, len(lens))
+	for i, n := range lens {
+		frames[i], body = body[:n:n], body[n:]
+		if !json.Valid(frames[i]) || !utf8.Valid(frames[i]) {
+			return nil, errNotJSON
+		}
+	}
+	return frames, nil
+}
+
+// maxSeenSessions bounds the sessions whose recent message ids a node
+// keeps; seenPerSession, the ids kept per session.
+const (
+	maxSeenSessions = 4096
+	seenPerSession  = 64
+)
+
+// seen is the message ids a node took lately, per session: the last
+// seenPerSession of each of the last maxSeenSessions sessions to get one.
+// A delivery made again after more have passed is taken again: a lost
+// answer is retried within seconds, by the sender's queue, after at most
+// a few other messages of the session (one at a time, in order).
+type seen struct {
+	mu    sync.Mutex
+	max   int
+	ids   map[string][]string // per session, oldest first
+	order []string            // sessions, oldest first
+}
+
+func newSeen(max int) *seen { return &seen{max: max, ids: map[string][]string{}} }
+
+// add records id for session, and reports whether it is new.
+func (s *seen) add(session, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids, ok := s.ids[session]
+	if slices.Contains(ids, id) {
+		return false
+	}
+	if !ok {
+		if len(s.order) >= s.max {
+			delete(s.ids, s.order[0])
+			s.order = s.order[1:]
+		}
+		s.order = append(s.order, session)
+	}
+	if len(ids) >= seenPerSession {
+		ids = ids[1:]
+	}
+	s.ids[session] = append(ids, id)
+	return true
 }

@@ -283,3 +283,8 @@ func TestMountedRoutes(t *testing.T) {
 		}
 	}
 }
+
+func (g *recorder) DeliverLocal(tenant, session string, frames ...[]byte) int {
+	g.add("deliver %s %s %q", tenant, session, frames)
+	return 1
+}
