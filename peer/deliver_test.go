@@ -1,0 +1,77 @@
+package peer
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluicehq/sluice"
+)
+
+// TestDeliverOncePerConnection: one delivery reaches every connection of
+// the session on the node, its frames in order, and the same message
+// delivered again (its answer lost) is not sent again; a frame larger
+// than the management API's body limit goes through, and a frame that is
+// not JSON is refused.
+func TestDeliverOncePerConnection(t *testing.T) {
+	nodes := newNodes(t, 2)
+	a, b := nodes[0], nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	var conns []*websocket.Conn
+	for range 2 {
+		ws, id := b.dial(t)
+		ws.SetReadLimit(-1)
+		waitFor(t, "the connection held by its node", func() bool {
+			_, err := b.gw.ConnectionInfo(ctx, "acme", id, false)
+			return err == nil
+		})
+		conns = append(conns, ws)
+	}
+	big := []byte(`"` + strings.Repeat("x", 100<<10) + `"`)
+	for _, d := range []struct {
+		id     string
+		frames [][]byte
+	}{
+		{"m1", [][]byte{[]byte(`{"n":1}`), []byte(`{"n":2}`)}},
+		{"m1", [][]byte{[]byte(`{"n":1}`), []byte(`{"n":2}`)}}, // a repeat
+		{"m2", [][]byte{big}},
+	} {
+		if err := a.client.Deliver(ctx, b.url, "acme", "s1", d.id, d.frames...); err != nil {
+			t.Fatalf("deliver %s: %v", d.id, err)
+		}
+	}
+	err := a.client.Deliver(ctx, b.url, "acme", "s1", "m3", []byte("nope"))
+	if sluice.KindOf(err) != sluice.KindInvalid {
+		t.Fatalf("a frame that is not JSON: %v, want it refused", err)
+	}
+	for i, ws := range conns {
+		for _, want := range []string{`{"n":1}`, `{"n":2}`, string(big)} {
+			if _, got, err := ws.Read(ctx); err != nil || string(got) != want {
+				t.Fatalf("connection %d read %.40s %v, want %.40s", i, got, err, want)
+			}
+		}
+	}
+}
+
+// TestSeenBounded: the ids kept are the last seenPerSession of each of
+// the last sessions, at most max of them.
+func TestSeenBounded(t *testing.T) {
+	s := newSeen(2)
+	if !s.add("a", "1") || s.add("a", "1") {
+		t.Fatal("a repeat not dropped")
+	}
+	for i := range seenPerSession {
+		s.add("a", string(rune('A'+i)))
+	}
+	if !s.add("a", "1") {
+		t.Fatalf("an id older than the last %d still kept", seenPerSession)
+	}
+	s.add("b", "1")
+	s.add("c", "1")
+	if len(s.ids) != 2 || s.ids["a"] != nil {
+		t.Fatalf("sessions kept: %v, want the last 2", len(s.ids))
+	}
+}
