@@ -2,6 +2,8 @@ package peer
 
 import (
 	"context"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -73,5 +75,25 @@ func TestSeenBounded(t *testing.T) {
 	s.add("c", "1")
 	if len(s.ids) != 2 || s.ids["a"] != nil {
 		t.Fatalf("sessions kept: %v, want the last 2", len(s.ids))
+	}
+}
+
+// TestReadFramesClaims: a delivery whose header claims more than its body
+// holds, or more than maxDeliveryBody, is refused, naming what was wrong.
+func TestReadFramesClaims(t *testing.T) {
+	for _, c := range []struct {
+		name, lens, body, want string
+	}{
+		{"short body", "7,7", `{"n":1}`, "body"},
+		{"long body", "7", `{"n":1}{"n":2}`, "body"},
+		{"over the most", strconv.Itoa(maxDeliveryBody + 1), "", DeliveryFramesHeader},
+		{"not a length", "x", "", DeliveryFramesHeader},
+	} {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(c.body))
+		r.Header.Set(DeliveryFramesHeader, c.lens)
+		_, err := readFrames(httptest.NewRecorder(), r)
+		if sluice.KindOf(err) != sluice.KindInvalid || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want it refused naming %s", c.name, err, c.want)
+		}
 	}
 }
