@@ -59,22 +59,35 @@ func TestDeliverOncePerConnection(t *testing.T) {
 }
 
 // TestSeenBounded: the ids kept are the last seenPerSession of each of
-// the last sessions, at most max of them.
+// the last sessions, at most max of them, and at most max/16 of one
+// tenant's: a tenant delivering to many sessions pushes out its own, not
+// another tenant's.
 func TestSeenBounded(t *testing.T) {
-	s := newSeen(2)
-	if !s.add("a", "1") || s.add("a", "1") {
+	s := newSeen(32)
+	if !s.add("t", "a", "1") || s.add("t", "a", "1") {
 		t.Fatal("a repeat not dropped")
 	}
 	for i := range seenPerSession {
-		s.add("a", string(rune('A'+i)))
+		s.add("t", "a", string(rune('A'+i)))
 	}
-	if !s.add("a", "1") {
+	if !s.add("t", "a", "1") {
 		t.Fatalf("an id older than the last %d still kept", seenPerSession)
 	}
-	s.add("b", "1")
-	s.add("c", "1")
-	if len(s.ids) != 2 || s.ids["a"] != nil {
-		t.Fatalf("sessions kept: %v, want the last 2", len(s.ids))
+	s.add("other", "x", "1")
+	for i := range 100 {
+		s.add("t", strconv.Itoa(i), "1")
+	}
+	if s.add("other", "x", "1") {
+		t.Error("another tenant's id forgotten when one tenant delivered to 100 sessions")
+	}
+	if n := s.sessions["t"]; n != 2 || len(s.ids) != 3 {
+		t.Errorf("tenant t keeps %d sessions, %d kept in all; want 2 (32/16) and 3", n, len(s.ids))
+	}
+	for i := range 40 {
+		s.add(strconv.Itoa(i), "s", "1")
+	}
+	if len(s.ids) != 32 || len(s.order) != 32 {
+		t.Errorf("%d sessions kept, %d in order; want at most 32", len(s.ids), len(s.order))
 	}
 }
 

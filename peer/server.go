@@ -168,7 +168,7 @@ func (s *server) deliver(w http.ResponseWriter, r *http.Request, tenant string) 
 		return
 	}
 	session := r.PathValue("session")
-	if id := r.Header.Get(DeliveryIDHeader); id != "" && !s.seen.add(tenant+"\x00"+session, id) {
+	if id := r.Header.Get(DeliveryIDHeader); id != "" && !s.seen.add(tenant, session, id) {
 		wire.WriteJSON(w, http.StatusOK, map[string]any{"repeat": true})
 		return
 	}
@@ -204,44 +204,67 @@ func readFrames(w http.ResponseWriter, r *http.Request) ([][]byte, error) {
 }
 
 // maxSeenSessions bounds the sessions whose recent message ids a node
-// keeps; seenPerSession, the ids kept per session.
+// keeps, a sixteenth of them for one tenant; seenPerSession, the ids kept
+// per session.
 const (
 	maxSeenSessions = 4096
 	seenPerSession  = 64
 )
 
+// seenKey is a session of a tenant.
+type seenKey struct{ tenant, session string }
+
 // seen is the message ids a node took lately, per session: the last
-// seenPerSession of each of the last maxSeenSessions sessions to get one.
-// A delivery made again after more have passed is taken again: a lost
-// answer is retried within seconds, by the sender's queue, after at most
-// a few other messages of the session (one at a time, in order).
+// seenPerSession of each of the last maxSeenSessions sessions to get one,
+// and of a tenant's last max/16, so that one tenant's many sessions do not
+// push out the others'. A delivery made again after more have passed is
+// taken again: a lost answer is retried within seconds, by the sender's
+// queue, after at most a few other messages of the session (one at a
+// time, in order).
 type seen struct {
-	mu    sync.Mutex
-	max   int
-	ids   map[string][]string // per session, oldest first
-	order []string            // sessions, oldest first
+	mu       sync.Mutex
+	max      int
+	ids      map[seenKey][]string // per session, oldest first
+	order    []seenKey            // sessions, oldest first
+	sessions map[string]int       // per tenant, its sessions in order
 }
 
-func newSeen(max int) *seen { return &seen{max: max, ids: map[string][]string{}} }
+func newSeen(max int) *seen {
+	return &seen{max: max, ids: map[seenKey][]string{}, sessions: map[string]int{}}
+}
 
-// add records id for session, and reports whether it is new.
-func (s *seen) add(session, id string) bool {
+// add records id for the tenant's session, and reports whether it is new.
+func (s *seen) add(tenant, session, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids, ok := s.ids[session]
+	k := seenKey{tenant, session}
+	ids, ok := s.ids[k]
 	if slices.Contains(ids, id) {
 		return false
 	}
 	if !ok {
-		if len(s.order) >= s.max {
-			delete(s.ids, s.order[0])
-			s.order = s.order[1:]
+		switch {
+		case s.sessions[tenant] >= max(s.max/16, 1):
+			s.forget(slices.IndexFunc(s.order, func(o seenKey) bool { return o.tenant == tenant }))
+		case len(s.order) >= s.max:
+			s.forget(0)
 		}
-		s.order = append(s.order, session)
+		s.order = append(s.order, k)
+		s.sessions[tenant]++
 	}
 	if len(ids) >= seenPerSession {
 		ids = ids[1:]
 	}
-	s.ids[session] = append(ids, id)
+	s.ids[k] = append(ids, id)
 	return true
+}
+
+// forget drops the session at order[i].
+func (s *seen) forget(i int) {
+	k := s.order[i]
+	delete(s.ids, k)
+	s.order = slices.Delete(s.order, i, i+1)
+	if s.sessions[k.tenant]--; s.sessions[k.tenant] == 0 {
+		delete(s.sessions, k.tenant)
+	}
 }
