@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -33,8 +32,7 @@ type job struct {
 type fanout struct {
 	lock  chan struct{}   // holds one token: taken by the delivery at work
 	sent  map[*conn]int   // frames queued to each connection of this node
-	conns map[string]bool // connections on other nodes reached, or gone (Peer)
-	nodes map[string]bool // other nodes that took the message (NodePeer)
+	nodes map[string]bool // other nodes that took the message
 	id    string          // the message's id for other nodes, to drop a repeat
 }
 
@@ -46,21 +44,8 @@ func newFanout() *fanout {
 	return f
 }
 
-// NodePeer is a Peer that delivers a message to another node once, for
-// all that node's connections of the session (Gateway.DeliverLocal there),
-// rather than once per connection (Peer.Post). A Peer that is one
-// (peer.Client) makes a message's fan-out one call per other node holding
-// the session, whatever the number of its connections there.
-type NodePeer interface {
-	Peer
-	// Deliver gives node the frames for every connection of the session it
-	// holds, in order. id names the message: a node that took it already
-	// (the answer was lost, and the delivery made again) drops it.
-	Deliver(ctx context.Context, node, tenant, session, id string, frames ...[]byte) error
-}
-
 // DeliverLocal sends frames, in order, to every connection of the
-// session on this node, the other half of NodePeer.Deliver: it never
+// session on this node, the other half of Peer.Deliver: it never
 // waits for one, and a connection whose outbox a frame overflows is
 // closed (as the local half of a delivery does). It returns the number
 // of connections reached.
@@ -143,15 +128,14 @@ func delivered(f frame, typ, key, conn string) []byte {
 	return append(b, `,"type":"`+typ+`"}`...)
 }
 
-// deliverRemote sends the message and the reply to the session's
-// connections on other nodes not reached yet. The other node queues them
-// without waiting for its connection (PostToConnection), so that a call
-// waits for that node, never for one slow client of it. A connection gone
-// there (410, or closed for too slow) is deregistered and skipped; the
-// fan-out goes on, and the first other failure is returned. A node that
-// failed is not called again in this delivery: the next one tries it
-// again, so that a node that hangs holds the worker for one WriteTimeout,
-// not one per connection. The caller holds done's lock.
+// deliverRemote sends the frames once to each other node holding
+// connections of the session and not reached yet (that node queues them
+// for its connections without waiting for any: DeliverLocal), all nodes
+// at once, each call bounded by WriteTimeout, so that a delivery waits for
+// the slowest node, never for one slow client of it; it returns when
+// every call has answered. A node that fails is logged and tried again by
+// the next delivery (the first failure is returned); the nodes that took
+// the message are not called again. The caller holds done's lock.
 func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, frames ...[]byte) error {
 	if g.opts.Registry == nil || g.opts.Peer == nil {
 		return nil
@@ -160,52 +144,6 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 	if err != nil {
 		return g.unavailable("registry", c.tenant, err)
 	}
-	if np, ok := g.opts.Peer.(NodePeer); ok {
-		return g.deliverNodes(ctx, np, c, done, regs, frames)
-	}
-	var failed error
-	var down map[string]bool // nodes that failed in this delivery
-	for _, r := range regs {
-		if done.conns[r.Conn] || down[r.Node] {
-			continue
-		}
-		for _, f := range frames {
-			pctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
-			err = g.opts.Peer.Post(pctx, r.Node, r.Tenant, r.Conn, f)
-			cancel()
-			if err != nil {
-				break
-			}
-		}
-		switch {
-		case sluice.KindOf(err) == sluice.KindGone:
-			g.opts.Registry.Deregister(ctx, r.Tenant, r.Session, r.Conn)
-			c.sess.forget(r.Conn)
-		case err != nil:
-			g.log.Warn("gateway: delivering to another node", "node", r.Node, "err", err)
-			failed = cmp.Or(failed, err)
-			if down == nil {
-				down = map[string]bool{}
-			}
-			down[r.Node] = true
-			c.sess.invalidate(true) // the node may be gone: read again next time
-			continue
-		}
-		if done.conns == nil {
-			done.conns = map[string]bool{}
-		}
-		done.conns[r.Conn] = true
-	}
-	return failed
-}
-
-// deliverNodes sends the frames once to each other node holding
-// connections of the session (regs) and not reached yet, all nodes at
-// once, each call bounded by WriteTimeout; it returns when every call has
-// answered. A node that fails is logged and tried again by the next
-// delivery (the first failure is returned); the nodes that took the
-// message are not called again. The caller holds done's lock.
-func (g *Gateway) deliverNodes(ctx context.Context, np NodePeer, c *conn, done *fanout, regs []sluice.Registration, frames [][]byte) error {
 	var nodes []string
 	for _, n := range nodesOf(regs) {
 		if !done.nodes[n] {
@@ -216,7 +154,7 @@ func (g *Gateway) deliverNodes(ctx context.Context, np NodePeer, c *conn, done *
 	call := func(i int) {
 		pctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
 		defer cancel()
-		errs[i] = np.Deliver(pctx, nodes[i], c.tenant, c.session, done.id, frames...)
+		errs[i] = g.opts.Peer.Deliver(pctx, nodes[i], c.tenant, c.session, done.id, frames...)
 	}
 	var wg sync.WaitGroup
 	for i := 1; i < len(nodes); i++ {

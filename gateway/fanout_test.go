@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/store/memstore"
 )
 
-// TestDeliveredOncePerNode: with a NodePeer, a message goes to each other
+// TestDeliveredOncePerNode: a message goes to each other
 // node holding the session once, whatever the number of its connections
 // there, with its message and reply in order; a node that cannot be
 // reached is tried again by each delivery, five, and then the sender is
@@ -52,7 +52,7 @@ func TestDeliveredOncePerNode(t *testing.T) {
 	}
 }
 
-// nodePeer is a NodePeer whose node down cannot be reached.
+// nodePeer is a Peer whose node down cannot be reached.
 type nodePeer struct {
 	flakyPeer
 	down  string

@@ -903,6 +903,16 @@ func (p *flakyPeer) Post(ctx context.Context, node, tenant, conn string, data []
 	return nil
 }
 
+// Deliver posts the frames one after another, as one post each.
+func (p *flakyPeer) Deliver(ctx context.Context, node, tenant, session, id string, frames ...[]byte) error {
+	for _, f := range frames {
+		if err := p.Post(ctx, node, tenant, session+".remote", f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (p *flakyPeer) Info(ctx context.Context, node, tenant, conn string) (ConnectionInfo, error) {
 	return ConnectionInfo{}, ErrGone
 }

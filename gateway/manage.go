@@ -27,6 +27,12 @@ type Peer interface {
 	// new one elsewhere, newNode if the first of the session on its node
 	// (Gateway.SessionChanged).
 	Changed(ctx context.Context, node, tenant, session string, newNode bool) error
+	// Deliver gives node the frames for every connection of the session it
+	// holds, in order (Gateway.DeliverLocal there): one call per node,
+	// whatever the number of its connections. id names the message: a
+	// node that took it already (the answer was lost, and the delivery
+	// made again) drops it.
+	Deliver(ctx context.Context, node, tenant, session, id string, frames ...[]byte) error
 }
 
 // ErrGone is the management API's answer for a connection that has gone

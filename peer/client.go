@@ -37,7 +37,7 @@ type Client struct {
 	inflight map[string]int // deliveries under way, per node (MaxInFlight)
 }
 
-var _ gateway.NodePeer = (*Client)(nil)
+var _ gateway.Peer = (*Client)(nil)
 
 // MaxInFlight bounds the deliveries (Client.Deliver) under way to one
 // node: one more fails at once (errBusy), and the gateway's queue makes
@@ -128,7 +128,7 @@ func (c *Client) Close(ctx context.Context, node, tenant, conn string, code webs
 	return c.call(ctx, http.MethodDelete, node, tenant, conn, q.Encode(), nil, nil)
 }
 
-// Deliver implements gateway.NodePeer: one call, POST
+// Deliver implements gateway.Peer: one call, POST
 // /v1/tenants/{t}/sessions/{s}/deliver, whose body is the frames one after
 // another, their lengths in DeliveryFramesHeader and the message's id in
 // DeliveryIDHeader. With MaxInFlight deliveries under way to node, it
