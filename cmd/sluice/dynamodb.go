@@ -7,10 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/countproxy"
+	"github.com/sluicehq/sluice/internal/loopback"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/store/dynamostore"
 )
@@ -28,6 +32,10 @@ const dynamoUsage = `Usage:
       with --replica-regions, a global table replicated to those regions
   sluice dynamodb iam-policy --tenant T --table-arn ARN
       print an IAM policy that reaches only tenant T's items (dynamodb:LeadingKeys)
+  sluice dynamodb count-proxy --dynamodb-endpoint URL [--listen 127.0.0.1:18399] [--allow-remote]
+      forward every DynamoDB request to URL (an emulator) unchanged, counting them by
+      operation, and serve the counts on GET /metrics at the same address (for
+      sluice bench-ws --store-metrics); until interrupted
 `
 
 func dynamodbCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -93,7 +101,50 @@ func dynamodbCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		fmt.Fprintln(stdout, string(b))
 		return nil
+	case "count-proxy":
+		return countProxy(ctx, fs, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, dynamoUsage)
 	return fmt.Errorf("dynamodb: unknown subcommand %q", args[0])
+}
+
+// countProxy runs `sluice dynamodb count-proxy` until ctx ends.
+func countProxy(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+	var listen, endpoint string
+	var remote bool
+	fs.StringVar(&listen, "listen", "127.0.0.1:18399", "`address` to listen on, for the nodes' --dynamodb-endpoint and for GET /metrics")
+	fs.StringVar(&endpoint, "dynamodb-endpoint", "", "the DynamoDB endpoint `URL` to forward to: an emulator such as dynoxide (the client signs for the proxy's address, which real DynamoDB refuses)")
+	fs.BoolVar(&remote, "allow-remote", false, "listen on an address off loopback: anyone who reaches it reaches the store, with no key")
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	if endpoint == "" {
+		return errors.New("dynamodb count-proxy: --dynamodb-endpoint is required")
+	}
+	if !remote && !loopback.Addr(listen) {
+		return fmt.Errorf("dynamodb count-proxy: --listen %q is not on loopback: the proxy forwards anyone's requests to the store, with no key; pass --allow-remote to listen there anyway", listen)
+	}
+	p, err := countproxy.New(endpoint)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("dynamodb count-proxy: %w", err)
+	}
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	fmt.Fprintf(stdout, "count-proxy: forwarding http://%s to %s; counts on http://%[1]s/metrics\n", ln.Addr(), endpoint)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	<-served
+	return nil
 }

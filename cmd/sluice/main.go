@@ -22,8 +22,9 @@ Usage:
   sluice config check FILE    validate a configuration file
   sluice bench [flags]        load a local server and measure it (sluice bench -h)
   sluice bench-ws [flags]     load a local server's WebSocket gateway and measure it
-  sluice dynamodb create-table|iam-policy [flags]
-                              set up the DynamoDB table; print a tenant's IAM policy
+  sluice dynamodb create-table|iam-policy|count-proxy [flags]
+                              set up the DynamoDB table; print a tenant's IAM policy;
+                              count the requests that reach an emulator
   sluice sim fairshare [flags] simulate 200 customers sharing one upstream quota
   sluice sim regions [flags]  simulate a limit shared by regions on global tables
   sluice version              print the version
