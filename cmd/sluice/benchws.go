@@ -32,6 +32,8 @@ func parseBenchWS(args []string, stdout, stderr io.Writer) (benchws.Config, erro
 	fs.IntVar(&c.Fanout, "fanout", 100, "connections of one session that each message of its sender reaches, for the fan-out's latency (0: skip)")
 	fs.IntVar(&c.Burst, "burst", 1_000, fmt.Sprintf("frames one sender sends back to back to a session of %d readers (0: skip)", benchws.BurstReaders))
 	fs.StringVar(&c.APIKey, "api-key", "", "admin key, if the server requires one")
+	fs.StringVar(&c.StoreMetrics, "store-metrics", "", "the /metrics `URL` of a `sluice dynamodb count-proxy` in front of the nodes' store, on loopback: each phase then prints the store requests it made across all nodes (per connect, per message), and the idle connections' cost is measured over --idle-window")
+	fs.DurationVar(&c.IdleWindow, "idle-window", 30*time.Second, "with --store-metrics, how long the idle connections' store requests are counted once they are up; cover several of the servers' --ws-renew periods (10s by default), or the figure is a period's phase, not its rate")
 	fs.IntVar(&c.Slow, "slow", 0, "sessions of another tenant, each with a member that never reads (dialled again when dropped) and a sender of --slow-frame frames, run from a second bench-ws process, while a victim tenant's pooled round trip is measured alone and beside them (0: skip)")
 	fs.IntVar(&c.SlowFrame, "slow-frame", 32<<10, "`bytes` of data in each frame the --slow senders send")
 	fs.IntVar(&c.SlowRate, "slow-rate", 0, "frames a second each --slow sender sends (0: back to back)")

@@ -28,6 +28,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/sluicehq/sluice/internal/countproxy"
 	"github.com/sluicehq/sluice/internal/loopback"
 )
 
@@ -43,6 +44,12 @@ type Config struct {
 	Fanout   int           // --fanout
 	Burst    int           // --burst
 	APIKey   string        // --api-key
+	// StoreMetrics is the /metrics URL of a `sluice dynamodb count-proxy`
+	// in front of the nodes' store: with it, each phase says what it asked
+	// of the store across all nodes, and an idle phase measures the idle
+	// connections' cost over IdleWindow.
+	StoreMetrics string        // --store-metrics
+	IdleWindow   time.Duration // --idle-window
 	// The Slow fields: the slow-reader phase (wsBench.hostage), an
 	// attack beside a victim tenant's pooled messages.
 	Slow      int           // --slow
@@ -70,6 +77,17 @@ func (c Config) Validate() error {
 			return fmt.Errorf("bench-ws: --url %q is not a URL", one)
 		case !loopback.Host(u.Hostname()):
 			return fmt.Errorf("bench-ws: --url %q is not on loopback: load is only ever sent to 127.0.0.1 or ::1", one)
+		}
+	}
+	if c.StoreMetrics != "" {
+		u, err := url.Parse(c.StoreMetrics)
+		switch {
+		case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+			return fmt.Errorf("bench-ws: --store-metrics %q is not an http URL", c.StoreMetrics)
+		case !loopback.Host(u.Hostname()):
+			return fmt.Errorf("bench-ws: --store-metrics %q is not on loopback: the bench only ever talks to 127.0.0.1 or ::1", c.StoreMetrics)
+		case c.IdleWindow < 100*time.Millisecond || c.IdleWindow > 10*time.Minute:
+			return errors.New("bench-ws: --idle-window must be in [100ms, 10m]")
 		}
 	}
 	switch {
@@ -134,6 +152,9 @@ func Run(ctx context.Context, c Config, w io.Writer) error {
 	body := fmt.Sprintf(`{"id":%q,"settings":{"tenantConnections":%d,"connectionsPerSession":%d,"tenantPerMinute":1000000000,"sessionPerMinute":1000000,"sessionTTL":3600,"messagesPerMinute":1000000000}}`,
 		benchTenant, c.Idle+c.Conns+c.Fanout+BurstReaders+102, perSession)
 	if _, err := b.call("POST", "/v1/tenants", body); err != nil {
+		return err
+	}
+	if _, err := b.storeCounts(); err != nil {
 		return err
 	}
 	idle, err := b.idle()
@@ -311,12 +332,20 @@ func (b *wsBench) idle() ([]*websocket.Conn, error) {
 		}
 		sessions = append(sessions, s)
 	}
+	store0, err := b.storeCounts()
+	if err != nil {
+		return nil, err
+	}
 	sessStart := time.Now()
 	idle, err := b.dialMany(b.c.Idle, func(i int) string { return sessions[i/10] }, func(int) int { return -1 })
 	if err != nil {
 		return idle, fmt.Errorf("bench-ws: idle: %w", err)
 	}
 	connectTime := time.Since(sessStart)
+	store1, err := b.storeCounts()
+	if err != nil {
+		return idle, err
+	}
 	time.Sleep(2 * time.Second) // let the server settle
 	mem1 := b.memory()
 	fmt.Fprintf(b.out, "idle: %d connections on %d node(s) in %v (sessions made in %v): %.0f connects/s admitted; %d connects answered 503 and made again\n",
@@ -326,7 +355,66 @@ func (b *wsBench) idle() ([]*websocket.Conn, error) {
 		fmt.Fprintf(b.out, "  per connection, of which: goroutine stacks %.1f KiB (%.2f goroutines), heap in use %.1f KiB (the collector's headroom over live data included)\n",
 			(mem1.stack-mem0.stack)/1024/n, (mem1.goroutines-mem0.goroutines)/n, (mem1.heap-mem0.heap)/1024/n)
 	}
-	return idle, nil
+	if store0 == nil || len(idle) == 0 {
+		return idle, nil
+	}
+	d := store1.Sub(store0)
+	fmt.Fprintf(b.out, "store: %d requests for %d connects, %.2f per connect (by operation: %v)\n",
+		d.Total(), len(idle), float64(d.Total())/float64(len(idle)), d)
+	return idle, b.idleCost(len(idle), len(sessions))
+}
+
+// idleCost counts the store's requests over c.IdleWindow while the idle
+// connections (in sessions) are all there is: their registrations'
+// renewals and the nodes' own upkeep.
+func (b *wsBench) idleCost(conns, sessions int) error {
+	c0, err := b.storeCounts()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	t := time.NewTimer(b.c.IdleWindow)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-b.ctx.Done():
+		return b.ctx.Err()
+	}
+	c1, err := b.storeCounts()
+	if err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	d := c1.Sub(c0)
+	writes, reads := float64(d.Class(countproxy.Write))/secs, float64(d.Class(countproxy.Read))/secs
+	nodes := float64(len(b.bases))
+	fmt.Fprintf(b.out, "store: idle over %v: %d connections in %d sessions (10 connections per session, spread over the nodes) on %d node(s): %.2f writes/s, %.2f reads/s; per node %.2f writes/s, %.2f reads/s; %.3f writes/s per node per 1,000 idle sessions (by operation: %v)\n",
+		b.c.IdleWindow, conns, sessions, len(b.bases), writes, reads, writes/nodes, reads/nodes, writes/nodes/(float64(sessions)/1000), d)
+	return nil
+}
+
+// storeCounts reads the count-proxy's counts; nil, with no error, without
+// --store-metrics.
+func (b *wsBench) storeCounts() (countproxy.Counts, error) {
+	if b.c.StoreMetrics == "" {
+		return nil, nil
+	}
+	c, err := countproxy.Scrape(b.ctx, b.hc, b.c.StoreMetrics)
+	if err != nil {
+		return nil, fmt.Errorf("bench-ws: --store-metrics: %w", err)
+	}
+	return c, nil
+}
+
+// perMessage prints the store's requests between two counts for a phase's
+// messages.
+func (b *wsBench) perMessage(before, after countproxy.Counts, messages int, what string) {
+	if before == nil || after == nil || messages == 0 {
+		return
+	}
+	d := after.Sub(before)
+	fmt.Fprintf(b.out, "store: %d requests for %d %s, %.3f per message, across %d node(s) (by operation: %v)\n",
+		d.Total(), messages, what, float64(d.Total())/float64(messages), len(b.bases), d)
 }
 
 // serverMemory is the nodes' memory, summed, from their metrics.
@@ -435,6 +523,10 @@ func (b *wsBench) echo() error {
 		})
 	}
 	requests0, counted := b.metric("sluice_dynamodb_requests_total")
+	store0, err := b.storeCounts()
+	if err != nil {
+		return err
+	}
 	// Eight senders, each with its share of the connections and of the
 	// rate, catching up on what is due rather than waiting for ticks.
 	const workers = 8
@@ -485,12 +577,18 @@ func (b *wsBench) echo() error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	requests1, _ := b.metric("sluice_dynamodb_requests_total")
+	store1, err := b.storeCounts()
 	stop()
 	readers.Wait()
 	p50, p99 := percentiles(rtts)
 	fmt.Fprintf(b.out, "echo: %d sent over %d connections in %v (%.0f/s, asked %d/s), %d echoed, %d throttled; round trip p50 %v p99 %v; ordering violations %d\n",
 		sent, c.Conns, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds(), c.Rate, received.Load(), throttled.Load(), p50, p99, violations.Load())
-	if counted && sent > 0 {
+	if err != nil {
+		return err
+	}
+	if store0 != nil {
+		b.perMessage(store0, store1, sent, "echoed messages (the idle connections' renewals included)")
+	} else if counted && sent > 0 {
 		fmt.Fprintf(b.out, "store: %.0f DynamoDB requests over the %d messages, %.3f per message, by %d node(s) (renewals of the idle connections included)\n",
 			requests1-requests0, sent, (requests1-requests0)/float64(sent), len(b.bases))
 	}
@@ -545,6 +643,10 @@ func (b *wsBench) fanout() error {
 			})
 		})
 	}
+	store0, err := b.storeCounts()
+	if err != nil {
+		return err
+	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	for seq := range int64(messages) {
 		<-tick.C
@@ -568,6 +670,7 @@ func (b *wsBench) fanout() error {
 	for wait := time.Now().Add(30 * time.Second); !all() && time.Now().Before(wait); {
 		time.Sleep(10 * time.Millisecond)
 	}
+	store1, err := b.storeCounts()
 	stop()
 	readers.Wait()
 	delivered := 0
@@ -583,6 +686,10 @@ func (b *wsBench) fanout() error {
 		fmt.Fprintf(b.out, "; on other nodes (%d copies) p50 %v p99 %v", len(remote), rp50, rp99)
 	}
 	fmt.Fprintln(b.out)
+	if err != nil {
+		return err
+	}
+	b.perMessage(store0, store1, messages, "fanned-out messages")
 	return nil
 }
 

@@ -30,6 +30,10 @@ func TestValidate(t *testing.T) {
 		{"slow duration", func(c *Config) { c.SlowFor = time.Millisecond }, "--slow-duration"},
 		{"slow queue", func(c *Config) { c.SlowQueue = "fast" }, "--slow-queue"},
 		{"slow without Self", func(c *Config) { c.Slow = 2 }, "Self"},
+		{"store metrics", func(c *Config) { c.StoreMetrics, c.IdleWindow = "http://127.0.0.1:18399/metrics", time.Second }, ""},
+		{"store metrics off loopback", func(c *Config) { c.StoreMetrics, c.IdleWindow = "http://192.0.2.1:18399/metrics", time.Second }, "--store-metrics"},
+		{"store metrics not a URL", func(c *Config) { c.StoreMetrics, c.IdleWindow = "127.0.0.1:18399", time.Second }, "--store-metrics"},
+		{"idle window", func(c *Config) { c.StoreMetrics = "http://[::1]:18399/metrics" }, "--idle-window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
