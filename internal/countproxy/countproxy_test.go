@@ -2,6 +2,7 @@ package countproxy_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -174,17 +175,9 @@ func TestUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	if !strings.Contains(b.String(), "sluice_proxy_dynamodb_failed_total 1\n") {
-		t.Fatalf("/metrics:\n%s", b.String())
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(b), "sluice_proxy_dynamodb_failed_total 1\n") {
+		t.Fatalf("/metrics: %v\n%s", err, b)
 	}
 }
 
