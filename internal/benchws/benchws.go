@@ -587,7 +587,7 @@ func (b *wsBench) echo() error {
 		return err
 	}
 	if store0 != nil {
-		b.perMessage(store0, store1, sent, "echoed messages (the idle connections' renewals included)")
+		b.perMessage(store0, store1, sent, "echoed messages (the renewals of every open connection included)")
 	} else if counted && sent > 0 {
 		fmt.Fprintf(b.out, "store: %.0f DynamoDB requests over the %d messages, %.3f per message, by %d node(s) (renewals of the idle connections included)\n",
 			requests1-requests0, sent, (requests1-requests0)/float64(sent), len(b.bases))
