@@ -133,7 +133,8 @@ func TestBenchWSStoreMetrics(t *testing.T) {
 }
 
 // TestCountProxyAndBenchLoopback: the proxy listens off loopback only when
-// told to, and bench-ws reads store metrics only from loopback.
+// told to, and bench-ws reads store metrics only from loopback; their
+// help names the new flags.
 func TestCountProxyAndBenchLoopback(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
@@ -145,6 +146,12 @@ func TestCountProxyAndBenchLoopback(t *testing.T) {
 	out, err = exec.CommandContext(ctx, binary, "dynamodb", "count-proxy", "--listen", "127.0.0.1:0").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--dynamodb-endpoint is required") {
 		t.Fatalf("count-proxy without an endpoint: %v\n%s", err, out)
+	}
+	for _, h := range [][]string{{"dynamodb", "count-proxy", "-h", "-allow-remote"}, {"bench-ws", "-h", "-store-metrics"}, {"bench-ws", "-h", "-idle-window"}} {
+		out, err := exec.CommandContext(ctx, binary, h[:len(h)-1]...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), h[len(h)-1]) {
+			t.Errorf("%v: %v, want %s in\n%s", h[:len(h)-1], err, h[len(h)-1], out)
+		}
 	}
 	out, err = exec.CommandContext(ctx, binary, "bench-ws", "--url", "http://127.0.0.1:1", "--store-metrics", "http://192.0.2.1:18399/metrics").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--store-metrics") || !strings.Contains(string(out), "not on loopback") {
