@@ -70,10 +70,9 @@ type lease struct {
 	taken   int64 // when the last batch was taken
 	resetAt time.Time
 	// short is when the table last had less than a whole batch in this
-	// window (0: not since the window began), and retryAt when its
-	// denial said to come back: the node asks again no sooner than
-	// short+LeasePeriod.
-	short, retryAt int64
+	// window (0: not since the window began): the node asks again no
+	// sooner than short+LeasePeriod.
+	short int64
 }
 
 // get returns pk's lease, made if need be. The caller holds pk's turn;
@@ -122,9 +121,18 @@ func (s *Store) leased(ctx context.Context, now int64, op *sluice.Op, pk string)
 	}
 	if e.window == start && e.short != 0 && now < e.short+int64(LeasePeriod) {
 		// The table was short of a batch a moment ago: at its limit.
+		// Come back when this node asks again, or later if the table as
+		// last seen says so.
 		s.stats.localDenials.Add(1)
-		retry := max(e.short+int64(LeasePeriod), e.retryAt) - now
-		return sluice.Decision{Policy: p.Name, Limit: p.Limit, Remaining: e.left, ResetAt: e.resetAt, RetryAfter: time.Duration(retry)}, nil
+		v, _ := s.cache.get(pk)
+		st := v.state
+		var d sluice.Decision
+		algo.UpdateOp(op, &st, now, &d)
+		retry := time.Duration(e.short + int64(LeasePeriod) - now)
+		if !d.Allowed {
+			retry = max(retry, d.RetryAfter)
+		}
+		return sluice.Decision{Policy: p.Name, Limit: p.Limit, Remaining: e.left, ResetAt: d.ResetAt, RetryAfter: retry}, nil
 	}
 	// A new batch: the node's rate over the lease period, within bounds.
 	elapsed := max(now-e.taken, int64(time.Millisecond))
@@ -141,17 +149,19 @@ func (s *Store) leased(ctx context.Context, now int64, op *sluice.Op, pk string)
 		}
 		if d.Allowed {
 			e.window, e.end, e.left, e.remain, e.resetAt = start, start+w, batch-op.Hits, d.Remaining, d.ResetAt
-			e.short, e.retryAt = short, 0
+			e.short = short
 			d.Remaining += e.left
 			return d, nil
 		}
 		short = now
-		// Not a whole batch left: take what there is, if it serves.
-		if d.Remaining >= op.Hits && d.Remaining < batch {
-			batch = d.Remaining
+		// Not a whole batch left: take what there is, if it serves, or
+		// deny the request's own hits (from the state just seen: no
+		// request), for the Retry-After of those.
+		if batch > op.Hits {
+			batch = max(d.Remaining, op.Hits)
 			continue
 		}
-		e.window, e.end, e.left, e.short, e.retryAt = start, start+w, 0, now, now+int64(d.RetryAfter)
+		e.window, e.end, e.left, e.short = start, start+w, 0, now
 		return d, nil
 	}
 }

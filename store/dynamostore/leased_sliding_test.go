@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
@@ -248,5 +249,42 @@ func TestLeasedSlidingWindowHostile(t *testing.T) {
 	}
 	if most > p.Limit/MaxLeaseShare {
 		t.Fatalf("a batch of %d, want at most %d", most, p.Limit/MaxLeaseShare)
+	}
+}
+
+// TestLeasedSlidingWindowRetryAfter: a denial of a leased sliding window
+// says when the request's own hits would be admitted, as the algorithm
+// does from the table's state, not when a whole batch would; and a denial
+// while the node waits to ask the table again is never earlier than that.
+func TestLeasedSlidingWindowRetryAfter(t *testing.T) {
+	nodes, _, _, _ := slidingNodes(t, 1)
+	s := nodes[0]
+	p := sluice.Policy{Name: "msgs", Algorithm: sluice.SlidingWindow, Limit: 500, Window: time.Minute, Leased: true}
+	key := sluice.Key{Tenant: "acme", Policy: p.Name, Value: "k"}
+	start := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	dst := make([]sluice.Decision, 1)
+	// 500 a second: batches of 10 (2% of the limit), the window full in
+	// a second, then a second more of denials.
+	denials := 0
+	for i := range 1000 {
+		now := start.Add(time.Duration(i) * 2 * time.Millisecond)
+		if err := s.Apply(context.Background(), now, []sluice.Op{{Key: key, Policy: &p, Hits: 1}}, dst); err != nil {
+			t.Fatal(err)
+		}
+		if dst[0].Allowed {
+			continue
+		}
+		v, err := s.read(context.Background(), counterPK(&key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, want := algo.SlidingWindow(&p, v.state, now.UnixNano(), 1)
+		if want.Allowed || dst[0].RetryAfter < want.RetryAfter || denials == 0 && dst[0].RetryAfter != want.RetryAfter {
+			t.Fatalf("denial %d, at %d: Retry-After %v, the algorithm says %v for one hit (allowed %v)", denials, i, dst[0].RetryAfter, want.RetryAfter, want.Allowed)
+		}
+		denials++
+	}
+	if denials < 400 {
+		t.Fatalf("%d denials of 1000 at a limit of 500", denials)
 	}
 }
