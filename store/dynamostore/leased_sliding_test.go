@@ -12,22 +12,60 @@ import (
 	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
-// slidingNodes returns k stores on one new table, all reaching it through
-// one counting proxy, and a client of the table that bypasses the proxy
-// (for the test's own reads).
-func slidingNodes(t *testing.T, k int) ([]*Store, *dynamotest.FaultProxy, API, string) {
+// slidingFixture is k stores on one new table, all reaching it through
+// one counting proxy, a client of the table that bypasses the proxy (for
+// the test's own reads), and a leased sliding window of a minute.
+type slidingFixture struct {
+	nodes []*Store
+	px    *dynamotest.FaultProxy
+	db    API
+	table string
+	p     sluice.Policy
+	key   sluice.Key
+	start time.Time
+}
+
+func newSlidingFixture(t *testing.T, k int, limit int64) *slidingFixture {
 	t.Helper()
 	first, px := proxied(t)
-	nodes := []*Store{first}
+	f := &slidingFixture{
+		nodes: []*Store{first}, px: px, db: dynamotest.Client(t), table: first.table,
+		p:     sluice.Policy{Name: "msgs", Algorithm: sluice.SlidingWindow, Limit: limit, Window: time.Minute, Leased: true},
+		start: time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC),
+	}
+	if err := f.p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f.key = sluice.Key{Tenant: "acme", Policy: f.p.Name, Value: "k"}
 	for range k - 1 {
 		s, err := New(first.db, Options{Table: first.table})
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes = append(nodes, s)
+		f.nodes = append(f.nodes, s)
 	}
-	return nodes, px, dynamotest.Client(t), first.table
+	return f
 }
+
+// apply decides one hit on node i (modulo the nodes) at now.
+func (f *slidingFixture) apply(ctx context.Context, i int, now time.Time) (sluice.Decision, error) {
+	dst := make([]sluice.Decision, 1)
+	err := f.nodes[i%len(f.nodes)].Apply(ctx, now, []sluice.Op{{Key: f.key, Policy: &f.p, Hits: 1}}, dst)
+	return dst[0], err
+}
+
+// must is apply that fails the test on an error.
+func (f *slidingFixture) must(t *testing.T, i int, now time.Time) sluice.Decision {
+	t.Helper()
+	d, err := f.apply(context.Background(), i, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// lease is node i's batch of the key.
+func (f *slidingFixture) lease(i int) *lease { return f.nodes[i].leases.m[counterPK(&f.key)] }
 
 // slidingEstimate is the sliding window's estimate at t of a window of w
 // with curr hits in the aligned window at start and prev in the one
@@ -39,10 +77,11 @@ func slidingEstimate(start, w, curr, prev, t int64) int64 {
 
 // tableEstimate reads the key's item, past the proxy, and returns the
 // sliding window's estimate of it at t.
-func tableEstimate(t *testing.T, db API, table string, k *sluice.Key, w, at int64) int64 {
+func (f *slidingFixture) tableEstimate(t *testing.T, at int64) int64 {
 	t.Helper()
-	s := &Store{db: db, table: table}
-	v, err := s.read(context.Background(), counterPK(k))
+	s := &Store{db: f.db, table: f.table}
+	w := int64(f.p.Window)
+	v, err := s.read(context.Background(), counterPK(&f.key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,46 +121,37 @@ func (a *admittedLog) admit(t *testing.T, at, hits int64) {
 // windows. The table's estimate never passes the limit (it is checked
 // after every write, where it peaks), the admitted hits' own sliding
 // estimate never does either, every window admits at least
-// Limit·(1−K/MaxLeaseShare), and the writes are a small fraction of the
-// decisions.
+// Limit·(1−K/MaxLeaseShare), and the requests are a small fraction of the
+// decisions: at its limit, a key costs at most a refill a LeasePeriod per
+// node.
 func TestLeasedSlidingWindowSaturated(t *testing.T) {
 	const k = 3
-	nodes, px, db, table := slidingNodes(t, k)
-	p := sluice.Policy{Name: "msgs", Algorithm: sluice.SlidingWindow, Limit: 3000, Window: time.Minute, Leased: true}
-	if err := p.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	key := sluice.Key{Tenant: "acme", Policy: p.Name, Value: "k"}
-	w := int64(p.Window)
-	start := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-	log := admittedLog{w: w, limit: p.Limit, by: map[int64]int64{}}
-	dst := make([]sluice.Decision, 1)
+	f := newSlidingFixture(t, k, 3000)
+	w := int64(f.p.Window)
+	log := admittedLog{w: w, limit: f.p.Limit, by: map[int64]int64{}}
 	const rate = 150 // decisions a second, over the nodes: 3x the limit's 50/s
 	decisions := 3 * 60 * rate
-	writes := px.Writes()
-	before := px.Total()
+	writes := f.px.Writes()
+	before := f.px.Total()
 	for i := range decisions {
-		now := start.Add(time.Duration(i) * time.Second / rate)
-		if err := nodes[i%k].Apply(context.Background(), now, []sluice.Op{{Key: key, Policy: &p, Hits: 1}}, dst); err != nil {
-			t.Fatal(err)
-		}
-		if dst[0].Allowed {
+		now := f.start.Add(time.Duration(i) * time.Second / rate)
+		if f.must(t, i, now).Allowed {
 			log.admit(t, now.UnixNano(), 1)
 		}
-		if n := px.Writes(); n != writes {
+		if n := f.px.Writes(); n != writes {
 			writes = n
-			if est := tableEstimate(t, db, table, &key, w, now.UnixNano()); est > p.Limit {
-				t.Fatalf("decision %d: the table's estimate is %d, over the limit %d", i, est, p.Limit)
+			if est := f.tableEstimate(t, now.UnixNano()); est > f.p.Limit {
+				t.Fatalf("decision %d: the table's estimate is %d, over the limit %d", i, est, f.p.Limit)
 			}
 		}
 	}
-	floor := p.Limit - k*(p.Limit/MaxLeaseShare)
-	for win := start.UnixNano(); win < start.Add(3*time.Minute).UnixNano(); win += w {
+	floor := f.p.Limit - k*(f.p.Limit/MaxLeaseShare)
+	for win := f.start.UnixNano(); win < f.start.Add(3*time.Minute).UnixNano(); win += w {
 		if got := log.by[win]; got < floor {
 			t.Errorf("window at %v admitted %d, want at least %d (Limit less one batch per node)", time.Unix(0, win).UTC(), got, floor)
 		}
 	}
-	reqs := px.Total() - before
+	reqs := f.px.Total() - before
 	per := float64(reqs) / float64(decisions)
 	t.Logf("admitted by window %v; %d requests for %d decisions (%.4f each)", log.by, reqs, decisions, per)
 	if per > 0.1 {
@@ -146,25 +176,17 @@ func TestLeasedSlidingWindowRequests(t *testing.T) {
 		{"high", 3000, 15000, 1_000_000, 0.01},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes, px, _, _ := slidingNodes(t, 3)
-			p := sluice.Policy{Name: "msgs", Algorithm: sluice.SlidingWindow, Limit: tc.limit, Window: time.Minute, Leased: true}
-			key := sluice.Key{Tenant: "acme", Policy: p.Name, Value: "k"}
-			start := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-			dst := make([]sluice.Decision, 1)
-			before := px.Total()
+			f := newSlidingFixture(t, 3, tc.limit)
+			before := f.px.Total()
 			for i := range tc.n {
-				now := start.Add(time.Duration(i) * time.Second / time.Duration(tc.rate))
-				if err := nodes[i%3].Apply(context.Background(), now, []sluice.Op{{Key: key, Policy: &p, Hits: 1}}, dst); err != nil {
-					t.Fatal(err)
-				}
-				if !dst[0].Allowed {
-					t.Fatalf("decision %d denied under the limit: %+v", i, dst[0])
+				if d := f.must(t, i, f.start.Add(time.Duration(i)*time.Second/time.Duration(tc.rate))); !d.Allowed {
+					t.Fatalf("decision %d denied under the limit: %+v", i, d)
 				}
 			}
-			reqs := px.Total() - before
+			reqs := f.px.Total() - before
 			per := float64(reqs) / float64(tc.n)
 			t.Logf("%d requests for %d decisions at %d/s: %.4f each (PutItem %d, UpdateItem %d, GetItem %d)",
-				reqs, tc.n, tc.rate, per, px.Requests("PutItem"), px.Requests("UpdateItem"), px.Requests("GetItem"))
+				reqs, tc.n, tc.rate, per, f.px.Requests("PutItem"), f.px.Requests("UpdateItem"), f.px.Requests("GetItem"))
 			if per > tc.most {
 				t.Fatalf("%.3f requests per decision, want at most %v", per, tc.most)
 			}
@@ -177,33 +199,28 @@ func TestLeasedSlidingWindowRequests(t *testing.T) {
 // and never admits past the batch it holds; the table counts every hit
 // admitted.
 func TestLeasedSlidingWindowSlowStore(t *testing.T) {
-	nodes, px, db, table := slidingNodes(t, 1)
-	s := nodes[0]
-	p := sluice.Policy{Name: "msgs", Algorithm: sluice.SlidingWindow, Limit: 10_000, Window: time.Minute, Leased: true}
-	key := sluice.Key{Tenant: "acme", Policy: p.Name, Value: "k"}
-	start := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-	dst := make([]sluice.Decision, 1)
-	at := func(i int) time.Time { return start.Add(time.Duration(i) * time.Millisecond) }
+	f := newSlidingFixture(t, 1, 10_000)
+	at := func(i int) time.Time { return f.start.Add(time.Duration(i) * time.Millisecond) }
 	admitted := 0
 	// 100 a second for a while: the node's batches grow to its rate.
 	i := 0
 	for ; i < 300; i += 10 {
-		if err := s.Apply(context.Background(), at(i), []sluice.Op{{Key: key, Policy: &p, Hits: 1}}, dst); err != nil || !dst[0].Allowed {
-			t.Fatalf("%d: %+v %v", i, dst[0], err)
+		if d := f.must(t, 0, at(i)); !d.Allowed {
+			t.Fatalf("%d: %+v", i, d)
 		}
 		admitted++
 	}
-	held := s.leases.m[counterPK(&key)].left
+	held := f.lease(0).left
 	if held < 2 {
 		t.Fatalf("the node holds %d hits of its batch; want a batch of its rate", held)
 	}
 	// The store turns slow: every request now takes longer than a
 	// decision's deadline.
-	px.SetLatency(5 * time.Second)
+	f.px.SetLatency(5 * time.Second)
 	failed := 0
 	for range held + 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		err := s.Apply(ctx, at(i), []sluice.Op{{Key: key, Policy: &p, Hits: 1}}, dst)
+		d, err := f.apply(ctx, 0, at(i))
 		cancel()
 		i += 10
 		switch {
@@ -213,17 +230,17 @@ func TestLeasedSlidingWindowSlowStore(t *testing.T) {
 				t.Fatalf("a refill that timed out: %v, want KindUnavailable", err)
 			}
 			failed++
-		case dst[0].Allowed:
+		case d.Allowed:
 			admitted++
 		default:
-			t.Fatalf("a slow store reported as a limit: %+v", dst[0])
+			t.Fatalf("a slow store reported as a limit: %+v", d)
 		}
 	}
-	px.SetLatency(0)
+	f.px.SetLatency(0)
 	if failed != 3 {
 		t.Fatalf("%d decisions failed past a batch of %d, want 3", failed, held)
 	}
-	if est := tableEstimate(t, db, table, &key, int64(p.Window), at(i).UnixNano()); est < int64(admitted) {
+	if est := f.tableEstimate(t, at(i).UnixNano()); est < int64(admitted) {
 		t.Fatalf("admitted %d, the table counts %d: admitted past what was taken", admitted, est)
 	}
 }
@@ -231,24 +248,15 @@ func TestLeasedSlidingWindowSlowStore(t *testing.T) {
 // TestLeasedSlidingWindowHostile: a tenant sending far past its limit
 // raises its batches no further than MaxLeaseShare of its own limit.
 func TestLeasedSlidingWindowHostile(t *testing.T) {
-	nodes, _, _, _ := slidingNodes(t, 1)
-	s := nodes[0]
-	p := sluice.Policy{Name: "msgs", Algorithm: sluice.SlidingWindow, Limit: 1000, Window: time.Minute, Leased: true}
-	key := sluice.Key{Tenant: "acme", Policy: p.Name, Value: "k"}
-	start := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-	dst := make([]sluice.Decision, 1)
+	f := newSlidingFixture(t, 1, 1000)
 	most := int64(0)
 	for i := range 2000 { // 100,000 a second
-		now := start.Add(time.Duration(i) * 10 * time.Microsecond)
-		if err := s.Apply(context.Background(), now, []sluice.Op{{Key: key, Policy: &p, Hits: 1}}, dst); err != nil {
-			t.Fatal(err)
-		}
-		if e := s.leases.m[counterPK(&key)]; e.left+1 > most && dst[0].Allowed {
-			most = e.left + 1
+		if d := f.must(t, 0, f.start.Add(time.Duration(i)*10*time.Microsecond)); d.Allowed {
+			most = max(most, f.lease(0).left+1)
 		}
 	}
-	if most > p.Limit/MaxLeaseShare {
-		t.Fatalf("a batch of %d, want at most %d", most, p.Limit/MaxLeaseShare)
+	if most > f.p.Limit/MaxLeaseShare {
+		t.Fatalf("a batch of %d, want at most %d", most, f.p.Limit/MaxLeaseShare)
 	}
 }
 
@@ -257,30 +265,23 @@ func TestLeasedSlidingWindowHostile(t *testing.T) {
 // does from the table's state, not when a whole batch would; and a denial
 // while the node waits to ask the table again is never earlier than that.
 func TestLeasedSlidingWindowRetryAfter(t *testing.T) {
-	nodes, _, _, _ := slidingNodes(t, 1)
-	s := nodes[0]
-	p := sluice.Policy{Name: "msgs", Algorithm: sluice.SlidingWindow, Limit: 500, Window: time.Minute, Leased: true}
-	key := sluice.Key{Tenant: "acme", Policy: p.Name, Value: "k"}
-	start := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-	dst := make([]sluice.Decision, 1)
+	f := newSlidingFixture(t, 1, 500)
 	// 500 a second: batches of 10 (2% of the limit), the window full in
 	// a second, then a second more of denials.
 	denials := 0
 	for i := range 1000 {
-		now := start.Add(time.Duration(i) * 2 * time.Millisecond)
-		if err := s.Apply(context.Background(), now, []sluice.Op{{Key: key, Policy: &p, Hits: 1}}, dst); err != nil {
-			t.Fatal(err)
-		}
-		if dst[0].Allowed {
+		now := f.start.Add(time.Duration(i) * 2 * time.Millisecond)
+		d := f.must(t, 0, now)
+		if d.Allowed {
 			continue
 		}
-		v, err := s.read(context.Background(), counterPK(&key))
+		v, err := f.nodes[0].read(context.Background(), counterPK(&f.key))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, want := algo.SlidingWindow(&p, v.state, now.UnixNano(), 1)
-		if want.Allowed || dst[0].RetryAfter < want.RetryAfter || denials == 0 && dst[0].RetryAfter != want.RetryAfter {
-			t.Fatalf("denial %d, at %d: Retry-After %v, the algorithm says %v for one hit (allowed %v)", denials, i, dst[0].RetryAfter, want.RetryAfter, want.Allowed)
+		_, want := algo.SlidingWindow(&f.p, v.state, now.UnixNano(), 1)
+		if want.Allowed || d.RetryAfter < want.RetryAfter || denials == 0 && d.RetryAfter != want.RetryAfter {
+			t.Fatalf("denial %d, at %d: Retry-After %v, the algorithm says %v for one hit (allowed %v)", denials, i, d.RetryAfter, want.RetryAfter, want.Allowed)
 		}
 		denials++
 	}
