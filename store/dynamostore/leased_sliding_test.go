@@ -123,10 +123,18 @@ func (a *admittedLog) admit(t *testing.T, at, hits int64) {
 // estimate never does either, every window admits at least
 // Limit·(1−K/MaxLeaseShare), and the requests are a small fraction of the
 // decisions: at its limit, a key costs at most a refill a LeasePeriod per
-// node.
+// node. The same again through a proxy that drops the item from every
+// failed condition, as some DynamoDB-compatible servers do: each loss is
+// then read.
 func TestLeasedSlidingWindowSaturated(t *testing.T) {
+	t.Run("items returned", func(t *testing.T) { saturated(t, false) })
+	t.Run("items dropped", func(t *testing.T) { saturated(t, true) })
+}
+
+func saturated(t *testing.T, drop bool) {
 	const k = 3
 	f := newSlidingFixture(t, k, 3000)
+	f.px.DropConditionItems(drop)
 	w := int64(f.p.Window)
 	log := admittedLog{w: w, limit: f.p.Limit, by: map[int64]int64{}}
 	const rate = 150 // decisions a second, over the nodes: 3x the limit's 50/s
@@ -153,7 +161,7 @@ func TestLeasedSlidingWindowSaturated(t *testing.T) {
 	}
 	reqs := f.px.Total() - before
 	per := float64(reqs) / float64(decisions)
-	t.Logf("admitted by window %v; %d requests for %d decisions (%.4f each)", log.by, reqs, decisions, per)
+	t.Logf("admitted by window %v; %d requests for %d decisions (%.4f each; %d items dropped)", log.by, reqs, decisions, per, f.px.Dropped())
 	if per > 0.1 {
 		t.Errorf("%.3f requests per decision under saturating demand, want at most 0.1", per)
 	}
