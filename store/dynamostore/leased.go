@@ -25,17 +25,21 @@ import (
 // weighed by its overlap, plus the current one's) never passes Limit, on
 // the table or by the admitted hits' own times, on any number of nodes:
 // the overshoot is zero. The cost is the other way: hits taken but not
-// used by the window's end are lost, at most one batch per node per window
-// (K nodes admit at least Limit·(1−K/MaxLeaseShare) of a window's demand
-// when it is there), and a sliding window weighs them in the next window's
-// estimate as if admitted. A batch is the node's rate over LeasePeriod, at
-// least the request's hits, at most Limit/MaxLeaseShare, whatever the
-// tenant's rate; when less than a whole batch is left, the node takes what
-// fits, and then asks the table again no sooner than a LeasePeriod later
-// (denying meanwhile), so that a key at its limit costs at most one refill
-// a LeasePeriod per node however hard it is pressed. A refill that fails
-// (a slow store past the decision's deadline) fails the decision, for the
-// policy's fail mode to answer: nothing is admitted past a batch taken.
+// used by the window's end are lost, at most one batch per node per window,
+// and a sliding window weighs them in the next window's estimate as if
+// admitted. A batch is the node's rate over LeasePeriod, at least the
+// request's hits, at most Limit/MaxLeaseShare, whatever the tenant's rate;
+// when less than a whole batch is left, the node takes what fits, and then
+// asks the table again no sooner than shortWait later (a LeasePeriod, or a
+// MaxLeaseShare-th of a shorter window), denying meanwhile, so that a key
+// at its limit costs at most one refill a shortWait per node however hard
+// it is pressed. What a sliding window frees in that wait before its end
+// may go untaken: at most Limit/MaxLeaseShare more. So K nodes admit at
+// least Limit·(1−K/MaxLeaseShare) of a fixed window's demand when it is
+// there, and Limit·(1−(K+1)/MaxLeaseShare) of a sliding window's. A
+// refill that fails (a slow store past the decision's deadline) fails the
+// decision, for the policy's fail mode to answer: nothing is admitted past
+// a batch taken.
 //
 // A sliding window's batch is one UpdateItem on the item's numbers (ws, c,
 // p) with the algorithm's condition, not on a version, so that a node
@@ -119,7 +123,7 @@ func (s *Store) leased(ctx context.Context, now int64, op *sluice.Op, pk string)
 		s.stats.leasedLocal.Add(1)
 		return sluice.Decision{Policy: p.Name, Allowed: true, Limit: p.Limit, Remaining: e.remain + e.left, ResetAt: e.resetAt}, nil
 	}
-	if e.window == start && e.short != 0 && now < e.short+int64(LeasePeriod) {
+	if wait := shortWait(w); e.window == start && e.short != 0 && now < e.short+wait {
 		// The table was short of a batch a moment ago: at its limit.
 		// Come back when this node asks again, or later if the table as
 		// last seen says so.
@@ -128,7 +132,7 @@ func (s *Store) leased(ctx context.Context, now int64, op *sluice.Op, pk string)
 		st := v.state
 		var d sluice.Decision
 		algo.UpdateOp(op, &st, now, &d)
-		retry := time.Duration(e.short + int64(LeasePeriod) - now)
+		retry := time.Duration(e.short + wait - now)
 		if !d.Allowed {
 			retry = max(retry, d.RetryAfter)
 		}
@@ -165,6 +169,13 @@ func (s *Store) leased(ctx context.Context, now int64, op *sluice.Op, pk string)
 		return d, nil
 	}
 }
+
+// shortWait is how long a node waits, after the table of a window of w
+// had less than a batch, before it asks again: a LeasePeriod, or a
+// MaxLeaseShare-th of a shorter window, so that what a sliding window
+// frees meanwhile, and may not be taken by its end, is at most
+// Limit/MaxLeaseShare.
+func shortWait(w int64) int64 { return min(int64(LeasePeriod), max(w/MaxLeaseShare, 1)) }
 
 // take decides op, a batch, on pk: by the sliding window's update on its
 // numbers, or by a versioned write.
