@@ -196,12 +196,13 @@ type Policy struct {
 	// or in each region alone (ScopeRegional). One region's stores ignore
 	// it.
 	Scope Scope
-	// Leased, for a fixed window on a store shared by many nodes
-	// (DynamoDB), lets each node take a batch of the window's hits sized
-	// to its recent rate and admit from it locally: far fewer writes, never
-	// more than Limit admitted in a window, and at most the batches left
-	// unused by the nodes at a window's end not admitted. Single-node
-	// stores ignore it.
+	// Leased, for a fixed or sliding window on a store shared by many
+	// nodes (DynamoDB), lets each node take a batch of the window's hits
+	// sized to its recent rate and admit from it locally: far fewer
+	// writes, never more than Limit admitted in a window (for a sliding
+	// window, never past Limit by its own estimate), and at most the
+	// batches left unused by the nodes at a window's end not admitted.
+	// Single-node stores ignore it.
 	Leased bool
 }
 
@@ -374,8 +375,8 @@ func (p *Policy) Validate() error {
 			return Invalid("window", "must be between %v and %v, got %v", MinWindow, MaxWindow, p.Window)
 		}
 	}
-	if p.Leased && p.Algorithm != FixedWindow {
-		return Invalid("leased", "applies to fixed_window policies only, for now")
+	if p.Leased && p.Algorithm != FixedWindow && p.Algorithm != SlidingWindow {
+		return Invalid("leased", "applies to fixed_window and sliding_window policies only, got %s", p.Algorithm)
 	}
 	if p.Calendar != Rolling && p.Algorithm != Quota {
 		return Invalid("calendar", "applies to quota policies only")

@@ -269,7 +269,10 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 		c.send(mustJSON(wire.WSNotice{Error: wire.WSBadRequest, Message: `want {"action": "silo" | "pooled", "data": ...}`}))
 		return
 	}
-	lim := sluice.Check{Policy: sluice.Policy{Name: policyTenantMessage, Algorithm: sluice.SlidingWindow, Limit: c.settings.MessagesPerMinute, Window: time.Minute}, Space: sluice.SpaceInternal}
+	// Leased: on a store shared by nodes (DynamoDB), each node admits
+	// from batches of the tenant's minute, one request per batch, never
+	// past the limit by the window's estimate; other stores ignore it.
+	lim := sluice.Check{Policy: sluice.Policy{Name: policyTenantMessage, Algorithm: sluice.SlidingWindow, Limit: c.settings.MessagesPerMinute, Window: time.Minute, Leased: true}, Space: sluice.SpaceInternal}
 	res, err := c.g.opts.Limiter.Check(ctx, sluice.Request{Tenant: c.tenant, Checks: []sluice.Check{lim}, Hits: 1})
 	if err != nil || (!res.Allowed && res.Decision.FailedClosed) {
 		// A fault, never a throttle.

@@ -234,8 +234,14 @@ const (
 	attrTTL     = "ttl" // DynamoDB TTL, epoch seconds: exp plus a day
 	attrWrite   = "w"   // id of the write that put this version
 	attrTAT     = "tat" // a token bucket's theoretical arrival time, epoch ns, instead of st and v
-	skCounter   = "c"
-	skAllotment = "a#" // and the region: a region's allotment item of a key (region.go)
+	// A sliding window's state as numbers as well (or, after a leased
+	// take, instead of st), so that a leased batch is one UpdateItem
+	// whose condition is the algorithm's, on no version (leased.go).
+	attrWinStart = "ws" // the current window's start, epoch ns
+	attrCurr     = "c"  // its hits
+	attrPrev     = "p"  // the previous window's hits
+	skCounter    = "c"
+	skAllotment  = "a#" // and the region: a region's allotment item of a key (region.go)
 )
 
 // validRegion reports whether r can name a region: it ends a counter's
@@ -292,6 +298,9 @@ type versioned struct {
 	kind    itemKind
 	version int64 // of a generic item
 	write   string
+	// counters: a sliding window's item holds its state as numbers (ws,
+	// c, p), as every write of this version makes it.
+	counters bool
 }
 
 type itemKind uint8
@@ -332,6 +341,23 @@ func decodeItem(item map[string]types.AttributeValue) (versioned, error) {
 			return versioned{}, fmt.Errorf("dynamostore: counter version: %w", err)
 		}
 	}
+	if _, ok := item[attrWinStart]; ok {
+		var nums [4]int64
+		for i, a := range []string{attrWinStart, attrCurr, attrPrev, attrExpires} {
+			n, ok := item[a].(*types.AttributeValueMemberN)
+			if !ok {
+				return versioned{}, fmt.Errorf("dynamostore: sliding window counter without %s", a)
+			}
+			var err error
+			if nums[i], err = strconv.ParseInt(n.Value, 10, 64); err != nil {
+				return versioned{}, fmt.Errorf("dynamostore: sliding window counter %s: %w", a, err)
+			}
+		}
+		v.counters = true
+		if _, ok := item[attrState]; !ok { // a leased take's: the numbers alone
+			v.state = algo.State{Algorithm: sluice.SlidingWindow, Start: nums[0], Count: nums[1], Prev: nums[2], Expires: nums[3] * int64(time.Millisecond)}
+		}
+	}
 	return v, nil
 }
 
@@ -340,7 +366,7 @@ func after(from versioned, st algo.State, id string) versioned {
 	if st.Algorithm == sluice.TokenBucket {
 		return versioned{state: st, kind: tatItem, write: id}
 	}
-	return versioned{state: st, kind: genericItem, version: from.version + 1, write: id}
+	return versioned{state: st, kind: genericItem, version: from.version + 1, write: id, counters: st.Algorithm == sluice.SlidingWindow}
 }
 
 // put returns the Put of a counter's new state, conditioned on the item it
@@ -366,6 +392,11 @@ func (s *Store) put(pk string, st *algo.State, from versioned, id string) (*type
 		item[attrState] = &types.AttributeValueMemberB{Value: b}
 		item[attrVersion] = &types.AttributeValueMemberN{Value: strconv.FormatInt(to.version, 10)}
 		item[attrExpires] = &types.AttributeValueMemberN{Value: strconv.FormatInt(st.Expires/int64(time.Millisecond), 10)}
+		if st.Algorithm == sluice.SlidingWindow {
+			item[attrWinStart] = &types.AttributeValueMemberN{Value: strconv.FormatInt(st.Start, 10)}
+			item[attrCurr] = &types.AttributeValueMemberN{Value: strconv.FormatInt(st.Count, 10)}
+			item[attrPrev] = &types.AttributeValueMemberN{Value: strconv.FormatInt(st.Prev, 10)}
+		}
 	}
 	item[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ttlOf(st.Expires), 10)}
 	p := &types.Put{TableName: &s.table, Item: item, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
@@ -731,7 +762,8 @@ func writeID() string {
 // leasedCaller reports whether ops is a leased batch: decided by leased,
 // which holds the key's turn while it calls applyVersioned.
 func (s *Store) leasedCaller(ops []sluice.Op) bool {
-	return len(ops) == 1 && ops[0].Policy.Leased && ops[0].Policy.Algorithm == sluice.FixedWindow && ops[0].Hits > 0
+	a := ops[0].Policy.Algorithm
+	return len(ops) == 1 && ops[0].Policy.Leased && (a == sluice.FixedWindow || a == sluice.SlidingWindow) && ops[0].Hits > 0
 }
 
 func anyLease(ops []sluice.Op) bool {

@@ -58,7 +58,7 @@ func TestLeasedMode(t *testing.T) {
 	t.Logf("admitted %d of 8000 at a limit of 5000 with %d writes (%d decisions served locally)", admitted, writes, local)
 }
 
-func TestLeasedOnlyForFixedWindows(t *testing.T) {
+func TestLeasedOnlyForWindows(t *testing.T) {
 	p := sluice.Policy{Name: "x", Algorithm: sluice.TokenBucket, Limit: 5, Window: time.Second, Leased: true}
 	if sluice.FieldOf(p.Validate()) != "leased" {
 		t.Fatalf("%v", p.Validate())
