@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -84,7 +88,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.announce(ctx, c, first) // a registration that failed is renewed, and found by the other nodes within a renewal
 	}
 	w.Header().Set("Sluice-Connection", c.id)
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.opts.AllowedOrigins})
+	ws, err := websocket.Accept(leanHijack{w}, r, &websocket.AcceptOptions{OriginPatterns: g.opts.AllowedOrigins})
 	if err != nil {
 		c.close(websocket.StatusInternalError, "upgrade failed")
 		g.unregister(c)
@@ -95,7 +99,53 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(g.opts.MaxMessage)
 	c.ws = ws
 	g.opts.Observer.Connect(tenant, "admitted")
-	c.serve()
+	// The connection is served on a goroutine of its own, and the
+	// handler's returns: an idle connection then holds one small stack
+	// (its read's), not the HTTP server's, nor the request it read.
+	go c.serve()
+}
+
+// readBuffer and writeBuffer are the sizes of the buffered reader and
+// writer a WebSocket keeps for its life, idle or not, in place of the
+// HTTP server's 4 KiB each. They hold a frame's header and a small
+// message; a larger payload is read into, and written from, the
+// message's own buffer directly, bypassing them.
+const (
+	readBuffer  = 512
+	writeBuffer = 512
+)
+
+// leanHijack is a ResponseWriter whose Hijack (which websocket.Accept
+// calls) hands out the connection with buffers of readBuffer and
+// writeBuffer bytes: the HTTP server's 4 KiB reader and writer, kept by
+// the WebSocket for its life, were a quarter of an idle connection's
+// memory.
+type leanHijack struct{ http.ResponseWriter }
+
+func (w leanHijack) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w leanHijack) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Bytes the client sent after its request, which the HTTP server
+	// has read already, must be in the new reader's buffer: Accept takes
+	// what is buffered and reads the connection after it; more of them
+	// than readBuffer (at most the HTTP server's 4 KiB) make the reader
+	// that large. (The HTTP server's writer is empty: the 101 was
+	// flushed.)
+	n := brw.Reader.Buffered()
+	if n == 0 {
+		return nc, bufio.NewReadWriter(bufio.NewReaderSize(nc, readBuffer), bufio.NewWriterSize(nc, writeBuffer)), nil
+	}
+	b, _ := brw.Reader.Peek(n)
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(b)), nc), max(readBuffer, n))
+	if _, err := br.Peek(n); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, bufio.NewReadWriter(br, bufio.NewWriterSize(nc, writeBuffer)), nil
 }
 
 // originAllowed reports whether r's Origin, if it has one, is the

@@ -18,9 +18,10 @@ import (
 	"github.com/sluicehq/sluice/wire"
 )
 
-// conn is one WebSocket connection. Its handler goroutine reads; a writer
-// goroutine runs only while frames wait to be written, so that an idle
-// connection holds one goroutine. Its leases are renewed, and its idle time
+// conn is one WebSocket connection. Its reader goroutine, started once
+// the connection is upgraded (the connect's handler returns), reads; a
+// writer goroutine runs only while frames wait to be written, so that an
+// idle connection holds one goroutine, of a small stack. Its leases are renewed, and its idle time
 // and lifetime watched, by the gateway's loops, not by timers of its own.
 type conn struct {
 	g               *Gateway

@@ -301,7 +301,7 @@ func (b *wsBench) metric(name string) (float64, bool) {
 // idle opens c.Idle connections, ten per session, over the nodes in turn:
 // connects per second, and the nodes' memory per connection.
 func (b *wsBench) idle() ([]*websocket.Conn, error) {
-	rss0, _ := b.metric("process_resident_memory_bytes")
+	mem0 := b.memory()
 	start := time.Now()
 	var sessions []string
 	for i := 0; i < b.c.Idle; i += 10 {
@@ -318,13 +318,27 @@ func (b *wsBench) idle() ([]*websocket.Conn, error) {
 	}
 	connectTime := time.Since(sessStart)
 	time.Sleep(2 * time.Second) // let the server settle
-	rss1, _ := b.metric("process_resident_memory_bytes")
+	mem1 := b.memory()
 	fmt.Fprintf(b.out, "idle: %d connections on %d node(s) in %v (sessions made in %v): %.0f connects/s admitted; %d connects answered 503 and made again\n",
 		len(idle), len(b.bases), connectTime.Round(time.Millisecond), sessStart.Sub(start).Round(time.Millisecond), float64(len(idle))/connectTime.Seconds(), b.unavailable.Load())
-	if rss0 > 0 && rss1 > rss0 && len(idle) > 0 {
-		fmt.Fprintf(b.out, "server memory: %.1f MiB more, %.1f KiB per connection\n", (rss1-rss0)/(1<<20), (rss1-rss0)/1024/float64(len(idle)))
+	if n := float64(len(idle)); mem0.rss > 0 && mem1.rss > mem0.rss && n > 0 {
+		fmt.Fprintf(b.out, "server memory: %.1f MiB more, %.1f KiB per connection\n", (mem1.rss-mem0.rss)/(1<<20), (mem1.rss-mem0.rss)/1024/n)
+		fmt.Fprintf(b.out, "  per connection, of which: goroutine stacks %.1f KiB (%.2f goroutines), heap in use %.1f KiB (the collector's headroom over live data included)\n",
+			(mem1.stack-mem0.stack)/1024/n, (mem1.goroutines-mem0.goroutines)/n, (mem1.heap-mem0.heap)/1024/n)
 	}
 	return idle, nil
+}
+
+// serverMemory is the nodes' memory, summed, from their metrics.
+type serverMemory struct{ rss, stack, heap, goroutines float64 }
+
+func (b *wsBench) memory() serverMemory {
+	var m serverMemory
+	m.rss, _ = b.metric("process_resident_memory_bytes")
+	m.stack, _ = b.metric("go_memstats_stack_inuse_bytes")
+	m.heap, _ = b.metric("go_memstats_heap_inuse_bytes")
+	m.goroutines, _ = b.metric("go_goroutines")
+	return m
 }
 
 // benchFrame is what the bench reads of a frame: its type, an error (a
