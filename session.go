@@ -53,13 +53,37 @@ type Registration struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
+// NodeRegistration is one node's registration of a session: every
+// connection of the session the node holds, in one record, so that a node
+// renews a session's registration with one write however many of its
+// connections it holds.
+type NodeRegistration struct {
+	Tenant    string    `json:"tenant"`
+	Session   string    `json:"session"`
+	Node      string    `json:"node"` // the node's base URL
+	Conns     []string  `json:"conns"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
 // Registry keeps registrations. Implementations: memstore, pebblestore,
 // dynamostore; each passes storetest.RunRegistry.
 type Registry interface {
-	// Register stores or renews r.
-	Register(ctx context.Context, r Registration) error
-	// Deregister removes a connection's registration; absent is no error.
+	// Register stores or renews r, in place of its node's earlier
+	// registration of the session; with no connections, it removes it.
+	Register(ctx context.Context, r NodeRegistration) error
+	// Deregister removes one connection from its session's registrations
+	// (another node found it gone); absent is no error.
 	Deregister(ctx context.Context, tenant, session, conn string) error
-	// Registrations returns a session's registrations live at now.
+	// Registrations returns a session's registrations live at now, one
+	// per connection.
 	Registrations(ctx context.Context, now time.Time, tenant, session string) ([]Registration, error)
+}
+
+// AppendRegistrations appends r's connections to regs, one Registration
+// each.
+func AppendRegistrations(regs []Registration, r NodeRegistration) []Registration {
+	for _, c := range r.Conns {
+		regs = append(regs, Registration{Tenant: r.Tenant, Session: r.Session, Conn: c, Node: r.Node, ExpiresAt: r.ExpiresAt})
+	}
+	return regs
 }

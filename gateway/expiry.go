@@ -193,13 +193,14 @@ func (g *Gateway) allConns() []*conn {
 	return out
 }
 
-// renewers bounds the connections renewed at once by renewLoop.
+// renewers bounds the sessions renewed at once by renewLoop.
 const renewers = 16
 
-// renewLoop renews every connection's leases and registration every
-// RenewEvery, renewers at a time: a lease lives three renewals, so a node
-// that dies stops renewing and its connections' counts come back by
-// themselves.
+// renewLoop renews this node's leases and its registration of each of its
+// sessions every RenewEvery, renewers at a time: a lease and a
+// registration live three renewals, so a node that dies stops renewing,
+// its connections' counts come back by themselves and other nodes stop
+// finding its connections.
 func (g *Gateway) renewLoop() {
 	t := time.NewTicker(g.opts.RenewEvery)
 	defer t.Stop()
@@ -211,18 +212,18 @@ func (g *Gateway) renewLoop() {
 		}
 		ctx, cancel := context.WithTimeout(g.ctx, g.opts.RenewEvery)
 		g.renewCounts(ctx)
-		work := make(chan *conn)
+		work := make(chan sessionKey)
 		var wg sync.WaitGroup
 		for range renewers {
 			wg.Go(func() {
-				for c := range work {
-					c.renew(ctx)
+				for k := range work {
+					g.registerSession(ctx, k.tenant, k.id)
 				}
 			})
 		}
-		for _, c := range g.allConns() {
+		for _, k := range g.sessionKeys() {
 			select {
-			case work <- c:
+			case work <- k:
 			case <-ctx.Done():
 			}
 		}
@@ -230,4 +231,15 @@ func (g *Gateway) renewLoop() {
 		wg.Wait()
 		cancel()
 	}
+}
+
+// sessionKeys returns the sessions this node holds connections of.
+func (g *Gateway) sessionKeys() []sessionKey {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]sessionKey, 0, len(g.conns))
+	for k := range g.conns {
+		out = append(out, k)
+	}
+	return out
 }

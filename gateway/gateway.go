@@ -145,6 +145,8 @@ type Gateway struct {
 	byID     map[string]*conn        // the connections in conns
 	closed   bool
 
+	regLocks [regLocks]sync.Mutex // order each session's registration writes (registerSession)
+
 	countsMu sync.Mutex              // guards counts, and each nodeCount's users
 	counts   map[countKey]*nodeCount // this node's leases on the connection counts
 	seed     maphash.Seed            // names this node's leases (leaseID)

@@ -832,7 +832,7 @@ func TestFailedRemoteDeliveryRetried(t *testing.T) {
 	f.session(t, "s1")
 	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
-	reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Conn: "s1.remote", Node: "http://other", ExpiresAt: f.clock.now().Add(time.Hour)})
+	reg.Register(context.Background(), sluice.NodeRegistration{Tenant: "acme", Session: "s1", Node: "http://other", Conns: []string{"s1.remote"}, ExpiresAt: f.clock.now().Add(time.Hour)})
 	f.g.SessionChanged("acme", "s1", true) // as the other node says once it has registered its first
 	write(t, a, `{"action":"pooled","data":1,"id":"m1"}`)
 	if m := read(t, a); m["type"] != "echo" {
@@ -870,9 +870,7 @@ func TestNodeThatFailsCalledOncePerDelivery(t *testing.T) {
 	f.session(t, "s1")
 	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
-	for i := range 3 {
-		reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Conn: fmt.Sprintf("s1.remote%d", i), Node: "http://down", ExpiresAt: f.clock.now().Add(time.Hour)})
-	}
+	reg.Register(context.Background(), sluice.NodeRegistration{Tenant: "acme", Session: "s1", Node: "http://down", Conns: []string{"s1.remote0", "s1.remote1", "s1.remote2"}, ExpiresAt: f.clock.now().Add(time.Hour)})
 	f.g.SessionChanged("acme", "s1", true)
 	write(t, a, `{"action":"pooled","data":1,"id":"m1"}`)
 	if m := read(t, a); m["type"] != "echo" {

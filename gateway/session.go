@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -206,3 +207,44 @@ func (g *Gateway) announce(ctx context.Context, c *conn, first bool) {
 	}
 	wg.Wait()
 }
+
+// registerSession writes this node's registration of a session: its
+// connections of it here now, live for three renewal periods; none
+// removes it. It is one write per node and session, at a connect, at a
+// disconnect and at each renewal, however many connections the node
+// holds. Writes of one session are made one at a time, each of the
+// connections as they are when it is made, so that the last write is
+// never an older set's.
+func (g *Gateway) registerSession(ctx context.Context, tenant, session string) error {
+	if g.opts.Registry == nil {
+		return nil
+	}
+	mu := &g.regLocks[regLock(tenant, session)]
+	mu.Lock()
+	defer mu.Unlock()
+	g.mu.Lock()
+	ids := make([]string, 0, len(g.conns[sessionKey{tenant, session}]))
+	for c := range g.conns[sessionKey{tenant, session}] {
+		ids = append(ids, c.id)
+	}
+	g.mu.Unlock()
+	slices.Sort(ids)
+	ctx, cancel := context.WithTimeout(ctx, g.opts.RenewEvery)
+	defer cancel()
+	r := sluice.NodeRegistration{Tenant: tenant, Session: session, Node: g.opts.Node, Conns: ids, ExpiresAt: g.opts.Now().Add(3 * g.opts.RenewEvery)}
+	if err := g.opts.Registry.Register(ctx, r); err != nil {
+		g.log.Warn("gateway: registering a session's connections", "tenant", tenant, "err", err)
+		return err
+	}
+	return nil
+}
+
+// regLocks orders the registration writes of a session (registerSession):
+// a session takes one of them by the hash of its key.
+const regLocks = 64
+
+func regLock(tenant, session string) uint64 {
+	return maphash.Comparable(regSeed, sessionKey{tenant, session}) % regLocks
+}
+
+var regSeed = maphash.MakeSeed()

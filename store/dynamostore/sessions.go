@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -142,25 +143,55 @@ func (s *Store) DeleteSession(ctx context.Context, now time.Time, tenant, id str
 
 var _ sluice.Registry = (*Store)(nil)
 
-// Registration items share their session's partition: pk
-// "<tenant>#s#<session>", sk "c#<conn>", with node (S), exp (N, epoch ns)
-// and ttl; a session's registrations are one Query.
-const attrNode = "node"
+// A node's registration of a session shares the session's partition: pk
+// "<tenant>#s#<session>", sk "n#<node>", with node (S), conns (SS: the
+// node's connections of the session), exp (N, epoch ns) and ttl; a
+// session's registrations are one Query, and a node renews them with one
+// PutItem however many connections it holds.
+const (
+	attrNode  = "node"
+	attrConns = "conns"
+)
 
 // Register implements sluice.Registry.
-func (s *Store) Register(ctx context.Context, r sluice.Registration) error {
-	item := key(sessionPK(r.Tenant, r.Session), "c#"+r.Conn)
-	item[attrNode] = str(r.Node)
-	item[attrExpires] = nsAttr(r.ExpiresAt)
-	item[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ttlOf(r.ExpiresAt.UnixNano()), 10)}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item})
+func (s *Store) Register(ctx context.Context, r sluice.NodeRegistration) error {
+	k := key(sessionPK(r.Tenant, r.Session), "n#"+r.Node)
+	if len(r.Conns) == 0 {
+		_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: k})
+		return unavailableIf("deregister", err)
+	}
+	k[attrNode] = str(r.Node)
+	k[attrConns] = &types.AttributeValueMemberSS{Value: r.Conns}
+	k[attrExpires] = nsAttr(r.ExpiresAt)
+	k[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ttlOf(r.ExpiresAt.UnixNano()), 10)}
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: k})
 	return unavailableIf("register", err)
 }
 
-// Deregister implements sluice.Registry.
+// Deregister implements sluice.Registry: the connection is dropped from
+// the set of the node that holds it, if its registration still exists.
 func (s *Store) Deregister(ctx context.Context, tenant, session, conn string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(sessionPK(tenant, session), "c#"+conn)})
-	return unavailableIf("deregister", err)
+	regs, err := s.Registrations(ctx, time.Unix(0, 0), tenant, session) // expired ones too
+	if err != nil {
+		return err
+	}
+	for _, r := range regs {
+		if r.Conn != conn {
+			continue
+		}
+		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &s.table, Key: key(sessionPK(tenant, session), "n#"+r.Node),
+			UpdateExpression:          aws.String("DELETE #c :c"),
+			ConditionExpression:       aws.String("attribute_exists(pk)"),
+			ExpressionAttributeNames:  map[string]string{"#c": attrConns},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":c": &types.AttributeValueMemberSS{Value: []string{conn}}},
+		})
+		var cf *types.ConditionalCheckFailedException
+		if err != nil && !errors.As(err, &cf) {
+			return unavailableIf("deregister", err)
+		}
+	}
+	return nil
 }
 
 // Registrations implements sluice.Registry.
@@ -168,13 +199,13 @@ func (s *Store) Registrations(ctx context.Context, now time.Time, tenant, sessio
 	var out []sluice.Registration
 	err := s.query(ctx, &dynamodb.QueryInput{
 		TableName: &s.table, ConsistentRead: aws.Bool(true),
-		KeyConditionExpression:    aws.String("pk = :p AND begins_with(sk, :c)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(sessionPK(tenant, session)), ":c": str("c#")},
+		KeyConditionExpression:    aws.String("pk = :p AND begins_with(sk, :n)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(sessionPK(tenant, session)), ":n": str("n#")},
 	}, func(item map[string]types.AttributeValue) error {
 		n, _ := item[attrNode].(*types.AttributeValueMemberS)
-		sk, _ := item[attrSK].(*types.AttributeValueMemberS)
+		cs, _ := item[attrConns].(*types.AttributeValueMemberSS)
 		e, _ := item[attrExpires].(*types.AttributeValueMemberN)
-		if n == nil || sk == nil || e == nil {
+		if n == nil || cs == nil || e == nil {
 			return nil
 		}
 		exp, err := strconv.ParseInt(e.Value, 10, 64)
@@ -182,7 +213,7 @@ func (s *Store) Registrations(ctx context.Context, now time.Time, tenant, sessio
 			return err
 		}
 		if now.UnixNano() < exp {
-			out = append(out, sluice.Registration{Tenant: tenant, Session: session, Conn: sk.Value[2:], Node: n.Value, ExpiresAt: time.Unix(0, exp).UTC()})
+			out = sluice.AppendRegistrations(out, sluice.NodeRegistration{Tenant: tenant, Session: session, Node: n.Value, Conns: cs.Value, ExpiresAt: time.Unix(0, exp).UTC()})
 		}
 		return nil
 	})

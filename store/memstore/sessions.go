@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,23 +102,31 @@ func (s *Sessions) Sweep(now time.Time) int {
 // Registry is an in-memory sluice.Registry; the zero Registry is ready.
 type Registry struct {
 	mu sync.Mutex
-	m  map[sessionKey]map[string]sluice.Registration
+	m  map[sessionKey]map[string]sluice.NodeRegistration // by node
 }
 
 var _ sluice.Registry = (*Registry)(nil)
 
 // Register implements sluice.Registry.
-func (r *Registry) Register(ctx context.Context, x sluice.Registration) error {
+func (r *Registry) Register(ctx context.Context, x sluice.NodeRegistration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[sessionKey]map[string]sluice.Registration{}
-	}
 	k := sessionKey{x.Tenant, x.Session}
-	if r.m[k] == nil {
-		r.m[k] = map[string]sluice.Registration{}
+	if len(x.Conns) == 0 {
+		delete(r.m[k], x.Node)
+		if len(r.m[k]) == 0 {
+			delete(r.m, k)
+		}
+		return nil
 	}
-	r.m[k][x.Conn] = x
+	if r.m == nil {
+		r.m = map[sessionKey]map[string]sluice.NodeRegistration{}
+	}
+	if r.m[k] == nil {
+		r.m[k] = map[string]sluice.NodeRegistration{}
+	}
+	x.Conns = slices.Clone(x.Conns)
+	r.m[k][x.Node] = x
 	return nil
 }
 
@@ -126,9 +135,11 @@ func (r *Registry) Deregister(ctx context.Context, tenant, session, conn string)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := sessionKey{tenant, session}
-	delete(r.m[k], conn)
-	if len(r.m[k]) == 0 {
-		delete(r.m, k)
+	for node, x := range r.m[k] {
+		if i := slices.Index(x.Conns, conn); i >= 0 {
+			x.Conns = slices.Delete(slices.Clone(x.Conns), i, i+1)
+			r.m[k][node] = x
+		}
 	}
 	return nil
 }
@@ -140,7 +151,7 @@ func (r *Registry) Registrations(ctx context.Context, now time.Time, tenant, ses
 	var out []sluice.Registration
 	for _, x := range r.m[sessionKey{tenant, session}] {
 		if now.Before(x.ExpiresAt) {
-			out = append(out, x)
+			out = sluice.AppendRegistrations(out, x)
 		}
 	}
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -116,7 +117,8 @@ func (s *Store) DeleteSession(ctx context.Context, now time.Time, tenant, id str
 
 var _ sluice.Registry = (*Store)(nil)
 
-// prefixRegistration keys a registration: R | tenant | session | conn.
+// prefixRegistration keys a node's registration of a session: R | tenant
+// | session | node.
 const prefixRegistration = 'R'
 
 func registrationPrefix(tenant, session string) []byte {
@@ -125,21 +127,57 @@ func registrationPrefix(tenant, session string) []byte {
 
 // Register implements sluice.Registry. Without a sync: a registration lost
 // to a crash belongs to connections that crash took.
-func (s *Store) Register(ctx context.Context, r sluice.Registration) error {
+func (s *Store) Register(ctx context.Context, r sluice.NodeRegistration) error {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	return s.registerLocked(r)
+}
+
+func (s *Store) registerLocked(r sluice.NodeRegistration) error {
+	k := append(registrationPrefix(r.Tenant, r.Session), r.Node...)
+	if len(r.Conns) == 0 {
+		return unavailable(s.db.Delete(k, pebble.NoSync))
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return unavailable(s.db.Set(append(registrationPrefix(r.Tenant, r.Session), r.Conn...), b, pebble.NoSync))
+	return unavailable(s.db.Set(k, b, pebble.NoSync))
 }
 
 // Deregister implements sluice.Registry.
 func (s *Store) Deregister(ctx context.Context, tenant, session, conn string) error {
-	return unavailable(s.db.Delete(append(registrationPrefix(tenant, session), conn...), pebble.NoSync))
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	regs, err := s.nodeRegistrations(tenant, session)
+	if err != nil {
+		return err
+	}
+	for _, r := range regs {
+		if i := slices.Index(r.Conns, conn); i >= 0 {
+			r.Conns = slices.Delete(r.Conns, i, i+1)
+			if err := s.registerLocked(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Registrations implements sluice.Registry.
 func (s *Store) Registrations(ctx context.Context, now time.Time, tenant, session string) ([]sluice.Registration, error) {
+	regs, err := s.nodeRegistrations(tenant, session)
+	var out []sluice.Registration
+	for _, r := range regs {
+		if now.Before(r.ExpiresAt) {
+			out = sluice.AppendRegistrations(out, r)
+		}
+	}
+	return out, err
+}
+
+// nodeRegistrations returns a session's registrations, live or not.
+func (s *Store) nodeRegistrations(tenant, session string) ([]sluice.NodeRegistration, error) {
 	lower := registrationPrefix(tenant, session)
 	upper := append(bytes.Clone(lower), 0xff)
 	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
@@ -147,15 +185,13 @@ func (s *Store) Registrations(ctx context.Context, now time.Time, tenant, sessio
 		return nil, unavailable(err)
 	}
 	defer iter.Close()
-	var out []sluice.Registration
+	var out []sluice.NodeRegistration
 	for iter.First(); iter.Valid(); iter.Next() {
-		var r sluice.Registration
+		var r sluice.NodeRegistration
 		if err := json.Unmarshal(iter.Value(), &r); err != nil {
 			return nil, err
 		}
-		if now.Before(r.ExpiresAt) {
-			out = append(out, r)
-		}
+		out = append(out, r)
 	}
 	return out, unavailable(iter.Error())
 }

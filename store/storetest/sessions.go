@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,33 +119,55 @@ type NewRegistry func(t *testing.T) sluice.Registry
 func RunRegistry(t *testing.T, newRegistry NewRegistry) {
 	ctx := context.Background()
 	r := newRegistry(t)
-	reg := func(session, conn, node string, ttl time.Duration) sluice.Registration {
-		return sluice.Registration{Tenant: "acme", Session: session, Conn: conn, Node: node, ExpiresAt: t0.Add(ttl)}
+	reg := func(session, node string, ttl time.Duration, conns ...string) sluice.NodeRegistration {
+		return sluice.NodeRegistration{Tenant: "acme", Session: session, Node: node, Conns: conns, ExpiresAt: t0.Add(ttl)}
 	}
-	for _, x := range []sluice.Registration{reg("s1", "c1", "http://a", time.Minute), reg("s1", "c2", "http://b", time.Second), reg("s2", "c3", "http://a", time.Minute)} {
+	conns := func(regs []sluice.Registration) []string {
+		var out []string
+		for _, x := range regs {
+			out = append(out, x.Node+" "+x.Conn)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, x := range []sluice.NodeRegistration{reg("s1", "http://a", time.Minute, "c1", "c4"), reg("s1", "http://b", time.Second, "c2"), reg("s2", "http://a", time.Minute, "c3")} {
 		if err := r.Register(ctx, x); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got, err := r.Registrations(ctx, t0, "acme", "s1")
-	if err != nil || len(got) != 2 {
+	if err != nil || !slices.Equal(conns(got), []string{"http://a c1", "http://a c4", "http://b c2"}) {
 		t.Fatalf("s1: %+v %v", got, err)
 	}
-	// c2 expires unless renewed; renewed, it lives on.
-	if got, _ := r.Registrations(ctx, t0.Add(2*time.Second), "acme", "s1"); len(got) != 1 || got[0].Conn != "c1" {
-		t.Fatalf("after c2's expiry: %+v", got)
+	// b's registration expires unless renewed; renewed, it lives on.
+	if got, _ := r.Registrations(ctx, t0.Add(2*time.Second), "acme", "s1"); !slices.Equal(conns(got), []string{"http://a c1", "http://a c4"}) {
+		t.Fatalf("after b's expiry: %+v", got)
 	}
-	if err := r.Register(ctx, reg("s1", "c2", "http://b", time.Hour)); err != nil {
+	if err := r.Register(ctx, reg("s1", "http://b", time.Hour, "c2", "c5")); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := r.Registrations(ctx, t0.Add(2*time.Second), "acme", "s1"); len(got) != 2 {
-		t.Fatalf("after c2's renewal: %+v", got)
+	if got, _ := r.Registrations(ctx, t0.Add(2*time.Second), "acme", "s1"); !slices.Equal(conns(got), []string{"http://a c1", "http://a c4", "http://b c2", "http://b c5"}) {
+		t.Fatalf("after b's renewal: %+v", got)
 	}
-	if err := r.Deregister(ctx, "acme", "s1", "c1"); err != nil {
+	// A node's registration replaces its earlier one.
+	if err := r.Register(ctx, reg("s1", "http://a", time.Minute, "c1")); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := r.Registrations(ctx, t0, "acme", "s1"); len(got) != 1 || got[0].Conn != "c2" || got[0].Node != "http://b" {
-		t.Fatalf("after deregistering c1: %+v", got)
+	if err := r.Deregister(ctx, "acme", "s1", "c5"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Registrations(ctx, t0, "acme", "s1"); !slices.Equal(conns(got), []string{"http://a c1", "http://b c2"}) || got[0].Tenant != "acme" || got[0].Session != "s1" {
+		t.Fatalf("after a's rewrite and c5's deregistration: %+v", got)
+	}
+	// No connections: the node's registration is gone.
+	if err := r.Register(ctx, reg("s1", "http://a", time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Deregister(ctx, "acme", "s1", "c2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Registrations(ctx, t0, "acme", "s1"); len(got) != 0 {
+		t.Fatalf("after the last connections left: %+v", got)
 	}
 	if got, _ := r.Registrations(ctx, t0, "beta", "s1"); len(got) != 0 {
 		t.Fatalf("another tenant's view: %+v", got)
