@@ -78,8 +78,8 @@ type Options struct {
 	// otherwise use. Clients that send no Origin (not browsers) are let in.
 	AllowedOrigins []string
 	// Registry, Node and Peer reach a session's connections on other
-	// nodes: each connection is registered under its node's base URL
-	// (Node), renewed with its leases, and a message for a connection on
+	// nodes: a node's connections of a session are registered in one
+	// record under its base URL (Node), renewed with its leases, and a message for a connection on
 	// another node, a management call for it, or its session's deletion
 	// goes through Peer (that node's management API). Optional: a single
 	// node needs none.
