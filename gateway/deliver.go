@@ -3,9 +3,11 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -30,13 +32,37 @@ type job struct {
 type fanout struct {
 	lock  chan struct{}   // holds one token: taken by the delivery at work
 	sent  map[*conn]int   // frames queued to each connection of this node
-	conns map[string]bool // connections on other nodes reached, or gone
+	nodes map[string]bool // other nodes that took the message
+	id    string          // the message's id for other nodes, to drop a repeat
 }
 
 func newFanout() *fanout {
-	f := &fanout{lock: make(chan struct{}, 1), sent: map[*conn]int{}}
+	var b [8]byte
+	rand.Read(b[:])
+	f := &fanout{lock: make(chan struct{}, 1), sent: map[*conn]int{}, id: hex.EncodeToString(b[:])}
 	f.lock <- struct{}{}
 	return f
+}
+
+// DeliverLocal sends frames, in order, to every connection of the
+// session on this node, the other half of Peer.Deliver: it never
+// waits for one, and a connection whose outbox a frame overflows is
+// closed (as the local half of a delivery does). It returns the number
+// of connections reached.
+func (g *Gateway) DeliverLocal(tenant, session string, frames ...[]byte) int {
+	n := 0
+	for _, p := range g.peers(tenant, session) {
+		ok := true
+		for _, f := range frames {
+			if ok = p.send(f); !ok {
+				break
+			}
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
 }
 
 // deliver is the queues' consumer (the sample's contract): it echoes the
@@ -102,55 +128,54 @@ func delivered(f frame, typ, key, conn string) []byte {
 	return append(b, `,"type":"`+typ+`"}`...)
 }
 
-// deliverRemote sends the message and the reply to the session's
-// connections on other nodes not reached yet. The other node queues them
-// without waiting for its connection (PostToConnection), so that a call
-// waits for that node, never for one slow client of it. A connection gone
-// there (410, or closed for too slow) is deregistered and skipped; the
-// fan-out goes on, and the first other failure is returned. A node that
-// failed is not called again in this delivery: the next one tries it
-// again, so that a node that hangs holds the worker for one WriteTimeout,
-// not one per connection. The caller holds done's lock.
+// deliverRemote sends the frames once to each other node holding
+// connections of the session and not reached yet (that node queues them
+// for its connections without waiting for any: DeliverLocal), all nodes
+// at once, each call bounded by WriteTimeout, so that a delivery waits for
+// the slowest node, never for one slow client of it; it returns when
+// every call has answered. A node that fails is logged and tried again by
+// the next delivery (the first failure is returned); the nodes that took
+// the message are not called again. The caller holds done's lock.
 func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, frames ...[]byte) error {
 	if g.opts.Registry == nil || g.opts.Peer == nil {
 		return nil
 	}
-	regs, err := g.remoteConns(ctx, c)
+	others, err := g.otherNodes(ctx, c)
 	if err != nil {
 		return g.unavailable("registry", c.tenant, err)
 	}
+	var nodes []string
+	for _, n := range others {
+		if !done.nodes[n] {
+			nodes = append(nodes, n)
+		}
+	}
+	errs := make([]error, len(nodes))
+	call := func(i int) {
+		pctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
+		defer cancel()
+		errs[i] = g.opts.Peer.Deliver(pctx, nodes[i], c.tenant, c.session, done.id, frames...)
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(nodes); i++ {
+		wg.Go(func() { call(i) })
+	}
+	if len(nodes) > 0 {
+		call(0) // the first on this goroutine: one other node is the common case
+	}
+	wg.Wait()
 	var failed error
-	var down map[string]bool // nodes that failed in this delivery
-	for _, r := range regs {
-		if done.conns[r.Conn] || down[r.Node] {
-			continue
-		}
-		for _, f := range frames {
-			pctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
-			err = g.opts.Peer.Post(pctx, r.Node, r.Tenant, r.Conn, f)
-			cancel()
-			if err != nil {
-				break
-			}
-		}
-		switch {
-		case sluice.KindOf(err) == sluice.KindGone:
-			g.opts.Registry.Deregister(ctx, r.Tenant, r.Session, r.Conn)
-			c.sess.forget(r.Conn)
-		case err != nil:
-			g.log.Warn("gateway: delivering to another node", "node", r.Node, "err", err)
+	for i, err := range errs {
+		if err != nil {
+			g.log.Warn("gateway: delivering to another node", "node", nodes[i], "tenant", c.tenant, "err", err)
 			failed = cmp.Or(failed, err)
-			if down == nil {
-				down = map[string]bool{}
-			}
-			down[r.Node] = true
-			c.sess.invalidate(true) // the node may be gone: read again next time
+			c.sess.invalidate() // the node may be gone: read again next time
 			continue
 		}
-		if done.conns == nil {
-			done.conns = map[string]bool{}
+		if done.nodes == nil {
+			done.nodes = map[string]bool{}
 		}
-		done.conns[r.Conn] = true
+		done.nodes[nodes[i]] = true
 	}
 	return failed
 }

@@ -13,75 +13,125 @@ import (
 	"github.com/sluicehq/sluice/store/memstore"
 )
 
-// recordingRegistry records every registration written.
+// recordingRegistry records every registration written and removed.
 type recordingRegistry struct {
 	memstore.Registry
-	mu    sync.Mutex
-	calls []sluice.NodeRegistration
+	mu      sync.Mutex
+	writes  []sluice.Registration
+	removed []string // sessions
 }
 
-func (r *recordingRegistry) Register(ctx context.Context, x sluice.NodeRegistration) error {
+func (r *recordingRegistry) Register(ctx context.Context, x sluice.Registration) error {
 	r.mu.Lock()
-	r.calls = append(r.calls, sluice.NodeRegistration{Tenant: x.Tenant, Session: x.Session, Node: x.Node, Conns: slices.Clone(x.Conns), ExpiresAt: x.ExpiresAt})
+	r.writes = append(r.writes, x)
 	r.mu.Unlock()
 	return r.Registry.Register(ctx, x)
 }
 
-func (r *recordingRegistry) written() []sluice.NodeRegistration {
+func (r *recordingRegistry) Deregister(ctx context.Context, tenant, session, node string) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.calls)
+	r.removed = append(r.removed, session)
+	r.mu.Unlock()
+	return r.Registry.Deregister(ctx, tenant, session, node)
 }
 
-// TestRegistrationPerNodeAndSession: a node registers its connections of
-// a session in one record, renewed with one write per renewal period
-// however many connections it holds (issue 25): each renewal carries all
-// of the session's connections on the node, never one write per
-// connection. A disconnect rewrites the record without it; the last
-// removes it.
+func (r *recordingRegistry) written() []sluice.Registration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.writes)
+}
+
+// liveness is a Liveness whose runs the test sets.
+type liveness struct {
+	mu   sync.Mutex
+	tag  uint16
+	live bool
+	dead []uint16
+	gone []string
+}
+
+func (l *liveness) Self() (uint16, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tag, l.live
+}
+
+func (l *liveness) Dead() []uint16 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.dead)
+}
+
+func (l *liveness) Gone(node string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.gone, node)
+}
+
+func (l *liveness) set(f func(l *liveness)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f(l)
+}
+
+// TestRegistrationPerNodeAndSession: a node registers that it holds
+// connections of a session once, at its first, and removes it with its
+// last (issue 25). With Liveness, connects after the first and renewal
+// periods write nothing more; without, the registration lives three
+// renewals and each renewal writes it once per session, however many
+// connections.
 func TestRegistrationPerNodeAndSession(t *testing.T) {
-	reg := &recordingRegistry{}
-	f := newFixture(t, roomy, Options{Registry: reg, Node: "http://self", RenewEvery: 50 * time.Millisecond})
-	f.session(t, "s1")
-	f.session(t, "s2")
-	var s1, s2 []*websocket.Conn
-	for range 3 {
-		s1 = append(s1, f.mustDial(t, "acme", "s1"))
-	}
-	for range 2 {
-		s2 = append(s2, f.mustDial(t, "acme", "s2"))
-	}
-	live := func(session string) []string {
-		regs, err := reg.Registrations(context.Background(), f.clock.now(), "acme", session)
-		if err != nil {
-			t.Fatal(err)
+	for _, withLiveness := range []bool{true, false} {
+		reg := &recordingRegistry{}
+		opts := Options{Registry: reg, Node: "http://self", RenewEvery: 20 * time.Millisecond}
+		if withLiveness {
+			opts.Liveness = &liveness{tag: 1, live: true}
 		}
-		var ids []string
-		for _, r := range regs {
-			if r.Node != "http://self" {
-				t.Fatalf("registered on node %q", r.Node)
+		f := newFixture(t, roomy, opts)
+		f.session(t, "s1")
+		f.session(t, "s2")
+		var conns []*websocket.Conn
+		for _, s := range []string{"s1", "s1", "s1", "s2", "s2"} {
+			conns = append(conns, f.mustDial(t, "acme", s))
+		}
+		nodes := func(session string) int {
+			regs, err := reg.Registrations(context.Background(), f.clock.now(), "acme", session)
+			if err != nil {
+				t.Fatal(err)
 			}
-			ids = append(ids, r.Conn)
+			for _, r := range regs {
+				if r.Node != "http://self" {
+					t.Fatalf("registered on node %q", r.Node)
+				}
+			}
+			return len(regs)
 		}
-		return ids
-	}
-	if n1, n2 := len(live("s1")), len(live("s2")); n1 != 3 || n2 != 2 {
-		t.Fatalf("registered %d connections of s1 and %d of s2, want 3 and 2", n1, n2)
-	}
-	// Two renewal rounds at least: each write is a whole session's.
-	c0 := len(reg.written())
-	waitFor(t, "two renewals", func() bool { return len(reg.written()) >= c0+4 })
-	for _, x := range reg.written()[c0:] {
-		want := map[string]int{"s1": 3, "s2": 2}[x.Session]
-		if len(x.Conns) != want {
-			t.Fatalf("a renewal of %s wrote %d connections, want all %d in one write: %+v", x.Session, len(x.Conns), want, x)
+		if n1, n2 := nodes("s1"), nodes("s2"); n1 != 1 || n2 != 1 {
+			t.Fatalf("liveness %v: registrations of s1 and s2: %d and %d, want one each", withLiveness, n1, n2)
 		}
+		for range 5 { // five renewals, each a renewal period later by the gateway's clock
+			f.clock.advance(opts.RenewEvery)
+			n := f.g.renewals.Load()
+			waitFor(t, "a renewal", func() bool { return f.g.renewals.Load() >= n+2 })
+		}
+		w := reg.written()
+		switch {
+		case withLiveness && len(w) != 2:
+			t.Fatalf("with liveness, five connects of two sessions and five renewals wrote %d registrations, want 2: %+v", len(w), w)
+		case !withLiveness && len(w) < 2+2*4:
+			t.Fatalf("without liveness, five renewals rewrote %d registrations, want each session's at each", len(w)-2)
+		}
+		for _, ws := range conns[:2] {
+			ws.Close(websocket.StatusNormalClosure, "")
+		}
+		for _, ws := range conns[3:] {
+			ws.Close(websocket.StatusNormalClosure, "")
+		}
+		waitFor(t, "s2's registration gone with its last connection", func() bool { return nodes("s2") == 0 })
+		if nodes("s1") != 1 {
+			t.Fatalf("liveness %v: s1, one connection left, is not registered", withLiveness)
+		}
+		conns[2].Close(websocket.StatusNormalClosure, "")
+		waitFor(t, "no registrations", func() bool { return nodes("s1") == 0 })
 	}
-	// A disconnect takes its connection off; the last takes the record.
-	s1[0].Close(websocket.StatusNormalClosure, "")
-	waitFor(t, "s1's registration without its first connection", func() bool { return len(live("s1")) == 2 })
-	for _, ws := range append(s1[1:], s2...) {
-		ws.Close(websocket.StatusNormalClosure, "")
-	}
-	waitFor(t, "no registrations", func() bool { return len(live("s1"))+len(live("s2")) == 0 })
 }

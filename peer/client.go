@@ -6,14 +6,18 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/gateway"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -28,14 +32,33 @@ type Client struct {
 	client *http.Client
 	// MaxBody bounds an answer read; zero: 1 MiB. Set it before use.
 	MaxBody int64
+
+	mu       sync.Mutex
+	inflight map[string]int // deliveries under way, per node (MaxInFlight)
 }
 
 var _ gateway.Peer = (*Client)(nil)
 
+// MaxInFlight bounds the deliveries (Client.Deliver) under way to one
+// node: one more fails at once (errBusy), and the gateway's queue makes
+// that node's delivery again later, as for a node that cannot be reached,
+// so that a node that hangs holds at most this many of the workers, each
+// for its WriteTimeout, never the deliveries to other nodes. It is also
+// the most connections kept open to a node.
+const MaxInFlight = 64
+
+// errBusy refuses a delivery to a node with MaxInFlight under way.
+var errBusy = &sluice.Error{Kind: sluice.KindUnavailable, Message: "peer: too many deliveries under way to the node"}
+
 // NewClient returns a client presenting adminKey (none if empty), whose
-// calls each take at most 10 seconds.
+// calls each take at most 10 seconds, over connections kept open to each
+// node (up to MaxInFlight, dialled in at most 2 seconds).
 func NewClient(adminKey string) *Client {
-	return &Client{key: adminKey, client: &http.Client{Timeout: 10 * time.Second}}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.MaxIdleConnsPerHost = MaxInFlight
+	t.MaxConnsPerHost = MaxInFlight
+	return &Client{key: adminKey, client: &http.Client{Timeout: 10 * time.Second, Transport: t}, inflight: map[string]int{}}
 }
 
 // call makes one management call on a connection and decodes a 200's body
@@ -46,6 +69,10 @@ func (c *Client) call(ctx context.Context, method, node, tenant, conn, query str
 }
 
 func (c *Client) do(ctx context.Context, method, u, query string, body []byte, out any) error {
+	return c.doHeader(ctx, method, u, query, nil, body, out)
+}
+
+func (c *Client) doHeader(ctx context.Context, method, u, query string, header http.Header, body []byte, out any) error {
 	if query != "" {
 		u += "?" + query
 	}
@@ -53,7 +80,8 @@ func (c *Client) do(ctx context.Context, method, u, query string, body []byte, o
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	maps.Copy(req.Header, header)
+	req.Header.Set("Content-Type", cmp.Or(req.Header.Get("Content-Type"), "application/json"))
 	req.Header.Set(ForwardedHeader, "1")
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
@@ -100,6 +128,37 @@ func (c *Client) Close(ctx context.Context, node, tenant, conn string, code webs
 	return c.call(ctx, http.MethodDelete, node, tenant, conn, q.Encode(), nil, nil)
 }
 
+// Deliver implements gateway.Peer: one call, POST
+// /v1/tenants/{t}/sessions/{s}/deliver, whose body is the frames one after
+// another, their lengths in DeliveryFramesHeader and the message's id in
+// DeliveryIDHeader. With MaxInFlight deliveries under way to node, it
+// fails at once (errBusy).
+func (c *Client) Deliver(ctx context.Context, node, tenant, session, id string, frames ...[]byte) error {
+	c.mu.Lock()
+	if c.inflight[node] >= MaxInFlight {
+		c.mu.Unlock()
+		return errBusy
+	}
+	c.inflight[node]++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.inflight[node]--; c.inflight[node] == 0 {
+			delete(c.inflight, node)
+		}
+		c.mu.Unlock()
+	}()
+	lens := make([]string, len(frames))
+	for i, f := range frames {
+		lens[i] = strconv.Itoa(len(f))
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set(DeliveryIDHeader, id)
+	h.Set(DeliveryFramesHeader, strings.Join(lens, ","))
+	return c.doHeader(ctx, http.MethodPost, node+"/v1/tenants/"+url.PathEscape(tenant)+"/sessions/"+url.PathEscape(session)+"/deliver", "", h, bytes.Join(frames, nil), nil)
+}
+
 // Changed implements gateway.Peer.
 func (c *Client) Changed(ctx context.Context, node, tenant, session string, newNode bool) error {
 	q := ""
@@ -107,6 +166,11 @@ func (c *Client) Changed(ctx context.Context, node, tenant, session string, newN
 		q = "?node=new"
 	}
 	return c.do(ctx, http.MethodPost, node+"/v1/tenants/"+url.PathEscape(tenant)+"/sessions/"+url.PathEscape(session)+"/changed"+q, "", nil, nil)
+}
+
+// SessionGone implements gateway.Peer.
+func (c *Client) SessionGone(ctx context.Context, node, tenant, session string) error {
+	return c.do(ctx, http.MethodPost, node+"/v1/tenants/"+url.PathEscape(tenant)+"/sessions/"+url.PathEscape(session)+"/gone", "", nil, nil)
 }
 
 // Get asks node (its base URL) for pathAndQuery, answered by that node

@@ -5,8 +5,11 @@
 //
 //   - The server half (Mount): the connection management API (API
 //     Gateway's @connections), which a client calls on any node and a
-//     node forwards to the node holding the connection, and the call by
-//     which a node tells another that a session has a new connection.
+//     node forwards to the node holding the connection, the call by
+//     which a node tells another that a session has a new connection,
+//     and the one by which it gives another a message for all that
+//     node's connections of a session (once per node, not per
+//     connection).
 //   - The client half (Client): those calls, and the dashboard's routes,
 //     made on another node, every one marked forwarded (ForwardedHeader)
 //     so that the other node answers for itself alone and no call goes

@@ -108,10 +108,12 @@ func TestGatewayEndToEnd(t *testing.T) {
 }
 
 // TestGatewayNodeKilled: two nodes on one DynamoDB table share the tenant's
-// connection count; a node killed with SIGKILL stops renewing, and its
-// connections' counts come back within three renewal periods.
+// connection count; a node killed with SIGKILL stops its heartbeat, and its
+// connections' counts come back by themselves within five heartbeats: the
+// other node's next connect names its run dead, and its leases count for
+// nothing.
 func TestGatewayNodeKilled(t *testing.T) {
-	ps := nodes(t, 2, "--ws-renew", "200ms")
+	ps := nodes(t, 2, "--ws-renew", "200ms", "--heartbeat", "500ms")
 	a, b := ps[0], ps[1]
 	if code, out := a.call(t, "", "POST", "/v1/tenants", `{"id":"acme","settings":{"tenantConnections":2,"connectionsPerSession":10,"tenantPerMinute":100,"sessionPerMinute":100,"sessionTTL":300,"messagesPerMinute":100}}`); code != 201 {
 		t.Fatal(code, out)
@@ -127,11 +129,12 @@ func TestGatewayNodeKilled(t *testing.T) {
 		t.Fatalf("third connect on B: %d, want 429: B sees A's connections", status)
 	}
 	a.kill9(t)
-	// The leases run out 600ms after A's last renewal; the bound is
-	// patience, not three periods, so that a loaded machine cannot fail
-	// the test: what it checks is that the count comes back by itself.
+	// A's run is dead 2s after its last heartbeat, and B knows it within
+	// 500ms more; the bound is patience, not five heartbeats, so that a
+	// loaded machine cannot fail the test: what it checks is that the
+	// count comes back by itself, long before the leases' backstop.
 	killed := time.Now()
-	waitFor(t, "A's connections to stop counting after its SIGKILL (leases of 600ms)", func() bool {
+	waitFor(t, "A's connections to stop counting after its SIGKILL (heartbeats of 500ms)", func() bool {
 		ws, status := dialWS(t, b, "acme", id)
 		if status == 101 {
 			ws.Close(websocket.StatusNormalClosure, "")

@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
@@ -144,54 +143,24 @@ func (s *Store) DeleteSession(ctx context.Context, now time.Time, tenant, id str
 var _ sluice.Registry = (*Store)(nil)
 
 // A node's registration of a session shares the session's partition: pk
-// "<tenant>#s#<session>", sk "n#<node>", with node (S), conns (SS: the
-// node's connections of the session), exp (N, epoch ns) and ttl; a
-// session's registrations are one Query, and a node renews them with one
-// PutItem however many connections it holds.
-const (
-	attrNode  = "node"
-	attrConns = "conns"
-)
+// "<tenant>#s#<session>", sk "n#<node>", with node (S), exp (N, epoch ns)
+// and ttl; a session's registrations are one Query.
+const attrNode = "node"
 
 // Register implements sluice.Registry.
-func (s *Store) Register(ctx context.Context, r sluice.NodeRegistration) error {
+func (s *Store) Register(ctx context.Context, r sluice.Registration) error {
 	k := key(sessionPK(r.Tenant, r.Session), "n#"+r.Node)
-	if len(r.Conns) == 0 {
-		_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: k})
-		return unavailableIf("deregister", err)
-	}
 	k[attrNode] = str(r.Node)
-	k[attrConns] = &types.AttributeValueMemberSS{Value: r.Conns}
 	k[attrExpires] = nsAttr(r.ExpiresAt)
 	k[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ttlOf(r.ExpiresAt.UnixNano()), 10)}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: k})
 	return unavailableIf("register", err)
 }
 
-// Deregister implements sluice.Registry: the connection is dropped from
-// the set of the node that holds it, if its registration still exists.
-func (s *Store) Deregister(ctx context.Context, tenant, session, conn string) error {
-	regs, err := s.Registrations(ctx, time.Unix(0, 0), tenant, session) // expired ones too
-	if err != nil {
-		return err
-	}
-	for _, r := range regs {
-		if r.Conn != conn {
-			continue
-		}
-		_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &s.table, Key: key(sessionPK(tenant, session), "n#"+r.Node),
-			UpdateExpression:          aws.String("DELETE #c :c"),
-			ConditionExpression:       aws.String("attribute_exists(pk)"),
-			ExpressionAttributeNames:  map[string]string{"#c": attrConns},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":c": &types.AttributeValueMemberSS{Value: []string{conn}}},
-		})
-		var cf *types.ConditionalCheckFailedException
-		if err != nil && !errors.As(err, &cf) {
-			return unavailableIf("deregister", err)
-		}
-	}
-	return nil
+// Deregister implements sluice.Registry.
+func (s *Store) Deregister(ctx context.Context, tenant, session, node string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(sessionPK(tenant, session), "n#"+node)})
+	return unavailableIf("deregister", err)
 }
 
 // Registrations implements sluice.Registry.
@@ -203,9 +172,8 @@ func (s *Store) Registrations(ctx context.Context, now time.Time, tenant, sessio
 		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(sessionPK(tenant, session)), ":n": str("n#")},
 	}, func(item map[string]types.AttributeValue) error {
 		n, _ := item[attrNode].(*types.AttributeValueMemberS)
-		cs, _ := item[attrConns].(*types.AttributeValueMemberSS)
 		e, _ := item[attrExpires].(*types.AttributeValueMemberN)
-		if n == nil || cs == nil || e == nil {
+		if n == nil || e == nil {
 			return nil
 		}
 		exp, err := strconv.ParseInt(e.Value, 10, 64)
@@ -213,7 +181,7 @@ func (s *Store) Registrations(ctx context.Context, now time.Time, tenant, sessio
 			return err
 		}
 		if now.UnixNano() < exp {
-			out = sluice.AppendRegistrations(out, sluice.NodeRegistration{Tenant: tenant, Session: session, Node: n.Value, Conns: cs.Value, ExpiresAt: time.Unix(0, exp).UTC()})
+			out = append(out, sluice.Registration{Tenant: tenant, Session: session, Node: n.Value, ExpiresAt: time.Unix(0, exp).UTC()})
 		}
 		return nil
 	})

@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -102,44 +101,34 @@ func (s *Sessions) Sweep(now time.Time) int {
 // Registry is an in-memory sluice.Registry; the zero Registry is ready.
 type Registry struct {
 	mu sync.Mutex
-	m  map[sessionKey]map[string]sluice.NodeRegistration // by node
+	m  map[sessionKey]map[string]sluice.Registration // by node
 }
 
 var _ sluice.Registry = (*Registry)(nil)
 
 // Register implements sluice.Registry.
-func (r *Registry) Register(ctx context.Context, x sluice.NodeRegistration) error {
+func (r *Registry) Register(ctx context.Context, x sluice.Registration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := sessionKey{x.Tenant, x.Session}
-	if len(x.Conns) == 0 {
-		delete(r.m[k], x.Node)
-		if len(r.m[k]) == 0 {
-			delete(r.m, k)
-		}
-		return nil
-	}
 	if r.m == nil {
-		r.m = map[sessionKey]map[string]sluice.NodeRegistration{}
+		r.m = map[sessionKey]map[string]sluice.Registration{}
 	}
 	if r.m[k] == nil {
-		r.m[k] = map[string]sluice.NodeRegistration{}
+		r.m[k] = map[string]sluice.Registration{}
 	}
-	x.Conns = slices.Clone(x.Conns)
 	r.m[k][x.Node] = x
 	return nil
 }
 
 // Deregister implements sluice.Registry.
-func (r *Registry) Deregister(ctx context.Context, tenant, session, conn string) error {
+func (r *Registry) Deregister(ctx context.Context, tenant, session, node string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := sessionKey{tenant, session}
-	for node, x := range r.m[k] {
-		if i := slices.Index(x.Conns, conn); i >= 0 {
-			x.Conns = slices.Delete(slices.Clone(x.Conns), i, i+1)
-			r.m[k][node] = x
-		}
+	delete(r.m[k], node)
+	if len(r.m[k]) == 0 {
+		delete(r.m, k)
 	}
 	return nil
 }
@@ -151,7 +140,7 @@ func (r *Registry) Registrations(ctx context.Context, now time.Time, tenant, ses
 	var out []sluice.Registration
 	for _, x := range r.m[sessionKey{tenant, session}] {
 		if now.Before(x.ExpiresAt) {
-			out = sluice.AppendRegistrations(out, x)
+			out = append(out, x)
 		}
 	}
 	return out, nil

@@ -92,9 +92,6 @@ type Store struct {
 	// sessionMu serialises session writes, each a check, then a write;
 	// like tenantMu, never across a sync.
 	sessionMu sync.Mutex
-	// regMu serialises registration writes: Deregister reads, then
-	// writes, a node's registration.
-	regMu sync.Mutex
 	// secretMu makes a secret once (Secret).
 	secretMu sync.Mutex
 	// auditMu and auditSeq order the audit trail's writes (AppendAudit).

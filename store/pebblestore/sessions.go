@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -127,57 +126,21 @@ func registrationPrefix(tenant, session string) []byte {
 
 // Register implements sluice.Registry. Without a sync: a registration lost
 // to a crash belongs to connections that crash took.
-func (s *Store) Register(ctx context.Context, r sluice.NodeRegistration) error {
-	s.regMu.Lock()
-	defer s.regMu.Unlock()
-	return s.registerLocked(r)
-}
-
-func (s *Store) registerLocked(r sluice.NodeRegistration) error {
-	k := append(registrationPrefix(r.Tenant, r.Session), r.Node...)
-	if len(r.Conns) == 0 {
-		return unavailable(s.db.Delete(k, pebble.NoSync))
-	}
+func (s *Store) Register(ctx context.Context, r sluice.Registration) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return unavailable(s.db.Set(k, b, pebble.NoSync))
+	return unavailable(s.db.Set(append(registrationPrefix(r.Tenant, r.Session), r.Node...), b, pebble.NoSync))
 }
 
 // Deregister implements sluice.Registry.
-func (s *Store) Deregister(ctx context.Context, tenant, session, conn string) error {
-	s.regMu.Lock()
-	defer s.regMu.Unlock()
-	regs, err := s.nodeRegistrations(tenant, session)
-	if err != nil {
-		return err
-	}
-	for _, r := range regs {
-		if i := slices.Index(r.Conns, conn); i >= 0 {
-			r.Conns = slices.Delete(r.Conns, i, i+1)
-			if err := s.registerLocked(r); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+func (s *Store) Deregister(ctx context.Context, tenant, session, node string) error {
+	return unavailable(s.db.Delete(append(registrationPrefix(tenant, session), node...), pebble.NoSync))
 }
 
 // Registrations implements sluice.Registry.
 func (s *Store) Registrations(ctx context.Context, now time.Time, tenant, session string) ([]sluice.Registration, error) {
-	regs, err := s.nodeRegistrations(tenant, session)
-	var out []sluice.Registration
-	for _, r := range regs {
-		if now.Before(r.ExpiresAt) {
-			out = sluice.AppendRegistrations(out, r)
-		}
-	}
-	return out, err
-}
-
-// nodeRegistrations returns a session's registrations, live or not.
-func (s *Store) nodeRegistrations(tenant, session string) ([]sluice.NodeRegistration, error) {
 	lower := registrationPrefix(tenant, session)
 	upper := append(bytes.Clone(lower), 0xff)
 	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
@@ -185,13 +148,15 @@ func (s *Store) nodeRegistrations(tenant, session string) ([]sluice.NodeRegistra
 		return nil, unavailable(err)
 	}
 	defer iter.Close()
-	var out []sluice.NodeRegistration
+	var out []sluice.Registration
 	for iter.First(); iter.Valid(); iter.Next() {
-		var r sluice.NodeRegistration
+		var r sluice.Registration
 		if err := json.Unmarshal(iter.Value(), &r); err != nil {
 			return nil, err
 		}
-		out = append(out, r)
+		if now.Before(r.ExpiresAt) {
+			out = append(out, r)
+		}
 	}
 	return out, unavailable(iter.Error())
 }
