@@ -119,6 +119,9 @@ type Liveness interface {
 	// Gone reports whether node (a base URL) is known to have no live
 	// run: a node not heard of yet (just started) is not gone.
 	Gone(node string) bool
+	// Heartbeat is how often a node records its run: a dead node is
+	// gone, and its leases count for nothing, within five of them.
+	Heartbeat() time.Duration
 }
 
 // The backstops of a node's counts and registrations under Liveness: how
@@ -149,6 +152,16 @@ func (g *Gateway) regBackstop() time.Duration {
 		return 3 * g.opts.RenewEvery
 	}
 	return RegistrationBackstop
+}
+
+// deadWithin bounds how long a dead node's registrations are still read
+// as live: its heartbeat's five periods, or, without Liveness, three
+// renewals.
+func (g *Gateway) deadWithin() time.Duration {
+	if g.opts.Liveness == nil {
+		return 3 * g.opts.RenewEvery
+	}
+	return 5 * g.opts.Liveness.Heartbeat()
 }
 
 // self returns the tag of this node's run, and whether it is live.

@@ -68,6 +68,8 @@ func (l *liveness) Gone(node string) bool {
 	return slices.Contains(l.gone, node)
 }
 
+func (l *liveness) Heartbeat() time.Duration { return 10 * time.Millisecond }
+
 func (l *liveness) set(f func(l *liveness)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
