@@ -42,13 +42,17 @@ type SessionStore interface {
 	DeleteSession(ctx context.Context, now time.Time, tenant, id string) error
 }
 
-// Registration says which node holds a connection of a session, so that a
-// message reaches the session's connections on every node. It expires
-// unless its node renews it, like the connection's leases.
+// Registration says that a node holds connections of a session, so that
+// a message for the session reaches every node that holds some (which
+// delivers it to its own), and a call for one connection finds its node.
+// A node writes it at its first connection of the session and removes it
+// with its last: nothing is written while they stay. ExpiresAt is a
+// backstop for a node that dies: readers also drop the registrations of
+// nodes no longer live (peer.Cluster), so that the backstop can be long
+// and its rewrite rare.
 type Registration struct {
 	Tenant    string    `json:"tenant"`
 	Session   string    `json:"session"`
-	Conn      string    `json:"conn"`
 	Node      string    `json:"node"` // the node's base URL
 	ExpiresAt time.Time `json:"expiresAt"`
 }
@@ -56,10 +60,24 @@ type Registration struct {
 // Registry keeps registrations. Implementations: memstore, pebblestore,
 // dynamostore; each passes storetest.RunRegistry.
 type Registry interface {
-	// Register stores or renews r.
+	// Register stores or renews r, in place of its node's earlier
+	// registration of the session.
 	Register(ctx context.Context, r Registration) error
-	// Deregister removes a connection's registration; absent is no error.
-	Deregister(ctx context.Context, tenant, session, conn string) error
-	// Registrations returns a session's registrations live at now.
+	// Deregister removes node's registration of a session; absent is no
+	// error.
+	Deregister(ctx context.Context, tenant, session, node string) error
+	// Registrations returns a session's registrations live at now, one
+	// per node.
 	Registrations(ctx context.Context, now time.Time, tenant, session string) ([]Registration, error)
+}
+
+// Heartbeat is one run of a node as a shared store records it: the node's
+// base URL, the tag that names its run's leases (LeaseOwner) and until
+// when it counts as live. A node restarted runs under a new tag, so that
+// its earlier run's heartbeat, kept until it ends, tells the other nodes
+// that run's leases are a dead node's.
+type Heartbeat struct {
+	Node  string
+	Tag   uint16
+	Until time.Time
 }

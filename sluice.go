@@ -60,6 +60,35 @@ type Lease struct {
 // nanoseconds, below 1<<63, so the two never meet.
 const NamedLease uint64 = 1 << 63
 
+// A named lease may carry its owner: a process's tag (bits 47 to 62 of the
+// id; OwnedLease, LeaseOwner). A check that names the owners it knows dead
+// (Check.DeadOwners) counts their leases on its counter as expired, and
+// its write drops them: the counts of a process that died come back at the
+// next decision of each, without a write of their own and without the
+// process renewing its leases while it lived.
+const (
+	leaseOwnerShift = 47
+	leaseOwnerMask  = 1<<16 - 1
+)
+
+// MaxDeadOwners caps a check's DeadOwners.
+const MaxDeadOwners = 64
+
+// OwnedLease returns the named lease id of owner whose other bits are
+// those of rest below bit 47.
+func OwnedLease(owner uint16, rest uint64) uint64 {
+	return NamedLease | uint64(owner)<<leaseOwnerShift | rest&(1<<leaseOwnerShift-1)
+}
+
+// LeaseOwner returns the owner a lease id carries, and false for an id the
+// store named (no owner).
+func LeaseOwner(id uint64) (uint16, bool) {
+	if id&NamedLease == 0 {
+		return 0, false
+	}
+	return uint16(id >> leaseOwnerShift & leaseOwnerMask), true
+}
+
 // Check asks for hits against one policy under one key.
 type Check struct {
 	Policy Policy
@@ -75,6 +104,10 @@ type Check struct {
 	// Lease, for a Concurrency policy, names the lease the check sets to
 	// Hits units (see Op.Lease); zero: the store names a new lease.
 	Lease uint64
+	// DeadOwners, for a Concurrency policy, are owners (LeaseOwner) known
+	// dead: their named leases on the check's counter count as expired
+	// (see Op.DeadOwners). At most MaxDeadOwners.
+	DeadOwners []uint16
 	// Space is the key space of the check's counter: SpacePolicy (the
 	// zero value) for configured policies and Go callers, SpaceInline for
 	// the inline policies a client sends, SpaceInternal for Sluice's own

@@ -19,6 +19,10 @@ type Op struct {
 	// is made right by the next, whichever way the first went. Zero: the
 	// store names a new lease.
 	Lease uint64
+	// DeadOwners, for a Concurrency policy, are owners whose named leases
+	// (LeaseOwner) count as expired in this decision, whatever their
+	// expiry; an admitting write drops them.
+	DeadOwners []uint16
 }
 
 // Store keeps the state of counters and applies decisions to it atomically.

@@ -75,16 +75,17 @@ func Decide(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision)
 // denial leaves *s as it was. It saves the copies of Decide's values on the
 // hot path of a store.
 func Update(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
-	update(p, s, now, hits, 0, d)
+	update(p, s, now, hits, 0, nil, d)
 }
 
 // UpdateOp is Update for a store's op: its policy, its hits and, for a
-// concurrency policy, the lease it names (sluice.Op.Lease).
+// concurrency policy, the lease it names and the owners known dead
+// (sluice.Op.Lease, sluice.Op.DeadOwners).
 func UpdateOp(op *sluice.Op, s *State, now int64, d *sluice.Decision) {
-	update(op.Policy, s, now, op.Hits, op.Lease, d)
+	update(op.Policy, s, now, op.Hits, op.Lease, op.DeadOwners, d)
 }
 
-func update(p *sluice.Policy, s *State, now, hits int64, lease uint64, d *sluice.Decision) {
+func update(p *sluice.Policy, s *State, now, hits int64, lease uint64, dead []uint16, d *sluice.Decision) {
 	switch p.Algorithm {
 	case sluice.FixedWindow:
 		fixedWindow(p, s, now, hits, d)
@@ -95,7 +96,7 @@ func update(p *sluice.Policy, s *State, now, hits int64, lease uint64, d *sluice
 	case sluice.TokenBucket:
 		tokenBucket(p, s, now, hits, d)
 	case sluice.Concurrency:
-		acquire(p, s, now, hits, lease, d)
+		acquire(p, s, now, hits, lease, dead, d)
 	case sluice.Quota:
 		quota(p, s, now, hits, d)
 	case sluice.PenaltyBox:

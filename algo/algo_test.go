@@ -364,3 +364,45 @@ func TestLeasesPerCounterBounded(t *testing.T) {
 		t.Fatalf("a resize at the cap: %+v", d)
 	}
 }
+
+// TestDeadOwnersLeasesDropped: the leases of an owner a check names dead
+// count as expired, long before their expiry, and the admitting write
+// drops them; a denial leaves them; the leases of other owners, and the
+// store's own, still count.
+func TestDeadOwnersLeasesDropped(t *testing.T) {
+	p := &sluice.Policy{Name: "c", Algorithm: sluice.Concurrency, Limit: 10, LeaseTTL: time.Hour}
+	now := int64(1_000_000_000)
+	a, b := sluice.OwnedLease(1, 42), sluice.OwnedLease(2, 42)
+	if o, ok := sluice.LeaseOwner(a); !ok || o != 1 || a == b || a&sluice.NamedLease == 0 {
+		t.Fatalf("owned lease %#x: owner %d %v", a, o, ok)
+	}
+	s, _ := AcquireNamed(p, State{}, now, 6, a) // node 1's 6
+	s, _ = AcquireNamed(p, s, now, 3, b)        // node 2's 3
+	s, d := Acquire(p, s, now, 1)               // the store's own 1
+	if !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("setup: %+v", d)
+	}
+	op := func(hits int64, id uint64, dead ...uint16) sluice.Decision {
+		var d sluice.Decision
+		UpdateOp(&sluice.Op{Policy: p, Hits: hits, Lease: id, DeadOwners: dead}, &s, now+1, &d)
+		return d
+	}
+	if d := op(4, b, 3); d.Allowed {
+		t.Fatalf("node 2 grown to 4 with only an unknown owner dead: %+v", d)
+	}
+	if len(s.Entries) != 3 {
+		t.Fatalf("a denial changed the leases: %+v", s.Entries)
+	}
+	// Node 1 dead: its 6 count no more, and go with the write.
+	if d := op(9, b, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("node 2 grown to 9 with node 1 dead: %+v", d)
+	}
+	for _, e := range s.Entries {
+		if e.ID == a {
+			t.Fatalf("node 1's lease kept after an admitting write: %+v", s.Entries)
+		}
+	}
+	if len(s.Entries) != 2 {
+		t.Fatalf("leases after the write: %+v, want node 2's and the store's", s.Entries)
+	}
+}

@@ -23,7 +23,7 @@ import (
 // if none is released.
 func Acquire(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) {
 	var d sluice.Decision
-	acquire(p, &s, now, hits, 0, &d)
+	acquire(p, &s, now, hits, 0, nil, &d)
 	return s, d
 }
 
@@ -35,14 +35,14 @@ func Acquire(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision
 // again.
 func AcquireNamed(p *sluice.Policy, s State, now, hits int64, id uint64) (State, sluice.Decision) {
 	var d sluice.Decision
-	acquire(p, &s, now, hits, id, &d)
+	acquire(p, &s, now, hits, id, nil, &d)
 	return s, d
 }
 
-func acquire(p *sluice.Policy, s *State, now, hits int64, named uint64, d *sluice.Decision) {
+func acquire(p *sluice.Policy, s *State, now, hits int64, named uint64, dead []uint16, d *sluice.Decision) {
 	var es []Entry
 	if s.Algorithm == sluice.Concurrency {
-		es = s.Entries
+		es = dropOwners(s.Entries, dead)
 	}
 	used, expired := leasesLive(es, now)
 	var freed int64 // the named lease's units, if live
@@ -93,6 +93,22 @@ func acquire(p *sluice.Policy, s *State, now, hits int64, named uint64, d *sluic
 	*s = State{Algorithm: sluice.Concurrency, TAT: last, Entries: es, Expires: leasesResetAt(es, now)}
 	decide(d, p, p.Limit, true, used+hits, now, s.Expires, now)
 	d.Lease = sluice.Lease{ID: id, ExpiresAt: unix(expires)}
+}
+
+// dropOwners returns es without the leases of the owners dead: es itself
+// if it has none, else a copy.
+func dropOwners(es []Entry, dead []uint16) []Entry {
+	if len(dead) == 0 {
+		return es
+	}
+	isDead := func(e Entry) bool {
+		o, ok := sluice.LeaseOwner(e.ID)
+		return ok && slices.Contains(dead, o)
+	}
+	if !slices.ContainsFunc(es, isDead) {
+		return es
+	}
+	return slices.DeleteFunc(slices.Clone(es), isDead)
 }
 
 // leasesFirstEnd returns when the first live lease expires, or now.

@@ -255,7 +255,7 @@ func op(tenant string, c *sluice.Check, hits int64) sluice.Op {
 	if c.Hits > 0 && hits > 0 {
 		hits = c.Hits
 	}
-	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits, Lease: c.Lease}
+	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits, Lease: c.Lease, DeadOwners: c.DeadOwners}
 }
 
 // boxOp is the op on c's penalty box; box is scratch space for its policy.
@@ -507,6 +507,12 @@ func validateRequest(req *sluice.Request) error {
 			if c.Lease&sluice.NamedLease == 0 {
 				return sluice.Invalid(fmt.Sprintf("checks[%d].lease", i), "must have its top bit set (sluice.NamedLease), got %#x", c.Lease)
 			}
+		}
+		if len(c.DeadOwners) > 0 && c.Policy.Algorithm != sluice.Concurrency {
+			return sluice.Invalid(fmt.Sprintf("checks[%d].deadOwners", i), "applies to concurrency policies only")
+		}
+		if len(c.DeadOwners) > sluice.MaxDeadOwners {
+			return sluice.Invalid(fmt.Sprintf("checks[%d].deadOwners", i), "at most %d, got %d", sluice.MaxDeadOwners, len(c.DeadOwners))
 		}
 		if err := validateCheck(c.Policy.Validate(), &c.Policy, c.Key, hits); err != nil {
 			return err.In(fmt.Sprintf("checks[%d]", i))

@@ -33,9 +33,6 @@ type conn struct {
 	connectedAt     time.Time
 	sess            *session // this node's state of the session, shared by its connections
 
-	regMu    sync.Mutex // orders registerRemote and release
-	released bool
-
 	out     outbox
 	writers sync.WaitGroup // the writer goroutine, and the close handshake
 
@@ -148,42 +145,23 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 	})
 }
 
-// registerRemote registers the connection for other nodes' fan-out, until
-// three renewal periods from now, unless it has been released: a renewal
-// racing the connection's end must not bring its registration back.
+// registerRemote registers the connection for other nodes' fan-out, with
+// the rest of this node's connections of its session: one registration per
+// node and session (Gateway.registerSession).
 func (c *conn) registerRemote(ctx context.Context) error {
-	g := c.g
-	if g.opts.Registry == nil {
-		return nil
-	}
-	c.regMu.Lock()
-	defer c.regMu.Unlock()
-	if c.released {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, g.opts.RenewEvery)
-	defer cancel()
-	r := sluice.Registration{Tenant: c.tenant, Session: c.session, Conn: c.id, Node: g.opts.Node, ExpiresAt: g.opts.Now().Add(3 * g.opts.RenewEvery)}
-	if err := g.opts.Registry.Register(ctx, r); err != nil {
-		g.log.Warn("gateway: registering a connection", "tenant", c.tenant, "err", err)
-		return err
-	}
-	return nil
+	return c.g.registerSession(ctx, c.tenant, c.session)
 }
 
-// release returns the connection's leases at once, and deregisters it,
-// for good: a renewal after it registers nothing. It runs once the
-// connection has ended, past the gateway's own context when the gateway
+// release returns the connection's leases at once, and takes it off this
+// node's registration of its session. It runs once the connection has
+// ended (unregistered), past the gateway's own context when the gateway
 // is closing, within a bound of its own.
 func (c *conn) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), c.g.opts.WriteTimeout)
 	defer cancel()
-	c.regMu.Lock()
-	c.released = true
-	if c.g.opts.Registry != nil && c.id != "" {
-		c.g.opts.Registry.Deregister(ctx, c.tenant, c.session, c.id)
+	if c.id != "" {
+		c.g.registerSession(ctx, c.tenant, c.session)
 	}
-	c.regMu.Unlock()
 	c.leave(ctx)
 }
 
@@ -457,15 +435,6 @@ func (c *conn) drain() {
 		o.mu.Unlock()
 		c.touch()
 	}
-}
-
-// renew renews the connection's registration (its counts' leases are
-// the node's, renewed by renewCounts).
-func (c *conn) renew(ctx context.Context) {
-	if c.ctx.Err() != nil {
-		return // ending: release has it
-	}
-	c.registerRemote(ctx)
 }
 
 func mustJSON(v any) []byte {

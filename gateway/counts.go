@@ -19,16 +19,26 @@ import (
 // disconnect shrinks it, each in one atomic step of the store, so that a
 // count of any size takes one entry per node in its counter, and stays
 // exact and all-or-nothing with the other limits under concurrent connects
-// on every node. The node renews its leases every renewal; a node that
-// dies stops, and its connections' counts come back within three renewals.
+// on every node.
+//
+// How a dead node's counts come back: without Liveness, a lease lives three
+// renewals and the node renews it every renewal, a write per count per
+// renewal. With Liveness (a store shared by nodes), a lease carries the tag
+// of its node's run (sluice.OwnedLease) and lives as long as the run: it
+// is written when its count changes, and otherwise only once a third of its
+// backstop (CountBackstop) has passed, so that idle connections cost no
+// write; every decision of a count names the runs known dead
+// (sluice.Check.DeadOwners), whose leases then count for nothing and go
+// with the write. A node whose run lapsed (its heartbeat did not land in
+// time) runs under a new tag, and counts its connections anew under it.
 //
 // The node names its leases (sluice.Check.Lease): a count's lease id is a
-// hash of the count under a seed of this gateway's own, the same for as
-// long as it runs. Setting a named lease to n units is the same write
-// however often it is made, so a write whose outcome the node does not know
-// (a store that timed out after the write landed) is simply made again at
-// the next change or renewal, and no lease is ever left behind counting
-// connections that are gone.
+// hash of the count under a seed of this gateway's own, with its run's
+// tag. Setting a named lease to n units is the same write however often it
+// is made, so a write whose outcome the node does not know (a store that
+// timed out after the write landed) is simply made again at the next
+// change or renewal, and no lease is ever left behind counting connections
+// that are gone.
 //
 // One change of a tenant's count at a time is at work on this node (its
 // turn). Connects that arrive meanwhile wait together, and the next to take
@@ -61,8 +71,11 @@ type nodeCount struct {
 	turn  chan struct{} // holds one token: taken by the change at work
 	mu    sync.Mutex    // guards asks
 	asks  []*ask        // a tenant's connects waiting for a decision
+	key   countKey      // the count's
 	id    uint64        // the lease's name
+	tag   uint16        // the run's tag in id
 	held  int64         // the units of the lease in the store: 0 none, or unknown
+	wrote time.Time     // when the lease was last written
 	units int64         // the connections it counts
 	gone  atomic.Int64  // connections gone whose leave could not take the turn: units to take off
 	users int           // connects and connections that need it, for its removal; under Gateway.countsMu
@@ -77,14 +90,36 @@ func (n *nodeCount) settle() {
 	}
 }
 
-// leaseID names the node's lease on count k.
-func (g *Gateway) leaseID(k countKey) uint64 {
+// leaseID names the node's lease on count k under its run's tag.
+func (g *Gateway) leaseID(k countKey, tag uint16) uint64 {
 	var h maphash.Hash
 	h.SetSeed(g.seed)
 	h.WriteString(k.tenant)
 	h.WriteByte(0)
 	h.WriteString(k.session)
-	return h.Sum64() | sluice.NamedLease
+	return sluice.OwnedLease(tag, h.Sum64())
+}
+
+// own brings n's lease to this node's run: after a lapse, its connections
+// are counted anew under the new tag, and the lease of the old one, dead,
+// goes with that write. The caller holds the count's turn.
+func (g *Gateway) own(n *nodeCount) {
+	tag, _ := g.self()
+	if n.tag == tag {
+		return
+	}
+	n.tag, n.id = tag, g.leaseID(n.key, tag)
+	if n.held != 0 {
+		n.held = unknown
+	}
+}
+
+// written records a write of n's lease that left it at held units.
+func (g *Gateway) written(n *nodeCount, held int64) {
+	n.held = held
+	if held != unknown {
+		n.wrote = g.opts.Now()
+	}
 }
 
 // count returns the node's count of k, made if need be, for one user more.
@@ -93,7 +128,8 @@ func (g *Gateway) count(k countKey) *nodeCount {
 	defer g.countsMu.Unlock()
 	n := g.counts[k]
 	if n == nil {
-		n = &nodeCount{turn: make(chan struct{}, 1), id: g.leaseID(k)}
+		tag, _ := g.self()
+		n = &nodeCount{turn: make(chan struct{}, 1), key: k, tag: tag, id: g.leaseID(k, tag)}
 		n.turn <- struct{}{}
 		g.counts[k] = n
 	}
@@ -262,6 +298,14 @@ func (g *Gateway) decideAsks(tenant string, tn *nodeCount) {
 	if len(batch) == 0 {
 		return
 	}
+	if _, live := g.self(); !live {
+		// The other nodes may count this node's leases as a dead run's:
+		// nothing it admitted would count there.
+		for _, a := range batch {
+			g.decide(a, tn, sluice.Result{}, errNotLive, [2]bool{true, false})
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(g.ctx, g.opts.WriteTimeout)
 	give, ok := take(ctx, sessions...)
 	cancel()
@@ -272,8 +316,10 @@ func (g *Gateway) decideAsks(tenant string, tn *nodeCount) {
 		return
 	}
 	defer give()
+	g.own(tn)
 	for _, sn := range sessions {
 		sn.settle()
+		g.own(sn)
 	}
 	if len(batch) > 1 && g.admitBatch(tenant, tn, sessions, share, batch) {
 		return
@@ -328,10 +374,10 @@ func (g *Gateway) admitBatch(tenant string, tn *nodeCount, sessions []*nodeCount
 		return false
 	default:
 		tn.units += int64(len(batch))
-		tn.held = heldAfter(tn, res.Decisions[0])
+		g.written(tn, heldAfter(tn, res.Decisions[0]))
 		for i, sn := range sessions {
 			sn.units += share[i]
-			sn.held = heldAfter(sn, res.Decisions[2+2*i])
+			g.written(sn, heldAfter(sn, res.Decisions[2+2*i]))
 		}
 	}
 	for _, a := range batch {
@@ -379,7 +425,8 @@ func (g *Gateway) admitOne(tenant string, tn *nodeCount, a *ask) (sluice.Result,
 	case res.Allowed:
 		tn.units++
 		sn.units++
-		tn.held, sn.held = heldAfter(tn, res.Decisions[0]), heldAfter(sn, res.Decisions[1])
+		g.written(tn, heldAfter(tn, res.Decisions[0]))
+		g.written(sn, heldAfter(sn, res.Decisions[1]))
 	}
 	return res, err
 }
@@ -408,6 +455,7 @@ func (c *conn) leave(ctx context.Context) {
 	defer give()
 	for i, n := range c.counts {
 		n.settle()
+		g.own(n)
 		n.units = max(n.units-1, 0)
 		g.resize(ctx, c.tenant, n)
 		g.done(keys[i], n, true)
@@ -430,11 +478,11 @@ func (g *Gateway) resize(ctx context.Context, tenant string, n *nodeCount) bool 
 			n.held = unknown
 			return true
 		}
-		n.held = 0
+		g.written(n, 0)
 		return true
 	}
 	check := n.check
-	check.Hits, check.Lease = n.units, n.id
+	check.Hits, check.Lease, check.DeadOwners = n.units, n.id, g.dead()
 	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: []sluice.Check{check}, Hits: 1})
 	switch {
 	case err != nil || res.Decision.FailedClosed || (res.Allowed && res.Decisions[0].Lease.ID != n.id):
@@ -445,14 +493,17 @@ func (g *Gateway) resize(ctx context.Context, tenant string, n *nodeCount) bool 
 		n.held = 0 // the lease was not live: a resize of a live one fits
 		return false
 	}
-	n.held = n.units
+	g.written(n, n.units)
 	return true
 }
 
-// renewCounts renews the node's leases, one store write per count; a lease
-// lost (this node stalled past its TTL: the count may already be someone
-// else's) closes the connections it counted. A count whose lease may be
-// left after its last connection is released here, and removed.
+// renewCounts brings the node's leases to their counts where a change
+// could not be written, and renews those written a third of their
+// backstop ago (countBackstop): without Liveness, every renewal; with it,
+// rarely. A lease lost (this node stalled past its life: the count may
+// already be someone else's) closes the connections it counted. A count
+// whose lease may be left after its last connection is released here, and
+// removed.
 func (g *Gateway) renewCounts(ctx context.Context) {
 	g.countsMu.Lock()
 	keys := make([]countKey, 0, len(g.counts))
@@ -480,17 +531,21 @@ func (g *Gateway) renewCounts(ctx context.Context) {
 			return
 		}
 		n.settle()
+		g.own(n)
 		lost := false
 		switch {
 		case n.held != n.units:
 			lost = !g.resize(ctx, k.tenant, n)
-		case n.held > 0:
+		case n.held > 0 && g.opts.Now().Sub(n.wrote) >= g.countBackstop()/3-g.opts.RenewEvery/2:
 			_, err := g.opts.Limiter.Renew(ctx, k.tenant, n.check, n.id)
-			if errors.Is(err, sluice.ErrLeaseNotFound) {
+			switch {
+			case errors.Is(err, sluice.ErrLeaseNotFound):
 				n.held = 0
 				lost = !g.resize(ctx, k.tenant, n) // counted anew if it fits
-			} else if err != nil {
+			case err != nil:
 				g.log.Warn("gateway: renewing a connection count", "tenant", k.tenant, "err", err)
+			default:
+				g.written(n, n.held)
 			}
 		}
 		g.done(k, n, true)

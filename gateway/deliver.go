@@ -140,12 +140,12 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 	if g.opts.Registry == nil || g.opts.Peer == nil {
 		return nil
 	}
-	regs, err := g.remoteConns(ctx, c)
+	others, err := g.otherNodes(ctx, c)
 	if err != nil {
 		return g.unavailable("registry", c.tenant, err)
 	}
 	var nodes []string
-	for _, n := range nodesOf(regs) {
+	for _, n := range others {
 		if !done.nodes[n] {
 			nodes = append(nodes, n)
 		}
@@ -169,7 +169,7 @@ func (g *Gateway) deliverRemote(ctx context.Context, c *conn, done *fanout, fram
 		if err != nil {
 			g.log.Warn("gateway: delivering to another node", "node", nodes[i], "tenant", c.tenant, "err", err)
 			failed = cmp.Or(failed, err)
-			c.sess.invalidate(true) // the node may be gone: read again next time
+			c.sess.invalidate() // the node may be gone: read again next time
 			continue
 		}
 		if done.nodes == nil {

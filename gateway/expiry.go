@@ -25,9 +25,10 @@ const (
 )
 
 // CloseSession closes a session's connections at once (its deletion), on
-// this node and, through their management API, on every other node that
-// holds one: all with 4001. It returns once every node has answered, or
-// after the write timeout.
+// this node and on every other live node registered as holding some (each
+// reads the session and closes its connections if it is gone): all with
+// 4001. It returns once every node has answered, or after the write
+// timeout.
 func (g *Gateway) CloseSession(tenant, session string) {
 	for _, c := range g.peers(tenant, session) {
 		c.close(statusDeleted, "session deleted")
@@ -37,24 +38,46 @@ func (g *Gateway) CloseSession(tenant, session string) {
 	}
 	ctx, cancel := context.WithTimeout(g.ctx, g.opts.WriteTimeout)
 	defer cancel()
-	regs, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), tenant, session)
+	nodes, err := g.registeredNodes(ctx, tenant, session)
 	if err != nil {
-		g.log.Warn("gateway: listing a deleted session's connections; other nodes close them at their sweep", "tenant", tenant, "err", err)
+		g.log.Warn("gateway: listing a deleted session's nodes; other nodes close its connections at their sweep", "tenant", tenant, "err", err)
 		return
 	}
 	var wg sync.WaitGroup
-	for _, r := range regs {
-		if r.Node == g.opts.Node {
-			continue
-		}
+	for _, node := range nodes {
 		wg.Go(func() {
-			err := g.opts.Peer.Close(ctx, r.Node, r.Tenant, r.Conn, statusDeleted, "session deleted")
-			if err != nil && sluice.KindOf(err) != sluice.KindGone {
-				g.log.Warn("gateway: closing a deleted session's connection on another node", "node", r.Node, "err", err)
+			if err := g.opts.Peer.SessionGone(ctx, node, tenant, session); err != nil {
+				g.log.Warn("gateway: telling another node of a deleted session; it closes its connections at its sweep", "node", node, "err", err)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// SessionGone closes this node's connections of a session if the store
+// says it is gone (deleted, 4001, or expired, 4000): another node deleted
+// it. Whoever calls it, what it does comes from the store, and costs a
+// read only for a session this node holds connections of.
+func (g *Gateway) SessionGone(ctx context.Context, tenant, session string) error {
+	g.mu.Lock()
+	s := g.sessions[sessionKey{tenant, session}]
+	g.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	now := g.opts.Now()
+	_, err := g.opts.Sessions.GetSession(ctx, now, tenant, session)
+	switch {
+	case errors.Is(err, sluice.ErrSessionNotFound):
+		code, reason := s.gone(now)
+		for _, c := range g.peers(tenant, session) {
+			c.close(code, reason)
+		}
+		return nil
+	case err != nil:
+		return g.unavailable("session store", tenant, err)
+	}
+	return nil
 }
 
 // CloseTenant closes every connection of a tenant at once (its deletion).
@@ -193,13 +216,16 @@ func (g *Gateway) allConns() []*conn {
 	return out
 }
 
-// renewers bounds the connections renewed at once by renewLoop.
+// renewers bounds the sessions renewed at once by renewLoop.
 const renewers = 16
 
-// renewLoop renews every connection's leases and registration every
-// RenewEvery, renewers at a time: a lease lives three renewals, so a node
-// that dies stops renewing and its connections' counts come back by
-// themselves.
+// renewLoop brings this node's leases and registrations to what it holds
+// every RenewEvery, renewers sessions at a time, and renews those due
+// (renewCounts, registerSession): without Liveness a lease and a
+// registration live three renewals, so a node that dies stops renewing,
+// its connections' counts come back by themselves and other nodes stop
+// finding its connections; with it, they are passed over once its run is
+// dead.
 func (g *Gateway) renewLoop() {
 	t := time.NewTicker(g.opts.RenewEvery)
 	defer t.Stop()
@@ -211,23 +237,45 @@ func (g *Gateway) renewLoop() {
 		}
 		ctx, cancel := context.WithTimeout(g.ctx, g.opts.RenewEvery)
 		g.renewCounts(ctx)
-		work := make(chan *conn)
+		work := make(chan sessionKey)
 		var wg sync.WaitGroup
 		for range renewers {
 			wg.Go(func() {
-				for c := range work {
-					c.renew(ctx)
+				for k := range work {
+					g.registerSession(ctx, k.tenant, k.id)
 				}
 			})
 		}
-		for _, c := range g.allConns() {
+		keys := g.sessionKeys()
+		held := make(map[sessionKey]bool, len(keys))
+		for _, k := range keys {
+			held[k] = true
+		}
+		for _, k := range g.registeredKeys() {
+			if !held[k] {
+				keys = append(keys, k) // its last connection gone, its registration maybe not
+			}
+		}
+		for _, k := range keys {
 			select {
-			case work <- c:
+			case work <- k:
 			case <-ctx.Done():
 			}
 		}
 		close(work)
 		wg.Wait()
 		cancel()
+		g.renewals.Add(1)
 	}
+}
+
+// sessionKeys returns the sessions this node holds connections of.
+func (g *Gateway) sessionKeys() []sessionKey {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]sessionKey, 0, len(g.conns))
+	for k := range g.conns {
+		out = append(out, k)
+	}
+	return out
 }

@@ -26,8 +26,11 @@ type Options struct {
 	// connect's path, so that a slow store fails a connect (503) rather
 	// than holding it. Zero: none, for stores in process.
 	StoreTimeout time.Duration
-	// RenewEvery is how often a node renews its connections' leases; a
-	// lease lives three of them. Default 10s.
+	// RenewEvery is how often a node brings its connection counts and
+	// registrations to what it holds, and, without Liveness, renews
+	// them: a lease and a registration then live three of them. It is
+	// also how long the other nodes holding a session are known without
+	// a read. Default 10s.
 	RenewEvery time.Duration
 	// MaxMessage caps a message's size; larger closes with 1009. Default
 	// 128 KiB.
@@ -78,18 +81,103 @@ type Options struct {
 	// otherwise use. Clients that send no Origin (not browsers) are let in.
 	AllowedOrigins []string
 	// Registry, Node and Peer reach a session's connections on other
-	// nodes: each connection is registered under its node's base URL
-	// (Node), renewed with its leases, and a message for a connection on
-	// another node, a management call for it, or its session's deletion
-	// goes through Peer (that node's management API). Optional: a single
-	// node needs none.
+	// nodes: a node registers that it holds connections of a session
+	// under its base URL (Node), at its first and until its last, and a
+	// message for the session, a management call for one connection, or
+	// the session's deletion goes to each other node registered, through
+	// Peer (that node's management API). Optional: a single node needs
+	// none.
 	Registry sluice.Registry
 	Node     string
 	Peer     Peer
+	// Liveness, on a store shared by many nodes, says which nodes' runs
+	// are live (peer.Cluster). This node's connection counts and
+	// registrations then live as long as its run, not a few renewals:
+	// they are written when they change, and otherwise only once a third
+	// of their backstop has passed (CountBackstop, RegistrationBackstop),
+	// so that idle connections cost no write. A dead run's counts stop
+	// counting at the next decision of each, since every decision names
+	// the dead runs (sluice.Check.DeadOwners), and its registrations are
+	// passed over by readers. A node whose own run is not live admits no
+	// connection (503). Nil: counts and registrations live three
+	// renewals, and are renewed every RenewEvery.
+	Liveness Liveness
 	// Observer is told what the gateway does, for metrics. Optional.
 	Observer Observer
 	Now      func() time.Time
 	Logger   *slog.Logger
+}
+
+// Liveness is what the gateway needs of the nodes' runs (peer.Cluster).
+type Liveness interface {
+	// Self returns the tag of this node's run, which its leases carry
+	// (sluice.OwnedLease), and whether its run is live now.
+	Self() (tag uint16, live bool)
+	// Dead returns the tags of dead runs whose leases may be left, at
+	// most sluice.MaxDeadOwners, never a live run's.
+	Dead() []uint16
+	// Gone reports whether node (a base URL) is known to have no live
+	// run: a node not heard of yet (just started) is not gone.
+	Gone(node string) bool
+	// Heartbeat is how often a node records its run: a dead node is
+	// gone, and its leases count for nothing, within five of them.
+	Heartbeat() time.Duration
+}
+
+// The backstops of a node's counts and registrations under Liveness: how
+// long one lives unless written again, which a node does every third of
+// it. They matter only if every node dies: a dead node's are passed over
+// long before. A dead run is named dead (Liveness.Dead) for longer than
+// its leases live.
+const (
+	CountBackstop        = 2 * time.Hour
+	RegistrationBackstop = 24 * time.Hour
+)
+
+// errNotLive refuses a connect on a node whose run is not live.
+var errNotLive = &sluice.Error{Kind: sluice.KindUnavailable, Message: "this node's heartbeat has not reached the store in time: it admits no connection until it does"}
+
+// countBackstop is how long a lease of a connection count lives unless
+// written again.
+func (g *Gateway) countBackstop() time.Duration {
+	if g.opts.Liveness == nil {
+		return 3 * g.opts.RenewEvery
+	}
+	return CountBackstop
+}
+
+// regBackstop is how long a registration lives unless written again.
+func (g *Gateway) regBackstop() time.Duration {
+	if g.opts.Liveness == nil {
+		return 3 * g.opts.RenewEvery
+	}
+	return RegistrationBackstop
+}
+
+// deadWithin bounds how long a dead node's registrations are still read
+// as live: its heartbeat's five periods, or, without Liveness, three
+// renewals.
+func (g *Gateway) deadWithin() time.Duration {
+	if g.opts.Liveness == nil {
+		return 3 * g.opts.RenewEvery
+	}
+	return 5 * g.opts.Liveness.Heartbeat()
+}
+
+// self returns the tag of this node's run, and whether it is live.
+func (g *Gateway) self() (uint16, bool) {
+	if g.opts.Liveness == nil {
+		return 0, true
+	}
+	return g.opts.Liveness.Self()
+}
+
+// dead returns the tags of the dead runs, for a decision of a count.
+func (g *Gateway) dead() []uint16 {
+	if g.opts.Liveness == nil {
+		return nil
+	}
+	return g.opts.Liveness.Dead()
 }
 
 // Tenant is what the gateway knows of a tenant.
@@ -145,6 +233,10 @@ type Gateway struct {
 	byID     map[string]*conn        // the connections in conns
 	closed   bool
 
+	regLocks   [regLocks]sync.Mutex // order each session's registration writes (registerSession)
+	regMu      sync.Mutex
+	registered map[sessionKey]time.Time // when this node's registration of a session was written; under regMu
+
 	countsMu sync.Mutex              // guards counts, and each nodeCount's users
 	counts   map[countKey]*nodeCount // this node's leases on the connection counts
 	seed     maphash.Seed            // names this node's leases (leaseID)
@@ -158,9 +250,10 @@ type Gateway struct {
 	ctx    context.Context // cancelled by Close: no store call outlives it
 	cancel context.CancelFunc
 
-	wg     sync.WaitGroup
-	stop   chan struct{}
-	sweeps atomic.Int64 // expiry sweeps done, for tests to wait on
+	wg       sync.WaitGroup
+	stop     chan struct{}
+	sweeps   atomic.Int64 // expiry sweeps done, for tests to wait on
+	renewals atomic.Int64 // renewal rounds done, the same
 }
 
 type sessionKey struct{ tenant, id string }
@@ -210,7 +303,7 @@ func New(opts Options) *Gateway {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, sessions: map[sessionKey]*session{}, counts: map[countKey]*nodeCount{}, byID: map[string]*conn{}, silos: map[string]*queue.Queue{}, seed: maphash.MakeSeed(), stop: make(chan struct{})}
+	g := &Gateway{opts: opts, log: opts.Logger, conns: map[sessionKey]map[*conn]struct{}{}, sessions: map[sessionKey]*session{}, counts: map[countKey]*nodeCount{}, byID: map[string]*conn{}, registered: map[sessionKey]time.Time{}, silos: map[string]*queue.Queue{}, seed: maphash.MakeSeed(), stop: make(chan struct{})}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.dedup = queue.NewDedup(5*time.Minute, 100_000)
 	g.pooled = queue.New(g.queueOptions(queue.Options{Capacity: opts.QueueCapacity * opts.PooledWorkers, TenantCapacity: opts.QueueCapacity, Workers: opts.PooledWorkers}), g.deliver)

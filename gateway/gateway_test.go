@@ -832,7 +832,7 @@ func TestFailedRemoteDeliveryRetried(t *testing.T) {
 	f.session(t, "s1")
 	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
-	reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Conn: "s1.remote", Node: "http://other", ExpiresAt: f.clock.now().Add(time.Hour)})
+	reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Node: "http://other", ExpiresAt: f.clock.now().Add(time.Hour)})
 	f.g.SessionChanged("acme", "s1", true) // as the other node says once it has registered its first
 	write(t, a, `{"action":"pooled","data":1,"id":"m1"}`)
 	if m := read(t, a); m["type"] != "echo" {
@@ -860,8 +860,8 @@ func TestFailedRemoteDeliveryRetried(t *testing.T) {
 }
 
 // TestNodeThatFailsCalledOncePerDelivery: a node that cannot be reached
-// holds a delivery for one call, not one per connection it holds: its
-// other connections wait for the delivery made again. Five deliveries,
+// holds a delivery for one call, whatever the connections it holds: they
+// wait for the delivery made again. Five deliveries,
 // then the sender is told the message was not delivered.
 func TestNodeThatFailsCalledOncePerDelivery(t *testing.T) {
 	reg := &memstore.Registry{}
@@ -870,9 +870,7 @@ func TestNodeThatFailsCalledOncePerDelivery(t *testing.T) {
 	f.session(t, "s1")
 	a := f.mustDial(t, "acme", "s1")
 	defer a.Close(websocket.StatusNormalClosure, "")
-	for i := range 3 {
-		reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Conn: fmt.Sprintf("s1.remote%d", i), Node: "http://down", ExpiresAt: f.clock.now().Add(time.Hour)})
-	}
+	reg.Register(context.Background(), sluice.Registration{Tenant: "acme", Session: "s1", Node: "http://down", ExpiresAt: f.clock.now().Add(time.Hour)})
 	f.g.SessionChanged("acme", "s1", true)
 	write(t, a, `{"action":"pooled","data":1,"id":"m1"}`)
 	if m := read(t, a); m["type"] != "echo" {
@@ -922,6 +920,10 @@ func (p *flakyPeer) Close(ctx context.Context, node, tenant, conn string, code w
 }
 
 func (p *flakyPeer) Changed(ctx context.Context, node, tenant, session string, newNode bool) error {
+	return nil
+}
+
+func (p *flakyPeer) SessionGone(ctx context.Context, node, tenant, session string) error {
 	return nil
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -27,6 +28,9 @@ type Peer interface {
 	// new one elsewhere, newNode if the first of the session on its node
 	// (Gateway.SessionChanged).
 	Changed(ctx context.Context, node, tenant, session string, newNode bool) error
+	// SessionGone tells node that a session it may hold connections of
+	// was deleted (Gateway.SessionGone there).
+	SessionGone(ctx context.Context, node, tenant, session string) error
 	// Deliver gives node the frames for every connection of the session it
 	// holds, in order (Gateway.DeliverLocal there): one call per node,
 	// whatever the number of its connections. id names the message: a
@@ -64,26 +68,28 @@ func (g *Gateway) lookup(tenant, id string) (*conn, error) {
 	}
 }
 
-// owner returns the node that holds tenant's connection id, if another
-// node registered it and forward is set; ErrGone otherwise. forward is
-// true for a client's call, false for one another node forwarded, so that
-// no call goes round.
-func (g *Gateway) owner(ctx context.Context, tenant, id string, forward bool) (string, error) {
+// atOwner makes call at the node that holds tenant's connection id, if
+// another node does and forward is set; ErrGone otherwise. The id names
+// its session, not its node: each other live node registered as holding
+// connections of the session is asked in turn, until one does not answer
+// ErrGone. forward is true for a client's call, false for one another
+// node forwarded, so that no call goes round.
+func (g *Gateway) atOwner(ctx context.Context, tenant, id string, forward bool, call func(node string) error) error {
 	i := strings.LastIndexByte(id, '.')
 	session, ok := id[:max(i, 0)], i > 0
 	if !forward || !ok || g.opts.Registry == nil || g.opts.Peer == nil {
-		return "", ErrGone
+		return ErrGone
 	}
-	regs, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), tenant, session)
+	nodes, err := g.registeredNodes(ctx, tenant, session)
 	if err != nil {
-		return "", g.unavailable("registry", tenant, err)
+		return g.unavailable("registry", tenant, err)
 	}
-	for _, r := range regs {
-		if r.Conn == id && r.Node != g.opts.Node {
-			return r.Node, nil
+	for _, node := range nodes {
+		if err := call(node); !errors.Is(err, ErrGone) {
+			return err
 		}
 	}
-	return "", ErrGone
+	return ErrGone
 }
 
 // PostToConnection sends data to a connection as a frame. It queues the
@@ -98,11 +104,9 @@ func (g *Gateway) PostToConnection(ctx context.Context, tenant, id string, data 
 		}
 		return nil
 	}
-	node, err := g.owner(ctx, tenant, id, forward)
-	if err != nil {
-		return err
-	}
-	return g.opts.Peer.Post(ctx, node, tenant, id, data)
+	return g.atOwner(ctx, tenant, id, forward, func(node string) error {
+		return g.opts.Peer.Post(ctx, node, tenant, id, data)
+	})
 }
 
 // ConnectionInfo returns a connection's times.
@@ -113,11 +117,12 @@ func (g *Gateway) ConnectionInfo(ctx context.Context, tenant, id string, forward
 		defer c.mu.Unlock()
 		return ConnectionInfo{ID: c.id, Tenant: c.tenant, Session: c.session, ConnectedAt: c.connectedAt.UTC(), LastActiveAt: c.lastActiveAt.UTC()}, nil
 	}
-	node, err := g.owner(ctx, tenant, id, forward)
-	if err != nil {
-		return ConnectionInfo{}, err
-	}
-	return g.opts.Peer.Info(ctx, node, tenant, id)
+	var info ConnectionInfo
+	err = g.atOwner(ctx, tenant, id, forward, func(node string) (err error) {
+		info, err = g.opts.Peer.Info(ctx, node, tenant, id)
+		return err
+	})
+	return info, err
 }
 
 // CloseConnection closes a connection with code (1000 for a client's
@@ -128,9 +133,7 @@ func (g *Gateway) CloseConnection(ctx context.Context, tenant, id string, code w
 		c.close(code, reason)
 		return nil
 	}
-	node, err := g.owner(ctx, tenant, id, forward)
-	if err != nil {
-		return err
-	}
-	return g.opts.Peer.Close(ctx, node, tenant, id, code, reason)
+	return g.atOwner(ctx, tenant, id, forward, func(node string) error {
+		return g.opts.Peer.Close(ctx, node, tenant, id, code, reason)
+	})
 }

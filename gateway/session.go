@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -20,24 +21,20 @@ import (
 //     from an expiry (4000);
 //   - when this node last moved the expiry, so that it writes it at most
 //     once per tenth of the TTL, however many messages (touchDue);
-//   - the session's connections on other nodes, read once and kept for a
-//     renewal period at most, and less if another node says they changed
-//     (Gateway.SessionChanged), a node answers that one is gone, or a node
-//     cannot be reached: a new connection whose node could not tell this
-//     one is reached within a renewal period;
-//   - the other nodes holding connections of the session, read with them
-//     and kept for a renewal period at most, and less if a node says it has
-//     its first: the nodes a connect here tells of itself (announce), so
-//     that a connect costs no read of the session's connections.
+//   - the other live nodes holding connections of the session, read once
+//     and kept for a renewal period at most, and less if another node says
+//     it has its first (Gateway.SessionChanged) or a node cannot be
+//     reached: the nodes a message is delivered to, each delivering it to
+//     its own connections, and those a connect here tells of itself
+//     (announce); a node whose first connection could not tell this one is
+//     reached within a renewal period.
 type session struct {
 	mu      sync.Mutex
 	expires time.Time
 	touched time.Time
-	regs    []sluice.Registration // other nodes' connections, if cached
-	cached  time.Time             // when regs was read; zero if not cached
-	gen     uint64                // moved by every invalidation, so that a read in flight is not kept
-	nodes   []string              // other nodes holding connections, if known
-	nodesAt time.Time             // when nodes was read; zero if not known
+	gen     uint64    // moved by every invalidation, so that a read in flight is not kept
+	nodes   []string  // other nodes holding connections, if known
+	nodesAt time.Time // when nodes was read; zero if not known
 }
 
 // saw records a session expiry read from the store.
@@ -83,14 +80,10 @@ func (s *session) touchDue(now time.Time, every time.Duration) bool {
 	return true
 }
 
-// invalidate drops the cached connections of other nodes, and the nodes
-// holding them if nodes is set.
-func (s *session) invalidate(nodes bool) {
+// invalidate drops the other nodes known to hold connections.
+func (s *session) invalidate() {
 	s.mu.Lock()
-	s.regs, s.cached = nil, time.Time{}
-	if nodes {
-		s.nodes, s.nodesAt = nil, time.Time{}
-	}
+	s.nodes, s.nodesAt = nil, time.Time{}
 	s.gen++
 	s.mu.Unlock()
 }
@@ -102,42 +95,9 @@ func (s *session) expiry() time.Time {
 	return s.expires
 }
 
-// forget drops one connection from the cache: its node says it is gone.
-func (s *session) forget(conn string) {
-	s.mu.Lock()
-	s.regs = slices.DeleteFunc(slices.Clone(s.regs), func(r sluice.Registration) bool { return r.Conn == conn })
-	s.mu.Unlock()
-}
-
-// remoteConns returns the session's connections on other nodes: cached,
-// or read from the registry and cached unless invalidated meanwhile.
-func (g *Gateway) remoteConns(ctx context.Context, c *conn) ([]sluice.Registration, error) {
-	s := c.sess
-	s.mu.Lock()
-	if !s.cached.IsZero() && time.Since(s.cached) < g.opts.RenewEvery {
-		regs := s.regs
-		s.mu.Unlock()
-		return regs, nil
-	}
-	gen := s.gen
-	s.mu.Unlock()
-	all, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), c.tenant, c.session)
-	if err != nil {
-		return nil, err
-	}
-	regs := slices.DeleteFunc(all, func(r sluice.Registration) bool { return r.Node == g.opts.Node })
-	nodes := nodesOf(regs)
-	s.mu.Lock()
-	if s.gen == gen {
-		now := time.Now()
-		s.regs, s.cached, s.nodes, s.nodesAt = regs, now, nodes, now
-	}
-	s.mu.Unlock()
-	return regs, nil
-}
-
-// otherNodes returns the other nodes holding connections of c's session:
-// known, or read with the session's connections.
+// otherNodes returns the other live nodes holding connections of c's
+// session: known, or read from the registry and kept unless invalidated
+// meanwhile.
 func (g *Gateway) otherNodes(ctx context.Context, c *conn) ([]string, error) {
 	s := c.sess
 	s.mu.Lock()
@@ -146,36 +106,51 @@ func (g *Gateway) otherNodes(ctx context.Context, c *conn) ([]string, error) {
 		s.mu.Unlock()
 		return nodes, nil
 	}
-	s.regs, s.cached = nil, time.Time{} // read them again, nodes and all
+	gen := s.gen
 	s.mu.Unlock()
-	regs, err := g.remoteConns(ctx, c)
+	nodes, err := g.registeredNodes(ctx, c.tenant, c.session)
 	if err != nil {
 		return nil, err
 	}
-	return nodesOf(regs), nil
+	s.mu.Lock()
+	if s.gen == gen {
+		s.nodes, s.nodesAt = nodes, time.Now()
+	}
+	s.mu.Unlock()
+	return nodes, nil
 }
 
-// nodesOf returns the nodes of regs, each once.
-func nodesOf(regs []sluice.Registration) []string {
+// registeredNodes reads the other nodes registered as holding connections
+// of a session, each once, but those gone (Options.Liveness): a dead
+// node's registrations stay until their backstop, passed over.
+func (g *Gateway) registeredNodes(ctx context.Context, tenant, session string) ([]string, error) {
+	regs, err := g.opts.Registry.Registrations(ctx, g.opts.Now(), tenant, session)
+	if err != nil {
+		return nil, err
+	}
 	var nodes []string
 	for _, r := range regs {
-		if !slices.Contains(nodes, r.Node) {
+		if r.Node != g.opts.Node && !slices.Contains(nodes, r.Node) && (g.opts.Liveness == nil || !g.opts.Liveness.Gone(r.Node)) {
 			nodes = append(nodes, r.Node)
 		}
 	}
-	return nodes
+	return nodes, nil
 }
 
-// SessionChanged drops what this node keeps of a session's connections on
-// other nodes: another node has a new one (it says so when it registers
-// one), and newNode if its first of the session, so that this node's next
-// connect of the session tells it too.
+// SessionChanged drops the other nodes this node knows to hold a
+// session's connections if another node has its first of the session
+// (newNode), so that the next message reaches it and this node's next
+// connect of the session tells it too. A new connection on a node known
+// already changes nothing here: that node delivers to its own.
 func (g *Gateway) SessionChanged(tenant, session string, newNode bool) {
+	if !newNode {
+		return
+	}
 	g.mu.Lock()
 	s := g.sessions[sessionKey{tenant, session}]
 	g.mu.Unlock()
 	if s != nil {
-		s.invalidate(newNode)
+		s.invalidate()
 	}
 }
 
@@ -206,3 +181,74 @@ func (g *Gateway) announce(ctx context.Context, c *conn, first bool) {
 	}
 	wg.Wait()
 }
+
+// registerSession brings this node's registration of a session to what
+// it holds: written at its first connection of the session, removed with
+// its last, and written again only once a third of its backstop has passed
+// (regBackstop), so that connections that stay cost no write. Writes of one
+// session are made one at a time, each of the connections as they are
+// when it is made, so that the last write is never of an older state.
+func (g *Gateway) registerSession(ctx context.Context, tenant, session string) error {
+	if g.opts.Registry == nil {
+		return nil
+	}
+	k := sessionKey{tenant, session}
+	mu := &g.regLocks[regLock(tenant, session)]
+	mu.Lock()
+	defer mu.Unlock()
+	g.mu.Lock()
+	held := len(g.conns[k]) > 0
+	g.mu.Unlock()
+	now := g.opts.Now()
+	backstop := g.regBackstop()
+	g.regMu.Lock()
+	at, written := g.registered[k]
+	g.regMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
+	defer cancel()
+	var err error
+	switch {
+	case held && written && now.Sub(at) < backstop/3:
+		return nil
+	case held:
+		if err = g.opts.Registry.Register(ctx, sluice.Registration{Tenant: tenant, Session: session, Node: g.opts.Node, ExpiresAt: now.Add(backstop)}); err == nil {
+			g.regMu.Lock()
+			g.registered[k] = now
+			g.regMu.Unlock()
+		}
+	case written:
+		if err = g.opts.Registry.Deregister(ctx, tenant, session, g.opts.Node); err == nil {
+			g.regMu.Lock()
+			delete(g.registered, k)
+			g.regMu.Unlock()
+		}
+	default:
+		return nil
+	}
+	if err != nil {
+		g.log.Warn("gateway: registering a session's connections here; tried again at the next renewal", "tenant", tenant, "err", err)
+	}
+	return err
+}
+
+// registeredKeys returns the sessions this node's registrations were
+// written for, those left after the last connection's included.
+func (g *Gateway) registeredKeys() []sessionKey {
+	g.regMu.Lock()
+	defer g.regMu.Unlock()
+	out := make([]sessionKey, 0, len(g.registered))
+	for k := range g.registered {
+		out = append(out, k)
+	}
+	return out
+}
+
+// regLocks orders the registration writes of a session (registerSession):
+// a session takes one of them by the hash of its key.
+const regLocks = 64
+
+func regLock(tenant, session string) uint64 {
+	return maphash.Comparable(regSeed, sessionKey{tenant, session}) % regLocks
+}
+
+var regSeed = maphash.MakeSeed()

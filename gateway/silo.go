@@ -46,10 +46,10 @@ func (g *Gateway) releaseIdleSilos() {
 // queueOptions fills the options every queue of the gateway shares.
 func (g *Gateway) queueOptions(o queue.Options) queue.Options {
 	o.Dedup, o.Now, o.VisibilityTimeout = g.dedup, g.opts.Now, g.opts.VisibilityTimeout
-	// Five deliveries, 1, 2, 4 and 8 fifths of a renewal apart: three
-	// renewals in all, by when a dead node's registrations have expired
-	// and its connections are no longer delivered to.
-	o.MaxReceives, o.RetryDelay = 5, max(g.opts.RenewEvery/5, time.Millisecond)
+	// Five deliveries, 1, 2, 4 and 8 fifteenths of deadWithin apart: by
+	// the last, a dead node's registrations are passed over, and it is no
+	// longer delivered to.
+	o.MaxReceives, o.RetryDelay = 5, max(g.deadWithin()/15, time.Millisecond)
 	o.DeadLetter = func(m queue.Message, err error) {
 		j := m.Body.(job)
 		g.log.Warn("gateway: message dropped after its deliveries failed", "tenant", m.Tenant, "receives", m.Receives, "err", err)

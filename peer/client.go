@@ -168,6 +168,11 @@ func (c *Client) Changed(ctx context.Context, node, tenant, session string, newN
 	return c.do(ctx, http.MethodPost, node+"/v1/tenants/"+url.PathEscape(tenant)+"/sessions/"+url.PathEscape(session)+"/changed"+q, "", nil, nil)
 }
 
+// SessionGone implements gateway.Peer.
+func (c *Client) SessionGone(ctx context.Context, node, tenant, session string) error {
+	return c.do(ctx, http.MethodPost, node+"/v1/tenants/"+url.PathEscape(tenant)+"/sessions/"+url.PathEscape(session)+"/gone", "", nil, nil)
+}
+
 // Get asks node (its base URL) for pathAndQuery, answered by that node
 // alone, and returns the body of its 200, which must be JSON; an error
 // answer is the node's error, of its kind.

@@ -4,35 +4,41 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/gateway"
 )
 
-// Store is a shared store's list of live nodes (dynamostore.Store).
+// Store is a shared store's record of the nodes' runs (dynamostore.Store).
 type Store interface {
-	Announce(ctx context.Context, node string, until time.Time) error
-	Nodes(ctx context.Context, now time.Time) ([]string, error)
+	Announce(ctx context.Context, h sluice.Heartbeat) error
+	Heartbeats(ctx context.Context) ([]sluice.Heartbeat, error)
 }
 
-// How often a node announces itself, and how long an announcement lasts:
-// a node gone is dropped from the dashboard's sums within announceTTL.
-const (
-	announceEvery = 5 * time.Second
-	announceTTL   = 15 * time.Second
-	peersFresh    = 5 * time.Second // how long a list of nodes is reused
-	// requestTimeout bounds a node's answer to a request's gather
-	// (GatherFor): a slow node is left out, and named.
-	requestTimeout = 2 * time.Second
-)
+// DefaultHeartbeat is how often a node announces itself; an announcement
+// lasts three of them, and a run counts as dead one more after that.
+const DefaultHeartbeat = 5 * time.Second
 
-// Cluster is this node and the other nodes of a shared store, as the
-// dashboard sums them: each node keeps what it decided, and the node a
-// dashboard asks asks the others for theirs. Nothing of it goes through
-// the store but the list of nodes. It announces this node (Announce),
-// lists the others (Peers) and asks them at once (Gather). Safe for
-// concurrent use.
+// requestTimeout bounds a node's answer to a request's gather (GatherFor):
+// a slow node is left out, and named.
+const requestTimeout = 2 * time.Second
+
+// Cluster is this node and the other nodes of a shared store. It announces
+// this node's run (Announce), lists the other live nodes (Peers), asks
+// them at once (Gather: the dashboard's sums, each node keeping what it
+// decided), and tells the gateway which runs are live, so that it counts
+// connections without renewing them (Self, Dead): a run's heartbeat lasts
+// three heartbeat periods from its write; a run whose heartbeat ended one
+// more period ago is dead, and its leases (those of its tag) count for no
+// one. A node whose own heartbeat has not landed within its life is not
+// live (Self), admits nothing, and runs under a new tag once it announces
+// again: the others may already have counted its leases as a dead run's.
+// Safe for concurrent use.
 //
 // A nil *Cluster is this node alone, unnamed: it gathers nothing, and
 // names this node "".
@@ -41,12 +47,18 @@ type Cluster struct {
 	store  Store
 	client *Client
 	log    *slog.Logger
+	every  time.Duration
 
 	mu    sync.Mutex
-	list  []string
+	list  []string        // the other live nodes, read at asked
+	gone  map[string]bool // the nodes with runs, none live
+	dead  []uint16        // the tags of the dead runs whose leases may be left
 	asked time.Time
 	// reading is set while one caller reads the list from the store.
 	reading bool
+	tag     uint16    // this run's
+	past    []uint16  // this node's earlier tags, dead from their change
+	until   time.Time // the until of this run's last heartbeat that landed
 }
 
 // NewCluster returns the cluster of node self (its base URL, as the others
@@ -57,24 +69,44 @@ func NewCluster(self string, store Store, client *Client, log *slog.Logger) *Clu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Cluster{self: self, store: store, client: client, log: log}
+	return &Cluster{self: self, store: store, client: client, log: log, every: DefaultHeartbeat, tag: newTag(nil)}
 }
 
-// Announce records this node as live every 5 seconds, for 15, until ctx
-// ends; without a store it returns at once. Its caller runs it in a
-// goroutine it owns, and stops it by ending ctx.
+// WithHeartbeat sets how often the node announces itself (DefaultHeartbeat
+// if not set), before Announce runs, and returns c.
+func (c *Cluster) WithHeartbeat(every time.Duration) *Cluster {
+	if every > 0 {
+		c.every = every
+	}
+	return c
+}
+
+// Heartbeat returns how often the node announces itself: a dead node's
+// leases count for no one within five of them of its death.
+func (c *Cluster) Heartbeat() time.Duration { return c.every }
+
+// newTag returns a random tag, not 0 and none of taken.
+func newTag(taken []uint16) uint16 {
+	for {
+		t := uint16(rand.Uint32())
+		if t != 0 && !slices.Contains(taken, t) {
+			return t
+		}
+	}
+}
+
+// Announce records this node's run as live, at once and every heartbeat
+// period, until ctx ends, and reads the list of runs after each; without a
+// store it returns at once. Its caller runs it in a goroutine it owns, and
+// stops it by ending ctx.
 func (c *Cluster) Announce(ctx context.Context) {
 	if c.store == nil {
 		return
 	}
-	t := time.NewTicker(announceEvery)
+	t := time.NewTicker(c.every)
 	defer t.Stop()
 	for {
-		actx, cancel := context.WithTimeout(ctx, announceEvery)
-		if err := c.store.Announce(actx, c.self, time.Now().Add(announceTTL)); err != nil && ctx.Err() == nil {
-			c.log.Warn("dashboard: announcing this node failed; other nodes' dashboards miss its counts", "err", err)
-		}
-		cancel()
+		c.announce(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -83,30 +115,135 @@ func (c *Cluster) Announce(ctx context.Context) {
 	}
 }
 
+// Join writes this node's first heartbeat and reads the runs, before
+// Announce runs: a node is not live (Self) until a heartbeat has landed.
+// A failure is logged; Announce tries again.
+func (c *Cluster) Join(ctx context.Context) {
+	if c.store != nil {
+		c.announce(ctx)
+	}
+}
+
+// announce writes one heartbeat, under a new tag if the last one to land
+// has ended, and reads the runs.
+func (c *Cluster) announce(ctx context.Context) {
+	actx, cancel := context.WithTimeout(ctx, c.every)
+	defer cancel()
+	start := time.Now()
+	c.mu.Lock()
+	if !c.until.IsZero() && !start.Before(c.until) {
+		// Lapsed: the others may count this run's leases as dead.
+		c.past = append(c.past, c.tag)
+		if len(c.past) > sluice.MaxDeadOwners/2 {
+			c.past = c.past[1:]
+		}
+		c.tag = newTag(append(slices.Clone(c.dead), c.past...))
+		c.log.Warn("cluster: this node's heartbeat lapsed; it runs under a new tag, its connections counted anew", "tag", c.tag)
+	}
+	h := sluice.Heartbeat{Node: c.self, Tag: c.tag, Until: start.Add(3 * c.every)}
+	c.mu.Unlock()
+	if err := c.store.Announce(actx, h); err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("cluster: announcing this node failed; other nodes' dashboards miss its counts, and it admits no connection once its heartbeat ends", "err", err)
+		}
+	} else {
+		c.mu.Lock()
+		if c.tag == h.Tag {
+			c.until = h.Until
+		}
+		c.mu.Unlock()
+	}
+	if _, err := c.read(actx, true); err != nil && ctx.Err() == nil {
+		c.log.Warn("cluster: listing the nodes failed", "err", err)
+	}
+}
+
+// Self returns this run's tag, and whether its heartbeat is live now.
+func (c *Cluster) Self() (tag uint16, live bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tag, time.Now().Before(c.until)
+}
+
+// Dead returns the tags of the dead runs whose leases may still be in a
+// counter, this node's earlier ones first, at most sluice.MaxDeadOwners;
+// as of the last list read, never a tag of a live run.
+func (c *Cluster) Dead() []uint16 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := append(slices.Clone(c.past), c.dead...)
+	return out[:min(len(out), sluice.MaxDeadOwners)]
+}
+
+// Gone reports whether node is known to have no live run, as of the last
+// list read: its runs are all dead. A node not heard of is not gone: it
+// may have started since.
+func (c *Cluster) Gone(node string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gone[node]
+}
+
 // Peers returns the live nodes but this one, read from the store at most
-// once every 5 seconds; none without a store. No caller waits on another's
-// read of the store: while one reads, the others take the list read last.
+// once per heartbeat period; none without a store. No caller waits on
+// another's read of the store: while one reads, the others take the list
+// read last.
 func (c *Cluster) Peers(ctx context.Context) ([]string, error) {
 	if c.store == nil {
 		return nil, nil
 	}
+	return c.read(ctx, false)
+}
+
+// read returns the live nodes but this one: the list read last, unless it
+// is older than a heartbeat period (or always, if fresh) and no other
+// caller is reading it.
+func (c *Cluster) read(ctx context.Context, fresh bool) ([]string, error) {
 	c.mu.Lock()
-	if time.Since(c.asked) < peersFresh || c.reading {
+	if (!fresh && time.Since(c.asked) < c.every) || c.reading {
 		list := c.list
 		c.mu.Unlock()
 		return list, nil
 	}
 	c.reading = true
 	c.mu.Unlock()
-	all, err := c.store.Nodes(ctx, time.Now())
+	runs, err := c.store.Heartbeats(ctx)
+	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reading = false
 	if err != nil {
 		return nil, err
 	}
-	c.list = slices.DeleteFunc(all, func(n string) bool { return n == c.self })
-	c.asked = time.Now()
+	var list []string
+	live := []uint16{c.tag}
+	var ended []sluice.Heartbeat
+	for _, h := range runs {
+		switch {
+		case h.Until.After(now):
+			live = append(live, h.Tag)
+			if h.Node != c.self && !slices.Contains(list, h.Node) {
+				list = append(list, h.Node)
+			}
+		case h.Until.Add(c.every).Before(now):
+			// Dead: its leases and registrations, written while it
+			// lived, may live on for their backstops.
+			ended = append(ended, h)
+		}
+	}
+	// Newest dead first: the oldest's leases are the likeliest ended.
+	slices.SortFunc(ended, func(a, b sluice.Heartbeat) int { return b.Until.Compare(a.Until) })
+	var dead []uint16
+	gone := map[string]bool{}
+	for _, h := range ended {
+		if h.Tag != 0 && h.Until.Add(gateway.CountBackstop).After(now) && !slices.Contains(live, h.Tag) && !slices.Contains(dead, h.Tag) {
+			dead = append(dead, h.Tag)
+		}
+		if h.Node != c.self && !slices.Contains(list, h.Node) {
+			gone[h.Node] = true
+		}
+	}
+	c.list, c.gone, c.dead, c.asked = list, gone, dead, now
 	return c.list, nil
 }
 

@@ -14,27 +14,41 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/gateway"
 )
 
 // store is a shared store's list of nodes, in memory: what it lists, the
 // announcements it got, and how often it was read.
 type store struct {
 	mu        sync.Mutex
-	nodes     []string
-	err       error
+	nodes     []string // live for an hour, each under its own tag
+	runs      []sluice.Heartbeat
+	err       error // of reads
+	down      bool  // announcements fail
 	reads     int
 	announced []time.Time   // the untils
 	hold      chan struct{} // if set, a read waits for it to close
 }
 
-func (s *store) Announce(_ context.Context, node string, until time.Time) error {
+func (s *store) Announce(_ context.Context, h sluice.Heartbeat) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.announced = append(s.announced, until)
+	if s.down {
+		return errors.New("store down")
+	}
+	s.announced = append(s.announced, h.Until)
+	i := slices.IndexFunc(s.runs, func(r sluice.Heartbeat) bool { return r.Node == h.Node && r.Tag == h.Tag })
+	if i < 0 {
+		s.runs = append(s.runs, h)
+	} else {
+		s.runs[i] = h
+	}
 	return nil
 }
 
-func (s *store) Nodes(context.Context, time.Time) ([]string, error) {
+func (s *store) Heartbeats(context.Context) ([]sluice.Heartbeat, error) {
 	s.mu.Lock()
 	hold := s.hold
 	s.mu.Unlock()
@@ -44,7 +58,11 @@ func (s *store) Nodes(context.Context, time.Time) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads++
-	return slices.Clone(s.nodes), s.err
+	out := slices.Clone(s.runs)
+	for i, n := range s.nodes {
+		out = append(out, sluice.Heartbeat{Node: n, Tag: uint16(1000 + i), Until: time.Now().Add(time.Hour)})
+	}
+	return out, s.err
 }
 
 // TestGatherNamesTheNodesThatDidNotAnswer: a gather asks every other
@@ -138,7 +156,7 @@ func TestPeers(t *testing.T) {
 				t.Fatalf("Peers = %q, %v; want the others", got, err)
 			}
 		}
-		time.Sleep(peersFresh - time.Nanosecond)
+		time.Sleep(DefaultHeartbeat - time.Nanosecond)
 		c.Peers(t.Context())
 		if st.reads != 1 {
 			t.Fatalf("%d reads of the store within 5s, want 1", st.reads)
@@ -161,7 +179,7 @@ func TestPeersWaitOnNoSlowRead(t *testing.T) {
 		st := &store{nodes: []string{"http://a", "http://self"}}
 		c := NewCluster("http://self", st, nil, nil)
 		c.Peers(t.Context())
-		time.Sleep(peersFresh)
+		time.Sleep(DefaultHeartbeat)
 		hold := make(chan struct{})
 		st.mu.Lock()
 		st.hold, st.nodes = hold, []string{"http://b", "http://self"}
@@ -198,15 +216,89 @@ func TestAnnounce(t *testing.T) {
 			defer close(done)
 			c.Announce(ctx)
 		}()
-		time.Sleep(2*announceEvery + time.Second)
+		every, ttl := DefaultHeartbeat, 3*DefaultHeartbeat
+		time.Sleep(2*every + time.Second)
 		synctest.Wait()
 		cancel()
 		<-done
-		want := []time.Time{start.Add(announceTTL), start.Add(announceEvery + announceTTL), start.Add(2*announceEvery + announceTTL)}
+		want := []time.Time{start.Add(ttl), start.Add(every + ttl), start.Add(2*every + ttl)}
 		if !slices.EqualFunc(st.announced, want, time.Time.Equal) {
 			t.Fatalf("announced until %v, want %v", st.announced, want)
 		}
 
 		NewCluster("http://self", nil, nil, nil).Announce(t.Context()) // returns
+	})
+}
+
+// TestLiveness: a node's run is live once its heartbeat lands, and for
+// three heartbeat periods after the last that did; one that has not
+// landed since admits nothing (Self), and when one lands again the node
+// runs under a new tag, its old one named dead at once. Another run is
+// dead one period after its heartbeat ended, and named so only while its
+// leases may live, never if a live run has its tag.
+func TestLiveness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		every := time.Second
+		now := time.Now()
+		st := &store{runs: []sluice.Heartbeat{
+			{Node: "http://gone", Tag: 7, Until: now.Add(-2 * every)},                        // dead
+			{Node: "http://late", Tag: 8, Until: now.Add(-every / 2)},                        // ended, within its grace
+			{Node: "http://old", Tag: 9, Until: now.Add(-gateway.CountBackstop - time.Hour)}, // dead past its leases' life
+			{Node: "http://twin", Tag: 11, Until: now.Add(-time.Hour)},                       // dead, but ...
+			{Node: "http://b", Tag: 11, Until: now.Add(time.Hour)},                           // ... a live run has its tag
+		}}
+		c := NewCluster("http://self", st, nil, nil).WithHeartbeat(every)
+		if _, live := c.Self(); live {
+			t.Fatal("live before any heartbeat landed")
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.Announce(ctx)
+		}()
+		synctest.Wait()
+		first, live := c.Self()
+		if !live || first == 0 {
+			t.Fatalf("after a heartbeat: tag %d, live %v", first, live)
+		}
+		if dead := c.Dead(); !slices.Equal(dead, []uint16{7}) {
+			t.Fatalf("dead runs %v, want [7]: not the one within its grace, the one past its leases' life, nor a live run's tag", dead)
+		}
+		if peers, _ := c.Peers(t.Context()); !slices.Equal(peers, []string{"http://b"}) {
+			t.Fatalf("peers %q, want the live other node", peers)
+		}
+		for node, gone := range map[string]bool{"http://gone": true, "http://twin": true, "http://old": true, "http://b": false, "http://late": false, "http://new": false} {
+			if c.Gone(node) != gone {
+				t.Errorf("Gone(%s) = %v, want %v", node, !gone, gone)
+			}
+		}
+		// The store goes down: live for three periods from the last
+		// heartbeat that landed, then not.
+		st.mu.Lock()
+		st.down = true
+		st.mu.Unlock()
+		time.Sleep(3*every - time.Millisecond)
+		if tag, live := c.Self(); !live || tag != first {
+			t.Fatalf("within its heartbeat's life: tag %d live %v", tag, live)
+		}
+		time.Sleep(time.Millisecond)
+		if _, live := c.Self(); live {
+			t.Fatal("live past its heartbeat's life")
+		}
+		st.mu.Lock()
+		st.down = false
+		st.mu.Unlock()
+		time.Sleep(every)
+		synctest.Wait()
+		tag, live := c.Self()
+		if !live || tag == first || tag == 0 {
+			t.Fatalf("after a heartbeat landed again: tag %d (was %d), live %v; want a new tag", tag, first, live)
+		}
+		if dead := c.Dead(); !slices.Contains(dead, first) || dead[0] != first {
+			t.Fatalf("dead runs %v: want its old tag %d named first, at once", dead, first)
+		}
+		cancel()
+		<-done
 	})
 }

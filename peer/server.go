@@ -31,6 +31,9 @@ type Gateway interface {
 	// connections on other nodes: another node has a new one (newNode:
 	// its first there).
 	SessionChanged(tenant, session string, newNode bool)
+	// SessionGone closes the node's connections of a session if the
+	// store says it is gone (gateway.Gateway.SessionGone).
+	SessionGone(ctx context.Context, tenant, session string) error
 	// DeliverLocal sends frames, in order, to every connection of the
 	// session on this node, without waiting for one, and returns how
 	// many it reached (gateway.Gateway.DeliverLocal).
@@ -54,6 +57,7 @@ var errNotJSON = sluice.Invalid("body", "is not a JSON value")
 //	GET    /v1/tenants/{id}/connections/{conn}          the connection's times
 //	DELETE /v1/tenants/{id}/connections/{conn}          close it (?code=4000 to 4999, ?reason=)
 //	POST   /v1/tenants/{id}/sessions/{session}/changed  another node has a new connection of the session
+//	POST   /v1/tenants/{id}/sessions/{session}/gone     another node deleted the session
 //	POST   /v1/tenants/{id}/sessions/{session}/deliver  a message for the session's connections on this node
 //
 // A client's call reaches a connection on any node; a forwarded one
@@ -65,6 +69,7 @@ func Mount(rt Router, gw Gateway) {
 	rt.TenantRoute("GET", "/v1/tenants/{id}/connections/{conn}", s.info)
 	rt.TenantRoute("DELETE", "/v1/tenants/{id}/connections/{conn}", s.close)
 	rt.TenantRoute("POST", "/v1/tenants/{id}/sessions/{session}/changed", s.changed)
+	rt.TenantRoute("POST", "/v1/tenants/{id}/sessions/{session}/gone", s.gone)
 	rt.TenantRoute("POST", "/v1/tenants/{id}/sessions/{session}/deliver", s.deliver)
 }
 
@@ -130,12 +135,25 @@ func (s *server) close(w http.ResponseWriter, r *http.Request, tenant string) {
 	wire.WriteJSON(w, http.StatusOK, map[string]string{"closed": r.PathValue("conn")})
 }
 
+// gone: POST /v1/tenants/{id}/sessions/{session}/gone, from the node
+// that deleted the session: this node reads it, and closes its
+// connections of it if the store says it is gone. Whoever calls it, what
+// it does comes from the store; a node holding no connection of the
+// session reads nothing.
+func (s *server) gone(w http.ResponseWriter, r *http.Request, tenant string) {
+	if err := s.gw.SessionGone(r.Context(), tenant, r.PathValue("session")); err != nil {
+		wire.WriteError(w, err)
+		return
+	}
+	wire.WriteJSON(w, http.StatusOK, map[string]string{"checked": r.PathValue("session")})
+}
+
 // changed: POST /v1/tenants/{id}/sessions/{session}/changed, from another
-// node that has a new connection of the session (?node=new: its first
-// there): this node reads the session's connections again before its
-// next fan-out (and the nodes holding them, before its next connect's
-// announcement). It costs the caller's own tenant a read at most, whoever
-// calls it; what it reads comes from the store, never from the call.
+// node that has a new connection of the session; if its first there
+// (?node=new), this node reads the nodes holding the session again before
+// its next fan-out and its next connect's announcement. It costs the
+// caller's own tenant a read at most, whoever calls it; what it reads
+// comes from the store, never from the call.
 func (s *server) changed(w http.ResponseWriter, r *http.Request, tenant string) {
 	s.gw.SessionChanged(tenant, r.PathValue("session"), r.URL.Query().Get("node") == "new")
 	wire.WriteJSON(w, http.StatusOK, map[string]string{"changed": r.PathValue("session")})

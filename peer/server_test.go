@@ -255,6 +255,11 @@ func (g *recorder) SessionChanged(tenant, session string, newNode bool) {
 	g.add("changed %s %s new=%v", tenant, session, newNode)
 }
 
+func (g *recorder) SessionGone(_ context.Context, tenant, session string) error {
+	g.add("gone %s %s", tenant, session)
+	return nil
+}
+
 // TestMountedRoutes: each route asks the gateway what its path, query
 // and body say, forwarding a client's call and not a node's.
 func TestMountedRoutes(t *testing.T) {
@@ -276,6 +281,7 @@ func TestMountedRoutes(t *testing.T) {
 		{"DELETE", conn + "?" + url.Values{"code": {"4999"}, "reason": {"moved on"}}.Encode(), "", true, `close acme s1.c 4999 "moved on" forward=false`},
 		{"POST", srv.URL + "/v1/tenants/acme/sessions/s1/changed?node=new", "", true, `changed acme s1 new=true`},
 		{"POST", srv.URL + "/v1/tenants/acme/sessions/s1/changed", "", true, `changed acme s1 new=false`},
+		{"POST", srv.URL + "/v1/tenants/acme/sessions/s1/gone", "", true, `gone acme s1`},
 	} {
 		code, body := call(t, tc.method, tc.url, tc.body, tc.forwarded)
 		if calls := g.take(); code != 200 || len(calls) != 1 || calls[0] != tc.want {

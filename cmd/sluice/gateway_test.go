@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,10 +109,12 @@ func TestGatewayEndToEnd(t *testing.T) {
 }
 
 // TestGatewayNodeKilled: two nodes on one DynamoDB table share the tenant's
-// connection count; a node killed with SIGKILL stops renewing, and its
-// connections' counts come back within three renewal periods.
+// connection count; a node killed with SIGKILL stops its heartbeat, and its
+// connections' counts come back by themselves within five heartbeats: the
+// other node's next connect names its run dead, and its leases count for
+// nothing.
 func TestGatewayNodeKilled(t *testing.T) {
-	ps := nodes(t, 2, "--ws-renew", "200ms")
+	ps := nodes(t, 2, "--ws-renew", "200ms", "--heartbeat", "500ms")
 	a, b := ps[0], ps[1]
 	if code, out := a.call(t, "", "POST", "/v1/tenants", `{"id":"acme","settings":{"tenantConnections":2,"connectionsPerSession":10,"tenantPerMinute":100,"sessionPerMinute":100,"sessionTTL":300,"messagesPerMinute":100}}`); code != 201 {
 		t.Fatal(code, out)
@@ -127,11 +130,12 @@ func TestGatewayNodeKilled(t *testing.T) {
 		t.Fatalf("third connect on B: %d, want 429: B sees A's connections", status)
 	}
 	a.kill9(t)
-	// The leases run out 600ms after A's last renewal; the bound is
-	// patience, not three periods, so that a loaded machine cannot fail
-	// the test: what it checks is that the count comes back by itself.
+	// A's run is dead 2s after its last heartbeat, and B knows it within
+	// 500ms more; the bound is patience, not five heartbeats, so that a
+	// loaded machine cannot fail the test: what it checks is that the
+	// count comes back by itself, long before the leases' backstop.
 	killed := time.Now()
-	waitFor(t, "A's connections to stop counting after its SIGKILL (leases of 600ms)", func() bool {
+	waitFor(t, "A's connections to stop counting after its SIGKILL (heartbeats of 500ms)", func() bool {
 		ws, status := dialWS(t, b, "acme", id)
 		if status == 101 {
 			ws.Close(websocket.StatusNormalClosure, "")
@@ -435,5 +439,84 @@ func TestGatewayCountsOnDynamoDB(t *testing.T) {
 	}
 	if status := dial(ps[1], "big", sessions[0]); status != 101 {
 		t.Fatalf("connect 20,001 of the big tenant: %d", status)
+	}
+}
+
+// TestGatewayNodeStalled: a node stopped (SIGSTOP) past its heartbeat's
+// life is a dead run to the other node, whose connects then take its share
+// of the tenant's count; once it runs again (SIGCONT) it runs under a new
+// tag and counts its connections anew, and those that no longer fit are
+// closed (1013), so that the limit holds again: never a third connection
+// for long, and the other node's two are not touched.
+func TestGatewayNodeStalled(t *testing.T) {
+	ps := nodes(t, 2, "--ws-renew", "200ms", "--heartbeat", "300ms")
+	a, b := ps[0], ps[1]
+	if code, out := a.call(t, "", "POST", "/v1/tenants", `{"id":"acme","settings":{"tenantConnections":2,"connectionsPerSession":10,"tenantPerMinute":1000,"sessionPerMinute":1000,"sessionTTL":300,"messagesPerMinute":100}}`); code != 201 {
+		t.Fatal(code, out)
+	}
+	_, out := a.call(t, "", "PUT", "/v1/tenants/acme/sessions", "")
+	id := out["id"].(string)
+	var onA []*websocket.Conn
+	for range 2 {
+		ws, status := dialWS(t, a, "acme", id)
+		if status != 101 {
+			t.Fatalf("connect on A: %d", status)
+		}
+		onA = append(onA, ws)
+	}
+	if _, status := dialWS(t, b, "acme", id); status != 429 {
+		t.Fatalf("third connect on B: %d, want 429", status)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	t.Cleanup(func() { // before the process's own cleanup, which cannot stop a stopped process
+		if stopped {
+			a.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	var onB []string // connection ids
+	waitFor(t, "B to admit once A's run is dead", func() bool {
+		ws, status, conn := dialWSID(t, b, "acme", id)
+		if status == 101 {
+			onB = append(onB, conn)
+			t.Cleanup(func() { ws.Close(websocket.StatusNormalClosure, "") })
+		}
+		return status == 101
+	})
+	ws, status, conn := dialWSID(t, b, "acme", id)
+	if status != 101 {
+		t.Fatalf("second connect on B with A dead: %d", status)
+	}
+	defer ws.Close(websocket.StatusNormalClosure, "")
+	onB = append(onB, conn)
+	if _, status := dialWS(t, b, "acme", id); status != 429 {
+		t.Fatalf("third connect on B: %d, want 429", status)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	for i, ws := range onA {
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		_, _, err := ws.Read(ctx)
+		cancel()
+		if code := websocket.CloseStatus(err); code != websocket.StatusTryAgainLater {
+			t.Fatalf("A's connection %d after A ran again: %v, want closed 1013 (its count no longer fits)", i, err)
+		}
+	}
+	// B's two are still open (a read with a deadline would close them),
+	// and the limit still full, on both nodes.
+	for _, conn := range onB {
+		if code, out := b.call(t, "", "GET", "/v1/tenants/acme/connections/"+conn, ""); code != 200 {
+			t.Fatalf("B's connection %s after A ran again: %d %v", conn, code, out)
+		}
+	}
+	if _, status := dialWS(t, b, "acme", id); status != 429 {
+		t.Fatalf("a connect on B after A ran again: %d, want 429 (B holds both)", status)
+	}
+	if _, status := dialWS(t, a, "acme", id); status != 429 {
+		t.Fatalf("a connect on A after it ran again: %d, want 429 (B holds both)", status)
 	}
 }

@@ -119,7 +119,8 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.Int64Var(&c.WSMaxMessage, "ws-max-message", 128<<10, "largest WebSocket message in `bytes`; larger closes with 1009")
 	fs.DurationVar(&c.WSIdle, "ws-idle-timeout", 10*time.Minute, "close a WebSocket connection idle this long")
 	fs.DurationVar(&c.WSLifetime, "ws-max-lifetime", 2*time.Hour, "close any WebSocket connection after this long")
-	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node renews its WebSocket connections' leases; a dead node's connections return within three")
+	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node brings its WebSocket connection counts and registrations to what it holds; on a store of one process, how often it renews them (a dead node's connections return within three)")
+	fs.DurationVar(&c.Heartbeat, "heartbeat", 5*time.Second, "on a store shared by nodes (dynamodb), how often a node records itself live; a dead node's WebSocket connections stop counting within five")
 	fs.StringVar(&l.wsOrigins, "ws-allowed-origins", "", "comma-separated browser `origins` besides this server's own host that may open WebSocket connections: hosts (app.example.com, *.example.com) or origins (https://*.example.com)")
 	fs.StringVar(&l.hosts, "allowed-hosts", "", "comma-separated host `names` besides loopback ones (localhost, 127.0.0.1, [::1]) that this server answers: without an admin key it answers no other, so that no web page can reach it by pointing its own name at loopback (DNS rebinding); with one, only these if any are given. Patterns as in --ws-allowed-origins, with a port or for any (sluice.internal, *.corp.example.com, sluice.internal:8443)")
 	fs.StringVar(&l.origins, "allowed-origins", "", "comma-separated browser `origins` besides this server's own whose pages may send requests that change state (POST, PUT, PATCH, DELETE); others are refused 403. Patterns as in --ws-allowed-origins")
@@ -176,6 +177,8 @@ func (c *serveConfig) check(regions string) error {
 		return errors.New("serve: --ws-max-message, --ws-idle-timeout and --ws-max-lifetime must be positive")
 	case c.WSRenew < 10*time.Millisecond:
 		return fmt.Errorf("serve: --ws-renew must be at least 10ms, got %v", c.WSRenew)
+	case c.Heartbeat < 100*time.Millisecond || c.Heartbeat > time.Minute:
+		return fmt.Errorf("serve: --heartbeat must be between 100ms and 1m, got %v", c.Heartbeat)
 	case c.TenantLabels < 0 || c.TenantLabels > 10_000:
 		return fmt.Errorf("serve: --metrics-tenant-labels must be between 0 and 10000, got %d", c.TenantLabels)
 	case c.ConfigPoll <= 0:

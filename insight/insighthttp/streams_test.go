@@ -7,12 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/store/memstore"
@@ -219,6 +219,12 @@ func TestInsightStreamsPollPeersOnce(t *testing.T) {
 // nodes is a shared store's list of live nodes, fixed.
 type nodes []string
 
-func (n nodes) Announce(context.Context, string, time.Time) error { return nil }
+func (n nodes) Announce(context.Context, sluice.Heartbeat) error { return nil }
 
-func (n nodes) Nodes(context.Context, time.Time) ([]string, error) { return slices.Clone(n), nil }
+func (n nodes) Heartbeats(context.Context) ([]sluice.Heartbeat, error) {
+	out := make([]sluice.Heartbeat, len(n))
+	for i, node := range n {
+		out[i] = sluice.Heartbeat{Node: node, Tag: uint16(i + 1), Until: time.Now().Add(time.Hour)}
+	}
+	return out, nil
+}

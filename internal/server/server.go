@@ -57,6 +57,7 @@ type Config struct {
 	RegionID        string         // --region-id: this node's region, in multi-region mode
 	Regions         []string       // --regions: every region of the global table
 	WSRenew         time.Duration  // --ws-renew
+	Heartbeat       time.Duration  // --heartbeat
 	AdvertiseURL    string         // --advertise-url
 	WSMaxMessage    int64          // --ws-max-message
 	WSIdle          time.Duration  // --ws-idle-timeout
@@ -232,6 +233,17 @@ func (s *Server) assemble() error {
 	}
 	s.tenants = tenancy.New(tenancy.Options{Store: s.st.tenants, Sessions: s.st.sessions, Audit: s.st.audit, Config: s.current,
 		AdminKey: s.c.AdminKey, StoreTimeout: s.timeout, Logger: s.log})
+	// A peer's hour of counts by tenant and policy runs to megabytes.
+	counts := peer.NewClient(s.c.AdminKey)
+	counts.MaxBody = 64 << 20
+	s.clu = peer.NewCluster(s.c.advertise(s.ln), s.st.nodes, counts, s.log).WithHeartbeat(s.c.Heartbeat)
+	if s.st.nodes != nil {
+		// Live before the first connect: a node admits none until its
+		// heartbeat has landed.
+		ctx, cancel := context.WithTimeout(context.Background(), s.c.Heartbeat)
+		s.clu.Join(ctx)
+		cancel()
+	}
 	s.gw = s.gateway(s.tenants)
 	// Deleting a tenant or a session ends what the gateway holds of it,
 	// and what the recorder does, at once.
@@ -244,10 +256,6 @@ func (s *Server) assemble() error {
 	if err := s.metrics.Register(metrics.GatewayStats(s.gw.Stats)); err != nil {
 		return fmt.Errorf("serve: gateway metrics: %w", err)
 	}
-	// A peer's hour of counts by tenant and policy runs to megabytes.
-	counts := peer.NewClient(s.c.AdminKey)
-	counts.MaxBody = 64 << 20
-	s.clu = peer.NewCluster(s.c.advertise(s.ln), s.st.nodes, counts, s.log)
 	s.ins = insighthttp.New(insighthttp.Options{Insight: s.rec, States: s.eng, Tenancy: s.tenants, Cluster: s.clu,
 		GatewayStats: s.gw.Stats, GatewayRefusals: s.gwMetrics.Refusals, Logger: s.log})
 	s.srv = s.httpServer(s.api())
@@ -279,8 +287,18 @@ func (s *Server) gateway(tenants *tenancy.Service) *gateway.Gateway {
 		Registry:       s.st.registry,
 		Node:           s.c.advertise(s.ln),
 		Peer:           peer.NewClient(s.c.AdminKey),
+		Liveness:       s.liveness(),
 		Logger:         s.log,
 	})
+}
+
+// liveness is the gateway's view of the nodes' runs: the cluster's on a
+// store shared by nodes, none on a store of one process.
+func (s *Server) liveness() gateway.Liveness {
+	if s.st.nodes == nil {
+		return nil
+	}
+	return s.clu
 }
 
 // api builds the HTTP API, with the connection management API (the

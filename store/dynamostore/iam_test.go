@@ -216,10 +216,10 @@ func TestTenantPolicyCoversTheStore(t *testing.T) {
 	must(err)
 	_, err = s.TouchSession(ctx, now, "acme", "s1", now.Add(2*time.Hour))
 	must(err)
-	must(s.Register(ctx, sluice.Registration{Tenant: "acme", Session: "s1", Conn: "c1", Node: "http://n", ExpiresAt: now.Add(time.Hour)}))
+	must(s.Register(ctx, sluice.Registration{Tenant: "acme", Session: "s1", Node: "http://n", ExpiresAt: now.Add(time.Hour)}))
 	_, err = s.Registrations(ctx, now, "acme", "s1")
 	must(err)
-	must(s.Deregister(ctx, "acme", "s1", "c1"))
+	must(s.Deregister(ctx, "acme", "s1", "http://n"))
 	must(s.DeleteSession(ctx, now, "acme", "s1"))
 
 	got := rec.take()

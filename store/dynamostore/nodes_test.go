@@ -1,31 +1,43 @@
 package dynamostore
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
-// TestNodes: a node counts as live until the time it announced, and
-// announcing again moves that time.
-func TestNodes(t *testing.T) {
+// TestHeartbeats: each run of a node is its own heartbeat, by node and
+// tag; announcing again moves its until; a run restarted under a new tag
+// leaves the earlier run's heartbeat as it was, for the other nodes to
+// know it dead.
+func TestHeartbeats(t *testing.T) {
 	s := newStore(t)
 	ctx := dynamotest.Context(t)
-	now := time.Now()
-	for node, until := range map[string]time.Time{"http://a:1": now.Add(time.Minute), "http://b:1": now.Add(-time.Second)} {
-		if err := s.Announce(ctx, node, until); err != nil {
+	now := time.Now().Truncate(time.Millisecond)
+	for _, h := range []sluice.Heartbeat{
+		{Node: "http://a:1", Tag: 7, Until: now.Add(time.Minute)},
+		{Node: "http://b:1", Tag: 9, Until: now.Add(-time.Second)},
+		{Node: "http://b:1", Tag: 9, Until: now.Add(time.Second)}, // renewed
+		{Node: "http://a:1", Tag: 8, Until: now.Add(2 * time.Minute)},
+	} {
+		if err := s.Announce(ctx, h); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got, err := s.Nodes(ctx, now); err != nil || !slices.Equal(got, []string{"http://a:1"}) {
-		t.Fatalf("Nodes = %v, %v; want a only", got, err)
-	}
-	if err := s.Announce(ctx, "http://b:1", now.Add(time.Minute)); err != nil {
+	got, err := s.Heartbeats(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Nodes(ctx, now); !slices.Equal(got, []string{"http://a:1", "http://b:1"}) {
-		t.Fatalf("Nodes = %v; want a and b", got)
+	var lines []string
+	for _, h := range got {
+		lines = append(lines, fmt.Sprintf("%s %d %v", h.Node, h.Tag, h.Until.Sub(now)))
+	}
+	slices.Sort(lines)
+	if want := []string{"http://a:1 7 1m0s", "http://a:1 8 2m0s", "http://b:1 9 1s"}; !slices.Equal(lines, want) {
+		t.Fatalf("heartbeats %q, want %q", lines, want)
 	}
 }

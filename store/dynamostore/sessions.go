@@ -142,24 +142,24 @@ func (s *Store) DeleteSession(ctx context.Context, now time.Time, tenant, id str
 
 var _ sluice.Registry = (*Store)(nil)
 
-// Registration items share their session's partition: pk
-// "<tenant>#s#<session>", sk "c#<conn>", with node (S), exp (N, epoch ns)
+// A node's registration of a session shares the session's partition: pk
+// "<tenant>#s#<session>", sk "n#<node>", with node (S), exp (N, epoch ns)
 // and ttl; a session's registrations are one Query.
 const attrNode = "node"
 
 // Register implements sluice.Registry.
 func (s *Store) Register(ctx context.Context, r sluice.Registration) error {
-	item := key(sessionPK(r.Tenant, r.Session), "c#"+r.Conn)
-	item[attrNode] = str(r.Node)
-	item[attrExpires] = nsAttr(r.ExpiresAt)
-	item[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ttlOf(r.ExpiresAt.UnixNano()), 10)}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item})
+	k := key(sessionPK(r.Tenant, r.Session), "n#"+r.Node)
+	k[attrNode] = str(r.Node)
+	k[attrExpires] = nsAttr(r.ExpiresAt)
+	k[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ttlOf(r.ExpiresAt.UnixNano()), 10)}
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: k})
 	return unavailableIf("register", err)
 }
 
 // Deregister implements sluice.Registry.
-func (s *Store) Deregister(ctx context.Context, tenant, session, conn string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(sessionPK(tenant, session), "c#"+conn)})
+func (s *Store) Deregister(ctx context.Context, tenant, session, node string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: key(sessionPK(tenant, session), "n#"+node)})
 	return unavailableIf("deregister", err)
 }
 
@@ -168,13 +168,12 @@ func (s *Store) Registrations(ctx context.Context, now time.Time, tenant, sessio
 	var out []sluice.Registration
 	err := s.query(ctx, &dynamodb.QueryInput{
 		TableName: &s.table, ConsistentRead: aws.Bool(true),
-		KeyConditionExpression:    aws.String("pk = :p AND begins_with(sk, :c)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(sessionPK(tenant, session)), ":c": str("c#")},
+		KeyConditionExpression:    aws.String("pk = :p AND begins_with(sk, :n)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(sessionPK(tenant, session)), ":n": str("n#")},
 	}, func(item map[string]types.AttributeValue) error {
 		n, _ := item[attrNode].(*types.AttributeValueMemberS)
-		sk, _ := item[attrSK].(*types.AttributeValueMemberS)
 		e, _ := item[attrExpires].(*types.AttributeValueMemberN)
-		if n == nil || sk == nil || e == nil {
+		if n == nil || e == nil {
 			return nil
 		}
 		exp, err := strconv.ParseInt(e.Value, 10, 64)
@@ -182,7 +181,7 @@ func (s *Store) Registrations(ctx context.Context, now time.Time, tenant, sessio
 			return err
 		}
 		if now.UnixNano() < exp {
-			out = append(out, sluice.Registration{Tenant: tenant, Session: session, Conn: sk.Value[2:], Node: n.Value, ExpiresAt: time.Unix(0, exp).UTC()})
+			out = append(out, sluice.Registration{Tenant: tenant, Session: session, Node: n.Value, ExpiresAt: time.Unix(0, exp).UTC()})
 		}
 		return nil
 	})

@@ -101,7 +101,7 @@ func (s *Sessions) Sweep(now time.Time) int {
 // Registry is an in-memory sluice.Registry; the zero Registry is ready.
 type Registry struct {
 	mu sync.Mutex
-	m  map[sessionKey]map[string]sluice.Registration
+	m  map[sessionKey]map[string]sluice.Registration // by node
 }
 
 var _ sluice.Registry = (*Registry)(nil)
@@ -110,23 +110,23 @@ var _ sluice.Registry = (*Registry)(nil)
 func (r *Registry) Register(ctx context.Context, x sluice.Registration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	k := sessionKey{x.Tenant, x.Session}
 	if r.m == nil {
 		r.m = map[sessionKey]map[string]sluice.Registration{}
 	}
-	k := sessionKey{x.Tenant, x.Session}
 	if r.m[k] == nil {
 		r.m[k] = map[string]sluice.Registration{}
 	}
-	r.m[k][x.Conn] = x
+	r.m[k][x.Node] = x
 	return nil
 }
 
 // Deregister implements sluice.Registry.
-func (r *Registry) Deregister(ctx context.Context, tenant, session, conn string) error {
+func (r *Registry) Deregister(ctx context.Context, tenant, session, node string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := sessionKey{tenant, session}
-	delete(r.m[k], conn)
+	delete(r.m[k], node)
 	if len(r.m[k]) == 0 {
 		delete(r.m, k)
 	}

@@ -116,7 +116,8 @@ func (s *Store) DeleteSession(ctx context.Context, now time.Time, tenant, id str
 
 var _ sluice.Registry = (*Store)(nil)
 
-// prefixRegistration keys a registration: R | tenant | session | conn.
+// prefixRegistration keys a node's registration of a session: R | tenant
+// | session | node.
 const prefixRegistration = 'R'
 
 func registrationPrefix(tenant, session string) []byte {
@@ -130,12 +131,12 @@ func (s *Store) Register(ctx context.Context, r sluice.Registration) error {
 	if err != nil {
 		return err
 	}
-	return unavailable(s.db.Set(append(registrationPrefix(r.Tenant, r.Session), r.Conn...), b, pebble.NoSync))
+	return unavailable(s.db.Set(append(registrationPrefix(r.Tenant, r.Session), r.Node...), b, pebble.NoSync))
 }
 
 // Deregister implements sluice.Registry.
-func (s *Store) Deregister(ctx context.Context, tenant, session, conn string) error {
-	return unavailable(s.db.Delete(append(registrationPrefix(tenant, session), conn...), pebble.NoSync))
+func (s *Store) Deregister(ctx context.Context, tenant, session, node string) error {
+	return unavailable(s.db.Delete(append(registrationPrefix(tenant, session), node...), pebble.NoSync))
 }
 
 // Registrations implements sluice.Registry.

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,38 +119,53 @@ type NewRegistry func(t *testing.T) sluice.Registry
 func RunRegistry(t *testing.T, newRegistry NewRegistry) {
 	ctx := context.Background()
 	r := newRegistry(t)
-	reg := func(session, conn, node string, ttl time.Duration) sluice.Registration {
-		return sluice.Registration{Tenant: "acme", Session: session, Conn: conn, Node: node, ExpiresAt: t0.Add(ttl)}
+	reg := func(session, node string, ttl time.Duration) sluice.Registration {
+		return sluice.Registration{Tenant: "acme", Session: session, Node: node, ExpiresAt: t0.Add(ttl)}
 	}
-	for _, x := range []sluice.Registration{reg("s1", "c1", "http://a", time.Minute), reg("s1", "c2", "http://b", time.Second), reg("s2", "c3", "http://a", time.Minute)} {
+	nodes := func(regs []sluice.Registration) []string {
+		var out []string
+		for _, x := range regs {
+			out = append(out, x.Node)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, x := range []sluice.Registration{reg("s1", "http://a", time.Minute), reg("s1", "http://b", time.Second), reg("s2", "http://a", time.Minute)} {
 		if err := r.Register(ctx, x); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got, err := r.Registrations(ctx, t0, "acme", "s1")
-	if err != nil || len(got) != 2 {
+	if err != nil || !slices.Equal(nodes(got), []string{"http://a", "http://b"}) {
 		t.Fatalf("s1: %+v %v", got, err)
 	}
-	// c2 expires unless renewed; renewed, it lives on.
-	if got, _ := r.Registrations(ctx, t0.Add(2*time.Second), "acme", "s1"); len(got) != 1 || got[0].Conn != "c1" {
-		t.Fatalf("after c2's expiry: %+v", got)
+	// b's registration expires unless renewed; renewed, it lives on, once.
+	if got, _ := r.Registrations(ctx, t0.Add(2*time.Second), "acme", "s1"); !slices.Equal(nodes(got), []string{"http://a"}) {
+		t.Fatalf("after b's expiry: %+v", got)
 	}
-	if err := r.Register(ctx, reg("s1", "c2", "http://b", time.Hour)); err != nil {
+	if err := r.Register(ctx, reg("s1", "http://b", time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := r.Registrations(ctx, t0.Add(2*time.Second), "acme", "s1"); len(got) != 2 {
-		t.Fatalf("after c2's renewal: %+v", got)
+	got, _ = r.Registrations(ctx, t0.Add(2*time.Second), "acme", "s1")
+	if !slices.Equal(nodes(got), []string{"http://a", "http://b"}) || got[0].Tenant != "acme" || got[0].Session != "s1" {
+		t.Fatalf("after b's renewal: %+v", got)
 	}
-	if err := r.Deregister(ctx, "acme", "s1", "c1"); err != nil {
+	if i := slices.IndexFunc(got, func(x sluice.Registration) bool { return x.Node == "http://b" }); !got[i].ExpiresAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("b's renewed registration: %+v, want it to expire at %v", got[i], t0.Add(time.Hour))
+	}
+	if err := r.Deregister(ctx, "acme", "s1", "http://a"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := r.Registrations(ctx, t0, "acme", "s1"); len(got) != 1 || got[0].Conn != "c2" || got[0].Node != "http://b" {
-		t.Fatalf("after deregistering c1: %+v", got)
+	if got, _ := r.Registrations(ctx, t0, "acme", "s1"); !slices.Equal(nodes(got), []string{"http://b"}) {
+		t.Fatalf("after a's deregistration: %+v", got)
+	}
+	if got, _ := r.Registrations(ctx, t0, "acme", "s2"); !slices.Equal(nodes(got), []string{"http://a"}) {
+		t.Fatalf("another session, after a's deregistration of s1: %+v", got)
 	}
 	if got, _ := r.Registrations(ctx, t0, "beta", "s1"); len(got) != 0 {
 		t.Fatalf("another tenant's view: %+v", got)
 	}
-	if err := r.Deregister(ctx, "acme", "s9", "nope"); err != nil {
+	if err := r.Deregister(ctx, "acme", "s9", "http://nope"); err != nil {
 		t.Fatalf("deregistering nothing: %v", err)
 	}
 }
