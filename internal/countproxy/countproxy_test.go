@@ -70,15 +70,15 @@ func TestCounts(t *testing.T) {
 	if _, err := st.GetSession(ctx, now, "acme", "s1"); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"c1", "c2"} {
-		if err := st.Register(ctx, sluice.Registration{Tenant: "acme", Session: "s1", Conn: c, Node: "http://127.0.0.1:1", ExpiresAt: now.Add(time.Minute)}); err != nil {
+	for _, node := range []string{"http://127.0.0.1:1", "http://127.0.0.1:2"} {
+		if err := st.Register(ctx, sluice.Registration{Tenant: "acme", Session: "s1", Node: node, ExpiresAt: now.Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if rs, err := st.Registrations(ctx, now, "acme", "s1"); err != nil || len(rs) != 2 {
 		t.Fatalf("registrations %v, %v", rs, err)
 	}
-	if err := st.Deregister(ctx, "acme", "s1", "c1"); err != nil {
+	if err := st.Deregister(ctx, "acme", "s1", "http://127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
 	policy := &sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 10, Window: time.Minute}
