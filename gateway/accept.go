@@ -13,6 +13,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -225,7 +226,7 @@ func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluic
 	sctx, cancel := g.storeCtx(ctx)
 	defer cancel()
 	nothing := func() {}
-	t, ok, err := g.opts.Tenant(sctx, tenant)
+	t, ok, err := g.tenant(sctx, tenant)
 	switch {
 	case err != nil:
 		return t.Settings, nil, sluice.Session{}, nothing, g.unavailable("tenant settings", tenant, err)
@@ -242,6 +243,67 @@ func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluic
 		return t.Settings, nil, x, nothing, g.unavailable("session store", tenant, err)
 	}
 	return t.Settings, s, x, done, nil
+}
+
+// tenant reads a tenant for a connect (Options.Tenant): once for the
+// connects of the tenant that come while it is read, so that a burst on a
+// node whose cache of it has lapsed reads it once, not once each.
+func (g *Gateway) tenant(ctx context.Context, id string) (Tenant, bool, error) {
+	k := tenantKey{g, id}
+	tenantReads.mu.Lock()
+	r := tenantReads.m[k]
+	lead := r == nil
+	if lead {
+		r = &tenantRead{read: make(chan struct{})}
+		tenantReads.m[k] = r
+	}
+	tenantReads.mu.Unlock()
+	if lead {
+		// The node's read, for every connect waiting on it: one whose
+		// client leaves does not fail the others.
+		rctx, cancel := context.WithTimeout(g.ctx, g.readTimeout())
+		r.t, r.ok, r.err = g.opts.Tenant(rctx, id)
+		cancel()
+		tenantReads.mu.Lock()
+		delete(tenantReads.m, k)
+		tenantReads.mu.Unlock()
+		close(r.read)
+	}
+	select {
+	case <-r.read:
+		return r.t, r.ok, r.err
+	case <-ctx.Done():
+		return Tenant{}, false, ctx.Err()
+	}
+}
+
+// tenantReads are the tenant reads of connects under way (Gateway.tenant),
+// by node and tenant, each dropped once it answers. (Of every node of the
+// process: the gateway's own state is gateway.go's, where this belongs.)
+var tenantReads = struct {
+	mu sync.Mutex
+	m  map[tenantKey]*tenantRead
+}{m: map[tenantKey]*tenantRead{}}
+
+type tenantKey struct {
+	g  *Gateway
+	id string
+}
+
+type tenantRead struct {
+	read chan struct{} // closed once t, ok and err are set
+	t    Tenant
+	ok   bool
+	err  error
+}
+
+// readTimeout bounds a read made for every connect waiting on it:
+// StoreTimeout, or WriteTimeout if there is none.
+func (g *Gateway) readTimeout() time.Duration {
+	if g.opts.StoreTimeout > 0 {
+		return g.opts.StoreTimeout
+	}
+	return g.opts.WriteTimeout
 }
 
 // storeCtx bounds one store read by StoreTimeout.

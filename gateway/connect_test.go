@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,20 +73,33 @@ func (s *gatedSessions) GetSession(ctx context.Context, now time.Time, tenant, i
 }
 
 // TestConcurrentFirstConnectsReadOnce: 20 connects at once of a session
-// new to the node, all under way before its read answers, read it once
-// and write its expiry once, not once each.
+// new to the node, all under way before its tenant's read answers, read
+// the tenant once, the session once and write its expiry once, not once
+// each.
 func TestConcurrentFirstConnectsReadOnce(t *testing.T) {
 	f := newFixture(t, roomy, Options{ExpiryEvery: time.Hour, CheckEvery: time.Hour})
 	f.session(t, "s1")
 	gated := &gatedSessions{countingSessions: f.counted, gate: make(chan struct{})}
 	var tenantReads atomic.Int64
+	tenantGate := make(chan struct{})
 	tenant := f.opts.Tenant
 	f.opts.Sessions = gated
 	f.opts.Tenant = func(ctx context.Context, id string) (Tenant, bool, error) {
 		tenantReads.Add(1)
+		select {
+		case <-tenantGate:
+		case <-ctx.Done():
+			return Tenant{}, false, ctx.Err()
+		}
 		return tenant(ctx, id)
 	}
-	_, srv := f.node(t)
+	g := New(f.opts)
+	var arrived atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		g.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.Close(); g.Close() })
 	const connects = 20
 	var wg sync.WaitGroup
 	statuses := make([]int, connects)
@@ -98,15 +112,20 @@ func TestConcurrentFirstConnectsReadOnce(t *testing.T) {
 			statuses[i] = status
 		})
 	}
-	// Every connect past its tenant's read, one of them (at least) at
-	// the session's read: then the read answers.
-	waitFor(t, "every connect under way", func() bool { return tenantReads.Load() == connects && gated.arrived.Load() > 0 })
+	// Every connect at the gateway, one of them (at least) at its
+	// tenant's read: then the read answers; and then the session's.
+	waitFor(t, "every connect under way", func() bool { return arrived.Load() == connects && tenantReads.Load() > 0 })
+	close(tenantGate)
+	waitFor(t, "the session read", func() bool { return gated.arrived.Load() > 0 })
 	close(gated.gate)
 	wg.Wait()
 	for i, s := range statuses {
 		if s != http.StatusSwitchingProtocols {
 			t.Fatalf("connect %d: status %d", i, s)
 		}
+	}
+	if n := tenantReads.Load(); n != 1 {
+		t.Errorf("%d concurrent connects read their tenant %d times, want 1", connects, n)
 	}
 	if n := f.counted.gets.Load(); n != 1 {
 		t.Errorf("%d concurrent first connects read the session %d times, want 1", connects, n)

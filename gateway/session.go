@@ -171,11 +171,7 @@ func (g *Gateway) sessionFor(ctx context.Context, tenant, id string) (s *session
 	if lead {
 		// The read is the node's, for every connect waiting on it: one
 		// whose client leaves does not fail the others.
-		timeout := g.opts.WriteTimeout
-		if g.opts.StoreTimeout > 0 {
-			timeout = g.opts.StoreTimeout
-		}
-		rctx, cancel := context.WithTimeout(g.ctx, timeout)
+		rctx, cancel := context.WithTimeout(g.ctx, g.readTimeout())
 		f.x, f.err = g.opts.Sessions.GetSession(rctx, now, tenant, id)
 		cancel()
 		if f.err == nil {
