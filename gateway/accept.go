@@ -13,6 +13,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -22,11 +23,14 @@ import (
 )
 
 // A connect, before its connection serves (conn.serve): its origin is
-// checked, its tenant and session read, and the four connection limits
-// decided all or nothing before the upgrade (admit, with this node's leases
-// on the connection counts in counts.go); the session's expiry is moved,
-// and the connection registered on this node (register) and for the other
-// nodes (conn.registerRemote) before the 101 answer hands out its id.
+// checked, its tenant read and its session known (read only if this node
+// holds no live connection of it: sessionFor), and the four connection
+// limits decided all or nothing before the upgrade (admit, with this
+// node's leases on the connection counts in counts.go); the session's
+// expiry is moved (at most once per tenth of its TTL per node), and the
+// connection registered on this node (register) and for the other nodes
+// (conn.registerRemote, and announce at the node's first connection of
+// the session) before the 101 answer hands out its id.
 
 // ServeHTTP is the connect route: GET /v1/ws?tenant=T&session=S.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -41,11 +45,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	st, x, err := g.admissible(ctx, tenant, session)
+	st, s, x, done, err := g.admissible(ctx, tenant, session)
 	if err != nil {
 		g.refuse(w, tenant, err)
 		return
 	}
+	defer done()
 	// The four limits, all or nothing, before the upgrade.
 	c := &conn{g: g, tenant: tenant, session: session, settings: st, done: make(chan struct{}), connectedAt: g.opts.Now()}
 	c.ctx, c.cancel = context.WithCancel(g.ctx)
@@ -69,7 +74,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.id = connID(session)
 	c.lastActiveAt = c.connectedAt
-	expires, wrote, ok := g.refresh(ctx, x, time.Duration(st.SessionTTL)*time.Second)
+	expires, ok := g.refresh(ctx, s, x, time.Duration(st.SessionTTL)*time.Second)
 	if !ok {
 		c.release()
 		g.refuse(w, tenant, errUnknownSession)
@@ -78,7 +83,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Registered before the 101 answer hands out its id: the management
 	// API knows every connection its client was told of, and so do the
 	// other nodes of the session.
-	first, ok := g.register(c, expires, wrote)
+	first, ok := g.register(c, s, expires)
 	if !ok {
 		c.release()
 		g.refuse(w, tenant, &sluice.Error{Kind: sluice.KindUnavailable, Message: "server shutting down"})
@@ -188,11 +193,12 @@ func OriginAllowed(origin, host string, allowed []string) bool {
 // first, since browsers hide a refused handshake's status.
 func (g *Gateway) AdmitHandler(w http.ResponseWriter, r *http.Request) {
 	ctx, tenant, session := r.Context(), r.URL.Query().Get("tenant"), r.URL.Query().Get("session")
-	st, _, err := g.admissible(ctx, tenant, session)
+	st, _, _, done, err := g.admissible(ctx, tenant, session)
 	if err != nil {
 		wire.WriteError(w, err)
 		return
 	}
+	done()
 	res, err := g.opts.Limiter.Check(ctx, sluice.Request{Tenant: tenant, Checks: g.admission(st, session), Hits: 0})
 	if err != nil {
 		wire.WriteError(w, g.unavailable("limiter", tenant, err))
@@ -211,26 +217,90 @@ func (g *Gateway) AdmitHandler(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJSON(w, http.StatusOK, map[string]bool{"admit": true})
 }
 
-// admissible reads the tenant and the session a connect names: the
-// tenant's settings and the session, or the error to answer.
-func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluice.TenantSettings, sluice.Session, error) {
+// admissible reads the tenant a connect names and knows its session
+// (sessionFor): the tenant's settings, what this node knows of the session
+// and the session, and done, to call once the connect is registered or
+// refused; or the error to answer. A session older than its tenant, as
+// read or as known, belongs to an earlier tenant of the id: refused.
+func (g *Gateway) admissible(ctx context.Context, tenant, session string) (sluice.TenantSettings, *session, sluice.Session, func(), error) {
 	sctx, cancel := g.storeCtx(ctx)
 	defer cancel()
-	t, ok, err := g.opts.Tenant(sctx, tenant)
+	nothing := func() {}
+	t, ok, err := g.tenant(sctx, tenant)
 	switch {
 	case err != nil:
-		return t.Settings, sluice.Session{}, g.unavailable("tenant settings", tenant, err)
+		return t.Settings, nil, sluice.Session{}, nothing, g.unavailable("tenant settings", tenant, err)
 	case !ok:
-		return t.Settings, sluice.Session{}, errUnknownTenant(tenant)
+		return t.Settings, nil, sluice.Session{}, nothing, errUnknownTenant(tenant)
 	}
-	x, err := g.opts.Sessions.GetSession(sctx, g.opts.Now(), tenant, session)
+	s, x, done, err := g.sessionFor(sctx, tenant, session)
 	switch {
 	case sluice.KindOf(err) == sluice.KindNotFound || (err == nil && !t.owns(x)):
-		return t.Settings, x, errUnknownSession
+		done()
+		return t.Settings, nil, x, nothing, errUnknownSession
 	case err != nil:
-		return t.Settings, x, g.unavailable("session store", tenant, err)
+		done()
+		return t.Settings, nil, x, nothing, g.unavailable("session store", tenant, err)
 	}
-	return t.Settings, x, nil
+	return t.Settings, s, x, done, nil
+}
+
+// tenant reads a tenant for a connect (Options.Tenant): once for the
+// connects of the tenant that come while it is read, so that a burst on a
+// node whose cache of it has lapsed reads it once, not once each.
+func (g *Gateway) tenant(ctx context.Context, id string) (Tenant, bool, error) {
+	reads := &g.tenantReads
+	reads.mu.Lock()
+	if reads.m == nil {
+		reads.m = map[string]*tenantRead{}
+	}
+	r := reads.m[id]
+	lead := r == nil
+	if lead {
+		r = &tenantRead{read: make(chan struct{})}
+		reads.m[id] = r
+	}
+	reads.mu.Unlock()
+	if lead {
+		// The node's read, for every connect waiting on it: one whose
+		// client leaves does not fail the others.
+		rctx, cancel := context.WithTimeout(g.ctx, g.readTimeout())
+		r.t, r.ok, r.err = g.opts.Tenant(rctx, id)
+		cancel()
+		reads.mu.Lock()
+		delete(reads.m, id)
+		reads.mu.Unlock()
+		close(r.read)
+	}
+	select {
+	case <-r.read:
+		return r.t, r.ok, r.err
+	case <-ctx.Done():
+		return Tenant{}, false, ctx.Err()
+	}
+}
+
+// tenantReads are the tenant reads of connects under way (Gateway.tenant),
+// by tenant, each dropped once it answers. The zero tenantReads is ready.
+type tenantReads struct {
+	mu sync.Mutex
+	m  map[string]*tenantRead
+}
+
+type tenantRead struct {
+	read chan struct{} // closed once t, ok and err are set
+	t    Tenant
+	ok   bool
+	err  error
+}
+
+// readTimeout bounds a read made for every connect waiting on it:
+// StoreTimeout, or WriteTimeout if there is none.
+func (g *Gateway) readTimeout() time.Duration {
+	if g.opts.StoreTimeout > 0 {
+		return g.opts.StoreTimeout
+	}
+	return g.opts.WriteTimeout
 }
 
 // storeCtx bounds one store read by StoreTimeout.
@@ -266,39 +336,44 @@ func (g *Gateway) admission(s sluice.TenantSettings, session string) []sluice.Ch
 
 // refresh moves a session's expiry to now plus its tenant's TTL, as any
 // activity does (seed 000: a connect too), and returns the expiry: at
-// most once per tenth of the TTL per node, as messages do. It reports
-// false if the session is gone; a store that fails leaves the expiry as
-// it was, logged.
-func (g *Gateway) refresh(ctx context.Context, x sluice.Session, ttl time.Duration) (expires time.Time, wrote, ok bool) {
+// most once per tenth of the TTL per node, as messages do, whose turn it
+// shares (s: what this node knows of the session, the same for every
+// connect of it under way, so that of connects together one writes). It
+// reports false if the session is gone; a store that fails leaves the
+// expiry as it was, logged.
+func (g *Gateway) refresh(ctx context.Context, s *session, x sluice.Session, ttl time.Duration) (expires time.Time, ok bool) {
 	now := g.opts.Now()
-	g.mu.Lock()
-	s := g.sessions[sessionKey{x.Tenant, x.ID}]
-	g.mu.Unlock()
-	if s != nil && !s.touchDue(now, ttl/10) {
-		// Written by this node within a tenth of the TTL: the session
-		// lives at least nine tenths of it from now.
-		if e := s.expiry(); e.After(x.ExpiresAt) {
-			return e, false, true
-		}
-		return x.ExpiresAt, false, true
+	if !s.touchDue(now, ttl/10) {
+		// Written by this node within a tenth of the TTL (or being
+		// written): the session lives at least until the expiry known.
+		return later(s.expiry(), x.ExpiresAt), true
 	}
 	sctx, cancel := g.storeCtx(ctx)
 	defer cancel()
 	y, err := g.opts.Sessions.TouchSession(sctx, now, x.Tenant, x.ID, now.Add(ttl))
 	switch {
 	case errors.Is(err, sluice.ErrSessionNotFound):
-		return time.Time{}, false, false
+		return time.Time{}, false
 	case err != nil:
 		g.log.Warn("gateway: refreshing a session at connect", "tenant", x.Tenant, "err", err)
-		return x.ExpiresAt, false, true
+		return x.ExpiresAt, true
 	}
-	return y.ExpiresAt, true, true
+	s.saw(y.ExpiresAt)
+	return y.ExpiresAt, true
 }
 
-// register adds c to this node's connections, its session's expiry
-// as the connect left it (wrote: written by it just now); first if it is
-// the session's first here. It reports false if the gateway is closed.
-func (g *Gateway) register(c *conn, expires time.Time, wrote bool) (first, ok bool) {
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// register adds c to this node's connections, with s, what the connect
+// knew of its session (sessionFor), and the session's expiry as the
+// connect left it; first if it is the session's first here. It reports
+// false if the gateway is closed.
+func (g *Gateway) register(c *conn, s *session, expires time.Time) (first, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -307,14 +382,16 @@ func (g *Gateway) register(c *conn, expires time.Time, wrote bool) (first, ok bo
 	k := sessionKey{c.tenant, c.session}
 	if g.conns[k] == nil {
 		g.conns[k] = map[*conn]struct{}{}
-		g.sessions[k] = &session{}
+		s.invalidate() // what it knew of other nodes is of an earlier stay here, if any
+		g.sessions[k] = s
 		first = true
 	}
 	c.sess = g.sessions[k]
-	c.sess.saw(expires)
-	if wrote {
-		c.sess.touchDue(g.opts.Now(), 0)
+	if c.sess != s {
+		// The session came and went here while the connect was decided.
+		c.sess.learn(s)
 	}
+	c.sess.saw(expires)
 	g.conns[k][c] = struct{}{}
 	g.byID[c.id] = c
 	g.wg.Add(1)

@@ -233,6 +233,9 @@ type Gateway struct {
 	byID     map[string]*conn        // the connections in conns
 	closed   bool
 
+	flights     flightMap   // reads of sessions for connects under way (sessionFor)
+	tenantReads tenantReads // reads of tenants for connects under way (tenant)
+
 	regLocks   [regLocks]sync.Mutex // order each session's registration writes (registerSession)
 	regMu      sync.Mutex
 	registered map[sessionKey]time.Time // when this node's registration of a session was written; under regMu

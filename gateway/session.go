@@ -18,19 +18,23 @@ import (
 //
 //   - the latest expiry seen, so that the sweep reads only sessions that
 //     may have expired, and tells a deletion (gone before its expiry, 4001)
-//     from an expiry (4000);
+//     from an expiry (4000); and when the session was made: so that a
+//     connect of a session with live connections here, its known expiry
+//     ahead, reads nothing (Gateway.sessionFor), and is refused still if
+//     the session is older than its tenant (Tenant.owns);
 //   - when this node last moved the expiry, so that it writes it at most
 //     once per tenth of the TTL, however many messages (touchDue);
 //   - the other live nodes holding connections of the session, read once
 //     and kept for a renewal period at most, and less if another node says
 //     it has its first (Gateway.SessionChanged) or a node cannot be
 //     reached: the nodes a message is delivered to, each delivering it to
-//     its own connections, and those a connect here tells of itself
-//     (announce); a node whose first connection could not tell this one is
-//     reached within a renewal period.
+//     its own connections, and those this node's first connection of the
+//     session tells of itself (announce); a node whose first connection
+//     could not tell this one is reached within a renewal period.
 type session struct {
 	mu      sync.Mutex
 	expires time.Time
+	created time.Time // the session's CreatedAt, as read
 	touched time.Time
 	gen     uint64    // moved by every invalidation, so that a read in flight is not kept
 	nodes   []string  // other nodes holding connections, if known
@@ -42,6 +46,43 @@ func (s *session) saw(t time.Time) {
 	s.mu.Lock()
 	if t.After(s.expires) {
 		s.expires = t
+	}
+	s.mu.Unlock()
+}
+
+// know records a session read from the store.
+func (s *session) know(x sluice.Session) {
+	s.mu.Lock()
+	s.created = x.CreatedAt
+	if x.ExpiresAt.After(s.expires) {
+		s.expires = x.ExpiresAt
+	}
+	s.mu.Unlock()
+}
+
+// known returns the session as this node knows it: its creation as read,
+// its latest expiry seen.
+func (s *session) known(tenant, id string) sluice.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sluice.Session{Tenant: tenant, ID: id, CreatedAt: s.created, ExpiresAt: s.expires}
+}
+
+// learn takes what o knows of the same session that s does not: the
+// later expiry, the later write of it, o's creation if o was read later.
+func (s *session) learn(o *session) {
+	o.mu.Lock()
+	expires, created, touched := o.expires, o.created, o.touched
+	o.mu.Unlock()
+	s.mu.Lock()
+	if expires.After(s.expires) {
+		s.expires = expires
+	}
+	if !created.IsZero() {
+		s.created = created
+	}
+	if touched.After(s.touched) {
+		s.touched = touched
 	}
 	s.mu.Unlock()
 }
@@ -95,6 +136,117 @@ func (s *session) expiry() time.Time {
 	return s.expires
 }
 
+// sessionFor returns what this node knows of a session a connect names,
+// and the session: from what it knows, without a store request, if it
+// holds live connections of the session whose latest known expiry is
+// ahead; read otherwise, once for every connect of the session that asks
+// meanwhile (a single flight per node and session), so that a burst of a
+// session new to the node reads it once and writes its expiry once
+// (refresh, through the session returned). The connect calls done once it
+// is registered, or refused: connects that come until then take the same
+// read, and after it find the session held.
+//
+// A deleted session: a connect that comes once this node has been told
+// (CloseSession here, or SessionGone from the node that deleted it: both
+// close the session's connections here, and a session with none live is
+// read) is refused; if the telling failed, once the sweep's full check
+// (CheckEvery) has found it gone and closed them. A connect admitted
+// meanwhile from what was known is closed with them.
+func (g *Gateway) sessionFor(ctx context.Context, tenant, id string) (s *session, x sluice.Session, done func(), err error) {
+	k := sessionKey{tenant, id}
+	now := g.opts.Now()
+	g.mu.Lock()
+	held := g.sessions[k]
+	if held != nil && g.liveLocked(k) {
+		if x := held.known(tenant, id); now.Before(x.ExpiresAt) {
+			g.mu.Unlock()
+			return held, x, func() {}, nil
+		}
+	}
+	// Under g.mu, as register installs the session it read: a connect
+	// finds either the flight or the session held.
+	f, lead := g.flights.join(k, held)
+	g.mu.Unlock()
+	done = func() { g.flights.leave(k, f) }
+	if lead {
+		// The read is the node's, for every connect waiting on it: one
+		// whose client leaves does not fail the others.
+		rctx, cancel := context.WithTimeout(g.ctx, g.readTimeout())
+		f.x, f.err = g.opts.Sessions.GetSession(rctx, now, tenant, id)
+		cancel()
+		if f.err == nil {
+			f.s.know(f.x)
+		}
+		close(f.read)
+	}
+	select {
+	case <-f.read:
+		return f.s, f.x, done, f.err
+	case <-ctx.Done():
+		done()
+		return nil, sluice.Session{}, func() {}, ctx.Err()
+	}
+}
+
+// liveLocked reports whether this node holds a connection of session k not
+// closing (one closed for the session's deletion is). It needs g.mu.
+func (g *Gateway) liveLocked(k sessionKey) bool {
+	for c := range g.conns[k] {
+		select {
+		case <-c.done:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// A flight is one read of a session for the connects that ask meanwhile.
+type flight struct {
+	s    *session      // what the node will know of the session; register installs it
+	read chan struct{} // closed once x and err are set
+	x    sluice.Session
+	err  error
+	refs int // connects under way that took it; under flightMap.mu
+}
+
+// flightMap holds the reads of sessions for connects (Gateway.sessionFor),
+// by session, each kept while a connect that takes it is under way: at
+// most one per connect in flight. The zero flightMap is ready.
+type flightMap struct {
+	mu sync.Mutex
+	m  map[sessionKey]*flight
+}
+
+// join takes the flight of k, or starts it (lead) with s, what the node
+// knows of the session already (nil: nothing).
+func (m *flightMap) join(k sessionKey, s *session) (f *flight, lead bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[sessionKey]*flight{}
+	}
+	f = m.m[k]
+	if f == nil {
+		if s == nil {
+			s = &session{}
+		}
+		f, lead = &flight{s: s, read: make(chan struct{})}, true
+		m.m[k] = f
+	}
+	f.refs++
+	return f, lead
+}
+
+// leave gives back a connect's turn on f, dropped with the last.
+func (m *flightMap) leave(k sessionKey, f *flight) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f.refs--; f.refs == 0 && m.m[k] == f {
+		delete(m.m, k)
+	}
+}
+
 // otherNodes returns the other live nodes holding connections of c's
 // session: known, or read from the registry and kept unless invalidated
 // meanwhile.
@@ -139,9 +291,8 @@ func (g *Gateway) registeredNodes(ctx context.Context, tenant, session string) (
 
 // SessionChanged drops the other nodes this node knows to hold a
 // session's connections if another node has its first of the session
-// (newNode), so that the next message reaches it and this node's next
-// connect of the session tells it too. A new connection on a node known
-// already changes nothing here: that node delivers to its own.
+// (newNode), so that the next message reaches it. A new connection on a
+// node known already changes nothing here: that node delivers to its own.
 func (g *Gateway) SessionChanged(tenant, session string, newNode bool) {
 	if !newNode {
 		return
@@ -155,13 +306,16 @@ func (g *Gateway) SessionChanged(tenant, session string, newNode bool) {
 }
 
 // announce tells the other nodes holding connections of c's session that
-// it has a new one here (first: its first here), so that they read its
-// connections again. It runs before the connect is answered: a message
-// sent once the client is connected reaches it from every node. The nodes
-// are those known (otherNodes): a node whose first connection of the
-// session came meanwhile said so, and is known again at once.
+// this node has its first one (first), so that they deliver the session's
+// messages here too. A later connection tells nobody, nor reads who they
+// are: the other nodes deliver to this node, which delivers to its own
+// connections. It runs before the connect is answered: a message sent
+// once the client is connected reaches it from every node. The nodes are
+// those known (otherNodes), read here as a rule (the session is new to
+// this node): a node whose first connection of the session came meanwhile
+// said so, and is known again at once.
 func (g *Gateway) announce(ctx context.Context, c *conn, first bool) {
-	if g.opts.Registry == nil || g.opts.Peer == nil {
+	if !first || g.opts.Registry == nil || g.opts.Peer == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.opts.WriteTimeout)
