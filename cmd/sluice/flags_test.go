@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAllowedOriginsFlag: origin patterns are parsed and checked; patterns
@@ -57,6 +58,28 @@ func TestAllowedHostsFlags(t *testing.T) {
 	} {
 		if _, err := parseServe([]string{tc.flag, tc.bad}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), tc.flag) {
 			t.Errorf("%s %q: %v, want an error naming %s", tc.flag, tc.bad, err, tc.flag)
+		}
+	}
+}
+
+// TestGatewayTimingFlags: --heartbeat and --ws-session-check take
+// durations within their bounds; one outside is an error naming its flag.
+func TestGatewayTimingFlags(t *testing.T) {
+	c, err := parseServe([]string{"--heartbeat", "2s", "--ws-session-check", "5m"}, io.Discard, io.Discard)
+	if err != nil || c.Heartbeat != 2*time.Second || c.WSCheck != 5*time.Minute {
+		t.Fatalf("%v %v %v", c.Heartbeat, c.WSCheck, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--heartbeat", "10ms"}, "--heartbeat"},
+		{[]string{"--heartbeat", "2m"}, "--heartbeat"},
+		{[]string{"--ws-session-check", "100ms"}, "--ws-session-check"},
+		{[]string{"--ws-session-check", "2h"}, "--ws-session-check"},
+	} {
+		if _, err := parseServe(tc.args, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.flag)
 		}
 	}
 }

@@ -119,6 +119,7 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.Int64Var(&c.WSMaxMessage, "ws-max-message", 128<<10, "largest WebSocket message in `bytes`; larger closes with 1009")
 	fs.DurationVar(&c.WSIdle, "ws-idle-timeout", 10*time.Minute, "close a WebSocket connection idle this long")
 	fs.DurationVar(&c.WSLifetime, "ws-max-lifetime", 2*time.Hour, "close any WebSocket connection after this long")
+	fs.DurationVar(&c.WSCheck, "ws-session-check", 30*time.Second, "how often a node reads every session it holds connections of, to find a deletion it was not told of (one read per session); a deletion is told to every node at once, so this is the fallback")
 	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node brings its WebSocket connection counts and registrations to what it holds; on a store of one process, how often it renews them (a dead node's connections return within three)")
 	fs.DurationVar(&c.Heartbeat, "heartbeat", 5*time.Second, "on a store shared by nodes (dynamodb), how often a node records itself live; a dead node's WebSocket connections stop counting within five")
 	fs.StringVar(&l.wsOrigins, "ws-allowed-origins", "", "comma-separated browser `origins` besides this server's own host that may open WebSocket connections: hosts (app.example.com, *.example.com) or origins (https://*.example.com)")
@@ -175,6 +176,8 @@ func (c *serveConfig) check(regions string) error {
 		return fmt.Errorf("serve: --shutdown-timeout must be positive, got %v", c.ShutdownTimeout)
 	case c.WSMaxMessage < 1 || c.WSIdle <= 0 || c.WSLifetime <= 0:
 		return errors.New("serve: --ws-max-message, --ws-idle-timeout and --ws-max-lifetime must be positive")
+	case c.WSCheck < time.Second || c.WSCheck > time.Hour:
+		return fmt.Errorf("serve: --ws-session-check must be between 1s and 1h, got %v", c.WSCheck)
 	case c.WSRenew < 10*time.Millisecond:
 		return fmt.Errorf("serve: --ws-renew must be at least 10ms, got %v", c.WSRenew)
 	case c.Heartbeat < 100*time.Millisecond || c.Heartbeat > time.Minute:

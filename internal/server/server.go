@@ -62,6 +62,7 @@ type Config struct {
 	WSMaxMessage    int64          // --ws-max-message
 	WSIdle          time.Duration  // --ws-idle-timeout
 	WSLifetime      time.Duration  // --ws-max-lifetime
+	WSCheck         time.Duration  // --ws-session-check
 	WSOrigins       []string       // --ws-allowed-origins
 	AllowedHosts    []string       // --allowed-hosts: answered besides loopback names (see allowedHosts)
 	AllowedOrigins  []string       // --allowed-origins: whose pages may change state, besides the server's own
@@ -282,6 +283,7 @@ func (s *Server) gateway(tenants *tenancy.Service) *gateway.Gateway {
 		MaxMessage:     s.c.WSMaxMessage,
 		IdleTimeout:    s.c.WSIdle,
 		MaxLifetime:    s.c.WSLifetime,
+		CheckEvery:     s.c.WSCheck,
 		AllowedOrigins: s.c.WSOrigins,
 		Observer:       s.gwMetrics,
 		Registry:       s.st.registry,
