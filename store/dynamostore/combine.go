@@ -273,7 +273,7 @@ func (s *Store) decideCalls(ctx context.Context, pk string, calls []*call) {
 			}
 			return
 		}
-		lost, id, err := s.write(ctx, b, []string{pk}, []versioned{cur}, []int{0}, []algo.State{st}, []int{0})
+		lost, id, err := s.write(ctx, b, []string{pk}, []versioned{cur}, []int{0}, []algo.State{st}, []int{0}, nil)
 		if err != nil {
 			fail(live, err)
 			return

@@ -12,7 +12,9 @@
 // key this node wrote last is one round trip: the write. A denial is never
 // made from memory: it is confirmed by a consistent read, since another node
 // may have released capacity. A request on several keys is one
-// TransactWriteItems, every item conditioned on its version.
+// TransactWriteItems, every item conditioned on its version, or, for a
+// sliding window and a concurrency counter's named lease, on its numbers
+// (numbers.go), so that a stale copy still decides in one transaction.
 //
 // Contention is not a fault: a node combines its concurrent single-key
 // decisions on one key into one conditional write (combine.go), so that
@@ -301,6 +303,9 @@ type versioned struct {
 	// counters: a sliding window's item holds its state as numbers (ws,
 	// c, p), as every write of this version makes it.
 	counters bool
+	// leases: a concurrency counter's item holds its leases as a map
+	// (ls) and their sum (u) (numbers.go).
+	leases bool
 }
 
 type itemKind uint8
@@ -341,6 +346,9 @@ func decodeItem(item map[string]types.AttributeValue) (versioned, error) {
 			return versioned{}, fmt.Errorf("dynamostore: counter version: %w", err)
 		}
 	}
+	if err := decodeLeases(item, &v); err != nil {
+		return versioned{}, err
+	}
 	if _, ok := item[attrWinStart]; ok {
 		var nums [4]int64
 		for i, a := range []string{attrWinStart, attrCurr, attrPrev, attrExpires} {
@@ -366,7 +374,8 @@ func after(from versioned, st algo.State, id string) versioned {
 	if st.Algorithm == sluice.TokenBucket {
 		return versioned{state: st, kind: tatItem, write: id}
 	}
-	return versioned{state: st, kind: genericItem, version: from.version + 1, write: id, counters: st.Algorithm == sluice.SlidingWindow}
+	return versioned{state: st, kind: genericItem, version: from.version + 1, write: id,
+		counters: st.Algorithm == sluice.SlidingWindow, leases: st.Algorithm == sluice.Concurrency}
 }
 
 // put returns the Put of a counter's new state, conditioned on the item it
@@ -396,6 +405,9 @@ func (s *Store) put(pk string, st *algo.State, from versioned, id string) (*type
 			item[attrWinStart] = &types.AttributeValueMemberN{Value: strconv.FormatInt(st.Start, 10)}
 			item[attrCurr] = &types.AttributeValueMemberN{Value: strconv.FormatInt(st.Count, 10)}
 			item[attrPrev] = &types.AttributeValueMemberN{Value: strconv.FormatInt(st.Prev, 10)}
+		}
+		if st.Algorithm == sluice.Concurrency {
+			putLeases(item, st)
 		}
 	}
 	item[attrTTL] = &types.AttributeValueMemberN{Value: strconv.FormatInt(ttlOf(st.Expires), 10)}
@@ -505,6 +517,17 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 	}
 	stored := make([]algo.State, len(ops))
 	next := make([]algo.State, len(ops))
+	// A key's only op may be written in a transaction conditioned on its
+	// numbers (numbers.go), unless they failed once in this decision.
+	numbersFailed := make([]bool, len(ops))
+	numeric := func(i int, id string) (numbersUpdate, bool) {
+		for j := range ops {
+			if j != i && pks[j] == pks[i] {
+				return numbersUpdate{}, false
+			}
+		}
+		return numbers(&ops[i], cur[i], next[i], &dst[i], t, numbersFailed[i], id)
+	}
 	b := s.budget()
 	for {
 		for i := range ops {
@@ -559,7 +582,7 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 		if len(writes) == 0 {
 			return nil
 		}
-		lost, id, err := s.write(ctx, b, pks, cur, first, next, writes)
+		lost, id, err := s.write(ctx, b, pks, cur, first, next, writes, numeric)
 		if err != nil {
 			return err
 		}
@@ -576,6 +599,9 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 			moved = moved || changed(cur[first[i]], v)
 			cur[first[i]], known[first[i]] = v, true
 			s.cache.put(pks[i], v)
+			if ops[i].Policy.Algorithm == sluice.Concurrency {
+				numbersFailed[i] = true
+			}
 		}
 		b.lost(moved)
 	}
@@ -586,7 +612,11 @@ func (s *Store) applyVersioned(ctx context.Context, t int64, ops []sluice.Op, ds
 // items as they are, and the write's id. Each request it sends is taken
 // from b; a request throttled, in conflict, or unanswered is sent again,
 // after a backoff, while b allows.
-func (s *Store) write(ctx context.Context, b *budget, pks []string, cur []versioned, first []int, next []algo.State, writes []int) (map[int]versioned, string, error) {
+//
+// In a transaction, an item that numeric (if not nil) returns an update of
+// is written by that update, conditioned on its numbers (numbers.go).
+func (s *Store) write(ctx context.Context, b *budget, pks []string, cur []versioned, first []int, next []algo.State, writes []int,
+	numeric func(i int, id string) (numbersUpdate, bool)) (map[int]versioned, string, error) {
 	id := writeID()
 	if len(writes) == 1 {
 		i := writes[0]
@@ -632,6 +662,13 @@ func (s *Store) write(ctx context.Context, b *budget, pks []string, cur []versio
 		items := make([]types.TransactWriteItem, 0, len(writes))
 		var units int64
 		for _, i := range writes {
+			if numeric != nil {
+				if u, ok := numeric(i, id); ok {
+					items = append(items, u.transactItem(s.table, pks[i]))
+					units += 2
+					continue
+				}
+			}
 			p, err := s.put(pks[i], &next[i], cur[first[i]], id)
 			if err != nil {
 				return nil, id, err
@@ -738,7 +775,7 @@ func (s *Store) updateLease(ctx context.Context, now time.Time, k sluice.Key, p 
 		if !ok {
 			return sluice.Decision{}, sluice.ErrLeaseNotFound
 		}
-		lost, id, err := s.write(ctx, b, []string{pk}, []versioned{cur}, []int{0}, []algo.State{next}, []int{0})
+		lost, id, err := s.write(ctx, b, []string{pk}, []versioned{cur}, []int{0}, []algo.State{next}, []int{0}, nil)
 		if err != nil {
 			return sluice.Decision{}, err
 		}

@@ -3,7 +3,6 @@ package dynamostore
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
@@ -250,9 +249,38 @@ func (s *Store) takeSliding(ctx context.Context, now int64, op *sluice.Op, pk st
 // item, as the node last saw it (cur), into next, its state after them;
 // remaining is the algorithm's Remaining after them from cur.
 func (s *Store) slidingUpdate(pk string, cur versioned, next algo.State, window time.Duration, hits, remaining int64, id string) *dynamodb.UpdateItemInput {
-	num := func(v int64) types.AttributeValue {
-		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	u := slidingExpr(cur, next, window, hits, remaining, id)
+	return &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: key(pk, skCounter),
+		UpdateExpression: u.upd, ConditionExpression: u.cond,
+		ExpressionAttributeNames: u.names, ExpressionAttributeValues: u.vals,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+}
+
+// numbersUpdate is an update of a counter item conditioned on its numbers
+// rather than on its version: slidingExpr's and leaseExpr's (numbers.go).
+type numbersUpdate struct {
+	upd, cond *string
+	names     map[string]string
+	vals      map[string]types.AttributeValue
+}
+
+// transactItem is u as an item of a transaction on pk.
+func (u numbersUpdate) transactItem(table, pk string) types.TransactWriteItem {
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName: &table, Key: key(pk, skCounter),
+		UpdateExpression: u.upd, ConditionExpression: u.cond,
+		ExpressionAttributeNames: u.names, ExpressionAttributeValues: u.vals,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+}
+
+// slidingExpr is the update, and its condition, that take hits of a
+// sliding window's item as the node last saw it (cur) into next (see
+// above), in a request of its own (slidingUpdate) or in a transaction.
+func slidingExpr(cur versioned, next algo.State, window time.Duration, hits, remaining int64, id string) numbersUpdate {
 	vals := map[string]types.AttributeValue{
 		":ws": num(next.Start), ":b": num(hits), ":id": str(id), ":zero": num(0), ":one": num(1),
 		":exp": num(next.Expires / int64(time.Millisecond)), ":ttl": num(ttlOf(next.Expires)),
@@ -272,14 +300,9 @@ func (s *Store) slidingUpdate(pk string, cur versioned, next algo.State, window 
 		upd, cond = set+"p = :zero, c = :b", "attribute_not_exists(pk) OR ws < :prev"
 		vals[":prev"] = num(next.Start - int64(window))
 	}
-	return &dynamodb.UpdateItemInput{
-		TableName: &s.table, Key: key(pk, skCounter),
-		UpdateExpression:                    aws.String(upd + " REMOVE st"),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            map[string]string{"#ttl": attrTTL, "#exp": attrExpires},
-		ExpressionAttributeValues:           vals,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	return numbersUpdate{
+		upd: aws.String(upd + " REMOVE st"), cond: aws.String(cond),
+		names: map[string]string{"#ttl": attrTTL, "#exp": attrExpires}, vals: vals,
 	}
 }
 

@@ -37,14 +37,22 @@ func newSlidingFixture(t *testing.T, k int, limit int64) *slidingFixture {
 		t.Fatal(err)
 	}
 	f.key = sluice.Key{Tenant: "acme", Policy: f.p.Name, Value: "k"}
-	for range k - 1 {
+	f.nodes = append(f.nodes, moreNodes(t, first, k-1)...)
+	return f
+}
+
+// moreNodes returns n more stores on first's table, through its client.
+func moreNodes(t *testing.T, first *Store, n int) []*Store {
+	t.Helper()
+	var nodes []*Store
+	for range n {
 		s, err := New(first.db, Options{Table: first.table})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.nodes = append(f.nodes, s)
+		nodes = append(nodes, s)
 	}
-	return f
+	return nodes
 }
 
 // apply decides one hit on node i (modulo the nodes) at now.
