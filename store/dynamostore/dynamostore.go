@@ -702,6 +702,15 @@ func (s *Store) write(ctx context.Context, b *budget, pks []string, cur []versio
 				if len(lost) == 0 {
 					return nil, id, unavailable("transact", err)
 				}
+				for _, v := range lost {
+					if v.write == id {
+						// An earlier try landed, unanswered, and its
+						// token was not honoured: a cancelled
+						// transaction writes nothing, so every item
+						// is ours.
+						return nil, id, nil
+					}
+				}
 				return lost, id, nil
 			}
 			switch {

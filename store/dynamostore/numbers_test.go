@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
@@ -281,4 +282,121 @@ func TestAdmissionOldItems(t *testing.T) {
 	if m, ok := out.Item[attrLeases].(*types.AttributeValueMemberM); !ok || len(m.Value) != 2 {
 		t.Errorf("the item's leases after a write: %v, want two", out.Item[attrLeases])
 	}
+}
+
+// landedAPI passes requests on, but answers the first transaction after
+// arm with an error once it has landed, and sends its retry without the
+// client request token, as a server that does not honour tokens (or one
+// past their ten minutes) would see it.
+type landedAPI struct {
+	API
+	mu     sync.Mutex
+	armed  bool
+	stripT bool
+}
+
+func (a *landedAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	a.mu.Lock()
+	armed, strip := a.armed, a.stripT
+	a.armed, a.stripT = false, armed
+	a.mu.Unlock()
+	if strip {
+		c := *in
+		c.ClientRequestToken = nil
+		in = &c
+	}
+	out, err := a.API.TransactWriteItems(ctx, in, opts...)
+	if armed && err == nil {
+		return nil, &smithy.GenericAPIError{Code: "InternalServerError", Message: "answer lost"}
+	}
+	return out, err
+}
+
+// TestAdmissionRetryLanded: a transaction on the items' numbers that
+// landed unanswered, sent again without its token, is known for this
+// node's by its write's id on the items, not counted twice.
+func TestAdmissionRetryLanded(t *testing.T) {
+	f := newAdmitFixture(t, 2, 100, 1000)
+	now := time.Date(2026, 11, 27, 10, 0, 1, 0, time.UTC)
+	for c := range 4 {
+		if !f.connect(t, c%2, now) {
+			t.Fatal("refused below the limit")
+		}
+	}
+	api := &landedAPI{API: f.nodes[1].db}
+	f.nodes[1].db = api
+	api.mu.Lock()
+	api.armed = true
+	api.mu.Unlock()
+	if !f.connect(t, 1, now.Add(time.Millisecond)) {
+		t.Fatal("refused below the limit")
+	}
+	if api.stripT {
+		t.Fatal("the transaction was not sent again")
+	}
+	db := dynamotest.Client(t)
+	table := f.nodes[0].table
+	read := func(k sluice.Key) map[string]types.AttributeValue {
+		out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, Key: key(counterPK(&k), skCounter), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item
+	}
+	if c := read(sluice.Key{Tenant: "acme", Policy: "rate"})[attrCurr].(*types.AttributeValueMemberN).Value; c != "5" {
+		t.Errorf("the tenant's window counts %s connects, want 5", c)
+	}
+	if u := read(sluice.Key{Tenant: "acme", Policy: "conns"})[attrUnits].(*types.AttributeValueMemberN).Value; u != "5" {
+		t.Errorf("the tenant's count holds %s units, want 5", u)
+	}
+}
+
+// TestAdmissionStaleCopyConservative: a node whose copy of the tenant's
+// count does not hold another node's lease, expired since or of an owner
+// now known dead, finds the count's sum (u) still counting it: its
+// condition on the numbers fails, and it decides again on the version,
+// from the item, which drops that lease: no refusal below the limit.
+func TestAdmissionStaleCopyConservative(t *testing.T) {
+	const limit = 4
+	now := time.Date(2026, 11, 27, 10, 0, 1, 0, time.UTC)
+	t.Run("expired", func(t *testing.T) {
+		f := newAdmitFixture(t, 3, limit, 1000)
+		if !f.connect(t, 0, now) || !f.connect(t, 0, now) {
+			t.Fatal("refused below the limit")
+		}
+		// Node 2's leases live a second; node 0 does not see them.
+		long := f.tenant
+		f.tenant.LeaseTTL = time.Second
+		if !f.connect(t, 2, now) || !f.connect(t, 2, now) {
+			t.Fatal("refused below the limit")
+		}
+		f.tenant = long
+		later := now.Add(2 * time.Second)
+		before := f.px.Requests("TransactWriteItems")
+		if !f.connect(t, 0, later) {
+			t.Fatal("refused below the limit: an expired lease counted")
+		}
+		if n := f.px.Requests("TransactWriteItems") - before; n != 2 {
+			t.Errorf("%d transactions, want 2: the numbers', failed, and the version's", n)
+		}
+		if !f.connect(t, 1, later) {
+			t.Fatal("refused below the limit")
+		}
+		if f.connect(t, 0, later) || f.connect(t, 1, later) {
+			t.Fatal("admitted past the limit")
+		}
+	})
+	t.Run("dead owner", func(t *testing.T) {
+		f := newAdmitFixture(t, 2, limit, 1000)
+		if !f.connect(t, 0, now) || !f.connect(t, 0, now) || !f.connect(t, 1, now) || !f.connect(t, 1, now) {
+			t.Fatal("refused below the limit")
+		}
+		// Node 0 has not seen node 1's leases; their owner (2) is dead.
+		if !f.connect(t, 0, now, 2) || !f.connect(t, 0, now, 2) {
+			t.Fatal("refused below the limit: a dead owner's lease counted")
+		}
+		if f.connect(t, 0, now, 2) {
+			t.Fatal("admitted past the limit")
+		}
+	})
 }
