@@ -34,7 +34,9 @@ import (
 // only when the node's copy has no lease expired or of an owner the op
 // names dead, for a named lease, and not again in a decision once their
 // condition failed on the item; otherwise the versioned write (put)
-// decides, which prunes the map and writes u anew.
+// decides, which prunes the map and writes u anew. A transaction returns
+// no items: the decision's Remaining is from the node's copy, and may
+// overstate what the others left.
 const (
 	attrLeases = "ls" // a concurrency counter's leases: id -> "units:expiry ns"
 	attrUnits  = "u"  // the sum of the units in ls
