@@ -26,8 +26,11 @@ import (
 // the overshoot is zero. The cost is the other way: hits taken but not
 // used by the window's end are lost, at most one batch per node per window,
 // and a sliding window weighs them in the next window's estimate as if
-// admitted. A batch is the node's rate over LeasePeriod, at least the
-// request's hits, at most Limit/MaxLeaseShare, whatever the tenant's rate;
+// admitted. A batch is the node's demand over batchSpan (a LeasePeriod, or
+// a twelfth of a longer window, at most five LeasePeriods: a node sending
+// one a second takes five of a minute's at a time, one write per five), at
+// least the request's hits, at most Limit/MaxLeaseShare, whatever the
+// tenant's rate;
 // when less than a whole batch is left, the node takes what fits, and then
 // asks the table again no sooner than shortWait later (a LeasePeriod, or a
 // MaxLeaseShare-th of a shorter window), denying meanwhile, so that a key
@@ -137,10 +140,10 @@ func (s *Store) leased(ctx context.Context, now int64, op *sluice.Op, pk string)
 		}
 		return sluice.Decision{Policy: p.Name, Limit: p.Limit, Remaining: e.left, ResetAt: d.ResetAt, RetryAfter: retry}, nil
 	}
-	// A new batch: the node's rate over the lease period, within bounds.
+	// A new batch: the node's demand over the batch's span, within bounds.
 	elapsed := max(now-e.taken, int64(time.Millisecond))
-	rate := float64(e.count) / float64(elapsed) * float64(LeasePeriod)
-	batch := min(max(int64(rate+0.5), op.Hits), max(p.Limit/MaxLeaseShare, op.Hits))
+	demand := float64(e.count) / float64(elapsed) * float64(batchSpan(w))
+	batch := min(max(int64(demand+0.5), op.Hits), max(p.Limit/MaxLeaseShare, op.Hits))
 	e.count, e.taken = 0, now
 	short := int64(0)
 	for {
@@ -167,6 +170,15 @@ func (s *Store) leased(ctx context.Context, now int64, op *sluice.Op, pk string)
 		e.window, e.end, e.left, e.short = start, start+w, 0, now
 		return d, nil
 	}
+}
+
+// batchSpan is how much of its demand a node's batch of a window of w
+// covers: a LeasePeriod, or a twelfth of a longer window, at most five
+// LeasePeriods. Longer spans cost fewer writes at a low rate; what a batch
+// may leave unused at the window's end is bounded by its cap
+// (Limit/MaxLeaseShare) whatever the span.
+func batchSpan(w int64) int64 {
+	return min(max(int64(LeasePeriod), w/12), 5*int64(LeasePeriod))
 }
 
 // shortWait is how long a node waits, after the table of a window of w
