@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -273,9 +275,5 @@ func (g *Gateway) renewLoop() {
 func (g *Gateway) sessionKeys() []sessionKey {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make([]sessionKey, 0, len(g.conns))
-	for k := range g.conns {
-		out = append(out, k)
-	}
-	return out
+	return slices.Collect(maps.Keys(g.conns))
 }

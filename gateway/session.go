@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -390,11 +391,7 @@ func (g *Gateway) registerSession(ctx context.Context, tenant, session string) e
 func (g *Gateway) registeredKeys() []sessionKey {
 	g.regMu.Lock()
 	defer g.regMu.Unlock()
-	out := make([]sessionKey, 0, len(g.registered))
-	for k := range g.registered {
-		out = append(out, k)
-	}
-	return out
+	return slices.Collect(maps.Keys(g.registered))
 }
 
 // regLocks orders the registration writes of a session (registerSession):
