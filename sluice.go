@@ -108,6 +108,14 @@ type Check struct {
 	// dead: their named leases on the check's counter count as expired
 	// (see Op.DeadOwners). At most MaxDeadOwners.
 	DeadOwners []uint16
+	// RemainingMayLag lets a store shared by nodes decide the check
+	// without the other nodes' latest writes where its condition holds
+	// anyway (DynamoDB: a transaction conditioned on the counter's
+	// numbers, not its version), so that a node whose copy is stale still
+	// decides in one request: admission stays exact, but the decision's
+	// Remaining and ResetAt are as of this node's copy. For a caller that
+	// does not read them as the truth (the gateway's admission).
+	RemainingMayLag bool
 	// Space is the key space of the check's counter: SpacePolicy (the
 	// zero value) for configured policies and Go callers, SpaceInline for
 	// the inline policies a client sends, SpaceInternal for Sluice's own

@@ -23,6 +23,8 @@ type Op struct {
 	// (LeaseOwner) count as expired in this decision, whatever their
 	// expiry; an admitting write drops them.
 	DeadOwners []uint16
+	// RemainingMayLag: see Check.RemainingMayLag.
+	RemainingMayLag bool
 }
 
 // Store keeps the state of counters and applies decisions to it atomically.

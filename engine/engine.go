@@ -255,7 +255,7 @@ func op(tenant string, c *sluice.Check, hits int64) sluice.Op {
 	if c.Hits > 0 && hits > 0 {
 		hits = c.Hits
 	}
-	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits, Lease: c.Lease, DeadOwners: c.DeadOwners}
+	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits, Lease: c.Lease, DeadOwners: c.DeadOwners, RemainingMayLag: c.RemainingMayLag}
 }
 
 // boxOp is the op on c's penalty box; box is scratch space for its policy.

@@ -327,10 +327,10 @@ const (
 func (g *Gateway) admission(s sluice.TenantSettings, session string) []sluice.Check {
 	ttl, dead := g.countBackstop(), g.dead()
 	return []sluice.Check{
-		{Policy: sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: s.TenantConnections, LeaseTTL: ttl, FailMode: sluice.FailClosed}, Space: sluice.SpaceInternal, DeadOwners: dead},
-		{Policy: sluice.Policy{Name: policySessionConns, Algorithm: sluice.Concurrency, Limit: s.ConnectionsPerSession, LeaseTTL: ttl, FailMode: sluice.FailClosed}, Key: session, Space: sluice.SpaceInternal, DeadOwners: dead},
-		{Policy: sluice.Policy{Name: policyTenantRate, Algorithm: sluice.SlidingWindow, Limit: s.TenantPerMinute, Window: time.Minute, FailMode: sluice.FailClosed}, Space: sluice.SpaceInternal},
-		{Policy: sluice.Policy{Name: policySessionRate, Algorithm: sluice.SlidingWindow, Limit: s.SessionPerMinute, Window: time.Minute, FailMode: sluice.FailClosed}, Key: session, Space: sluice.SpaceInternal},
+		{Policy: sluice.Policy{Name: policyTenantConns, Algorithm: sluice.Concurrency, Limit: s.TenantConnections, LeaseTTL: ttl, FailMode: sluice.FailClosed}, Space: sluice.SpaceInternal, DeadOwners: dead, RemainingMayLag: true},
+		{Policy: sluice.Policy{Name: policySessionConns, Algorithm: sluice.Concurrency, Limit: s.ConnectionsPerSession, LeaseTTL: ttl, FailMode: sluice.FailClosed}, Key: session, Space: sluice.SpaceInternal, DeadOwners: dead, RemainingMayLag: true},
+		{Policy: sluice.Policy{Name: policyTenantRate, Algorithm: sluice.SlidingWindow, Limit: s.TenantPerMinute, Window: time.Minute, FailMode: sluice.FailClosed}, Space: sluice.SpaceInternal, RemainingMayLag: true},
+		{Policy: sluice.Policy{Name: policySessionRate, Algorithm: sluice.SlidingWindow, Limit: s.SessionPerMinute, Window: time.Minute, FailMode: sluice.FailClosed}, Key: session, Space: sluice.SpaceInternal, RemainingMayLag: true},
 	}
 }
 

@@ -103,6 +103,11 @@ func decodeLeases(item map[string]types.AttributeValue, v *versioned) error {
 // written so (see above); failed: a condition on the item's numbers
 // failed already in this decision.
 func numbers(op *sluice.Op, cur versioned, next algo.State, d *sluice.Decision, now int64, failed bool, id string) (numbersUpdate, bool) {
+	if !op.RemainingMayLag {
+		// The caller reads Remaining as the truth (a fair-share ledger
+		// sums the nodes' demand from it): versioned, so it is.
+		return numbersUpdate{}, false
+	}
 	switch op.Policy.Algorithm {
 	case sluice.SlidingWindow:
 		if cur.kind == tatItem || (cur.kind == genericItem && !cur.counters) {

@@ -60,10 +60,10 @@ func (f *admitFixture) lease(i int) uint64 { return sluice.OwnedLease(uint16(i+1
 func (f *admitFixture) connect(t *testing.T, i int, now time.Time, dead ...uint16) bool {
 	t.Helper()
 	ops := []sluice.Op{
-		{Key: sluice.Key{Tenant: "acme", Policy: "conns"}, Policy: &f.tenant, Hits: f.units[i] + 1, Lease: f.lease(i), DeadOwners: dead},
-		{Key: sluice.Key{Tenant: "acme", Policy: "sconns", Value: "s"}, Policy: &f.session, Hits: f.sunits[i] + 1, Lease: f.lease(i), DeadOwners: dead},
-		{Key: sluice.Key{Tenant: "acme", Policy: "rate"}, Policy: &f.tenantR, Hits: 1},
-		{Key: sluice.Key{Tenant: "acme", Policy: "srate", Value: "s"}, Policy: &f.sessionR, Hits: 1},
+		{Key: sluice.Key{Tenant: "acme", Policy: "conns"}, Policy: &f.tenant, Hits: f.units[i] + 1, Lease: f.lease(i), DeadOwners: dead, RemainingMayLag: true},
+		{Key: sluice.Key{Tenant: "acme", Policy: "sconns", Value: "s"}, Policy: &f.session, Hits: f.sunits[i] + 1, Lease: f.lease(i), DeadOwners: dead, RemainingMayLag: true},
+		{Key: sluice.Key{Tenant: "acme", Policy: "rate"}, Policy: &f.tenantR, Hits: 1, RemainingMayLag: true},
+		{Key: sluice.Key{Tenant: "acme", Policy: "srate", Value: "s"}, Policy: &f.sessionR, Hits: 1, RemainingMayLag: true},
 	}
 	dst := make([]sluice.Decision, len(ops))
 	if err := f.nodes[i].Apply(context.Background(), now, ops, dst); err != nil {
@@ -84,7 +84,7 @@ func (f *admitFixture) connect(t *testing.T, i int, now time.Time, dead ...uint1
 func (f *admitFixture) shrink(t *testing.T, i int, now time.Time, n int64) {
 	t.Helper()
 	dst := make([]sluice.Decision, 1)
-	ops := []sluice.Op{{Key: sluice.Key{Tenant: "acme", Policy: "conns"}, Policy: &f.tenant, Hits: n, Lease: f.lease(i)}}
+	ops := []sluice.Op{{Key: sluice.Key{Tenant: "acme", Policy: "conns"}, Policy: &f.tenant, Hits: n, Lease: f.lease(i), RemainingMayLag: true}}
 	if err := f.nodes[i].Apply(context.Background(), now, ops, dst); err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +206,8 @@ func TestAdmissionConcurrentNodes(t *testing.T) {
 			for c := range 15 {
 				// f.units[i] is node i's own: one goroutine a node.
 				ops := []sluice.Op{
-					{Key: sluice.Key{Tenant: "acme", Policy: "conns"}, Policy: &f.tenant, Hits: f.units[i] + 1, Lease: f.lease(i)},
-					{Key: sluice.Key{Tenant: "acme", Policy: "rate"}, Policy: &f.tenantR, Hits: 1},
+					{Key: sluice.Key{Tenant: "acme", Policy: "conns"}, Policy: &f.tenant, Hits: f.units[i] + 1, Lease: f.lease(i), RemainingMayLag: true},
+					{Key: sluice.Key{Tenant: "acme", Policy: "rate"}, Policy: &f.tenantR, Hits: 1, RemainingMayLag: true},
 				}
 				dst := make([]sluice.Decision, len(ops))
 				if err := f.nodes[i].Apply(context.Background(), now.Add(time.Duration(c)*time.Millisecond), ops, dst); err != nil {
@@ -399,4 +399,40 @@ func TestAdmissionStaleCopyConservative(t *testing.T) {
 			t.Fatal("admitted past the limit")
 		}
 	})
+}
+
+// TestRemainingExactUnlessMayLag: a decision whose caller reads Remaining
+// as the truth (a fair-share ledger sums the nodes' demand from it) is
+// written on the version, so that its Remaining counts every node's units,
+// even when this node's copy is stale; one that lets it lag
+// (RemainingMayLag) is written on the numbers, in one request.
+func TestRemainingExactUnlessMayLag(t *testing.T) {
+	f := newAdmitFixture(t, 2, 100, 1000)
+	now := time.Now()
+	grow := func(i int, units int64, lag bool) sluice.Decision {
+		t.Helper()
+		ops := []sluice.Op{
+			{Key: sluice.Key{Tenant: "acme", Policy: "conns"}, Policy: &f.tenant, Hits: units, Lease: f.lease(i), RemainingMayLag: lag},
+			{Key: sluice.Key{Tenant: "acme", Policy: "rate"}, Policy: &f.tenantR, Hits: 1, RemainingMayLag: lag},
+		}
+		dst := make([]sluice.Decision, len(ops))
+		if err := f.nodes[i].Apply(context.Background(), now, ops, dst); err != nil {
+			t.Fatal(err)
+		}
+		if !dst[0].Allowed {
+			t.Fatalf("node %d to %d units: denied", i, units)
+		}
+		return dst[0]
+	}
+	grow(0, 3, false) // node 0's copy: 3 units
+	grow(1, 2, false) // node 1 takes 2: node 0's copy is stale
+	if d := grow(0, 4, false); d.Remaining != 100-4-2 {
+		t.Fatalf("node 0 grown to 4 beside node 1's 2, Remaining %d, want %d: every node's units", d.Remaining, 100-4-2)
+	}
+	grow(1, 5, false) // stale again
+	before := f.px.Requests("TransactWriteItems")
+	grow(0, 6, true)
+	if n := f.px.Requests("TransactWriteItems") - before; n != 1 {
+		t.Fatalf("a stale copy's decision whose Remaining may lag took %d transactions, want 1", n)
+	}
 }
