@@ -40,7 +40,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !g.originAllowed(r) {
-		g.log.Info("gateway: connect refused: origin not allowed", "tenant", tenant, "origin", r.Header.Get("Origin"))
+		g.log.Debug("gateway: connect refused: origin not allowed", "tenant", tenant, "origin", r.Header.Get("Origin"))
 		g.refuse(w, tenant, &sluice.Error{Kind: sluice.KindForbidden, Message: fmt.Sprintf("origin %q may not connect: see --ws-allowed-origins", r.Header.Get("Origin"))})
 		return
 	}
@@ -67,7 +67,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, tenant, wire.FailedClosed(res.Decision.Policy))
 		return
 	case !res.Allowed:
-		g.log.Info("gateway: connect refused", "tenant", tenant, "limit", res.Decision.Policy)
+		// Counted by the Observer; the request's own line is sampled.
+		g.log.Debug("gateway: connect refused", "tenant", tenant, "limit", res.Decision.Policy)
 		g.opts.Observer.Connect(tenant, res.Decision.Policy)
 		refuseLimit(w, res.Decision.Policy, max(1, wire.CeilSeconds(res.Decision.RetryAfter)), "connection refused: over the limit "+res.Decision.Policy)
 		return

@@ -31,6 +31,7 @@ type serveConfig struct {
 	server.Config
 	LogFormat    string
 	AdminKeyFile string
+	logLevel     slog.Level
 }
 
 // serveLists are the flags of `sluice serve` read after parsing: lists,
@@ -49,10 +50,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var log *slog.Logger
+	opts := &slog.HandlerOptions{Level: c.logLevel}
 	if c.LogFormat == "json" {
-		log = slog.New(slog.NewJSONHandler(stderr, nil))
+		log = slog.New(slog.NewJSONHandler(stderr, opts))
 	} else {
-		log = slog.New(slog.NewTextHandler(stderr, nil))
+		log = slog.New(slog.NewTextHandler(stderr, opts))
 	}
 	c.Version = version
 	s, err := server.New(ctx, c.Config, log)
@@ -115,6 +117,7 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.IntVar(&c.MaxKeys, "max-keys", 1_000_000, "most counters held in memory; a request that would add one past it fails per its policy's fail mode")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "least level logged: debug (a line per request), info (the first refusal of each tenant, route and status a minute), warn or error")
 	fs.StringVar(&c.AdvertiseURL, "advertise-url", "", "this node's base `URL` as other nodes reach it, for a session's connections on several nodes; default http:// and the listening address")
 	fs.Int64Var(&c.WSMaxMessage, "ws-max-message", 128<<10, "largest WebSocket message in `bytes`; larger closes with 1009")
 	fs.DurationVar(&c.WSIdle, "ws-idle-timeout", 10*time.Minute, "close a WebSocket connection idle this long")

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -17,16 +18,20 @@ const maxRequestID = 64
 // requestLog gives every request an id and logs its outcome. The id is the
 // request's own X-Request-Id if that is sane (1 to 64 of A-Z a-z 0-9 . _ -),
 // else a new random one; it is returned in the X-Request-Id response header
-// and passed on in the request's. Refusals (429) and other client errors
-// are logged at info, server errors at error, the rest at debug, with the
+// and passed on in the request's. Every request is a debug line, with the
 // id, method, route, status, duration and, when the route names it, the
-// tenant.
+// tenant; a refusal (429) also with the policy that refused. A refusal or
+// another client error is also an info line, and a server error an error
+// line, but only the first of its tenant, route and status each minute
+// (logSample): a limiter under attack, or a store down, must not flood its
+// own logs with a line per request. The metrics count every one.
 //
 // The logged path is the route's pattern (/v1/leases/{token}), not the
 // request's path, and never the query: paths and queries carry lease
 // tokens and session ids, which are credentials. Only a path that matched
 // no route is logged as sent, cut to 256 bytes.
 func requestLog(log *slog.Logger, next http.Handler) http.Handler {
+	sample := &logSample{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get("X-Request-Id")
@@ -55,23 +60,89 @@ func requestLog(log *slog.Logger, next http.Handler) http.Handler {
 			case status >= 400:
 				level = slog.LevelInfo
 			}
+			path, tenant := routePath(r), routeTenant(r)
+			if level > slog.LevelDebug && !sample.first(tenant, path, status, time.Now()) {
+				level = slog.LevelDebug // its tenant, route and status were logged this minute
+			}
 			if !log.Enabled(context.Background(), level) {
 				return
 			}
 			attrs := []slog.Attr{
 				slog.String("request_id", id),
 				slog.String("method", cut(r.Method, 16)),
-				slog.String("path", routePath(r)),
+				slog.String("path", path),
 				slog.Int("status", status),
 				slog.Duration("duration", time.Since(start)),
 			}
-			if t := routeTenant(r); t != "" {
-				attrs = append(attrs, slog.String("tenant", t))
+			if tenant != "" {
+				attrs = append(attrs, slog.String("tenant", tenant))
+			}
+			if status == http.StatusTooManyRequests {
+				if p := refusingPolicy(sw.Header()); p != "" {
+					attrs = append(attrs, slog.String("policy", p))
+				}
+			}
+			if level > slog.LevelDebug && status >= 400 {
+				attrs = append(attrs, slog.String("sampled", "first of its tenant, route and status this minute; the rest at debug"))
 			}
 			log.LogAttrs(context.Background(), level, "request", attrs...)
 		}()
 		next.ServeHTTP(sw, r)
 	})
+}
+
+// logSample remembers which tenants, routes and statuses were logged above
+// debug in the current minute, at most maxLogSample of them: past that,
+// the rest of the minute's errors are logged at debug only. The zero
+// logSample is ready; safe for concurrent use.
+type logSample struct {
+	mu     sync.Mutex
+	minute int64
+	seen   map[logKey]struct{}
+}
+
+type logKey struct {
+	tenant, path string
+	status       int
+}
+
+const maxLogSample = 1024
+
+// first reports whether a request of tenant, path and status is the first
+// of the minute of now, and remembers it.
+func (s *logSample) first(tenant, path string, status int, now time.Time) bool {
+	m := now.Unix() / 60
+	k := logKey{tenant, path, status}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m != s.minute || s.seen == nil {
+		s.minute, s.seen = m, map[logKey]struct{}{}
+	}
+	if _, ok := s.seen[k]; ok || len(s.seen) >= maxLogSample {
+		return false
+	}
+	s.seen[k] = struct{}{}
+	return true
+}
+
+// refusingPolicy is the policy a refusal names: the first of its RateLimit
+// header's items with nothing remaining (r=0), or its first.
+func refusingPolicy(h http.Header) string {
+	items := strings.Split(h.Get("Ratelimit"), ",")
+	name := func(item string) string {
+		item = strings.TrimSpace(item)
+		if len(item) < 2 || item[0] != '"' {
+			return ""
+		}
+		n, _, _ := strings.Cut(item[1:], `"`)
+		return cut(n, 64)
+	}
+	for _, item := range items {
+		if strings.Contains(item, ";r=0;") || strings.HasSuffix(item, ";r=0") {
+			return name(item)
+		}
+	}
+	return name(items[0])
 }
 
 // newRequestID returns a new request id: 26 characters of the base32

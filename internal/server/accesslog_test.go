@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // records returns the JSON log records written so far.
@@ -82,7 +84,8 @@ func TestRequestLog(t *testing.T) {
 		// A known path with the wrong method matches no route: its
 		// token is not logged.
 		{"PATCH", "/v1/leases/s3cr3t-token/renew", "", &want{"INFO", "PATCH", "/v1/leases/*/renew", "", 404}, false},
-		{"POST", "/v1/check", "bad id\"", &want{"INFO", "POST", "/v1/check", "", 429}, false},
+		// The second refusal of the route this minute: debug only.
+		{"POST", "/v1/check", "bad id\"", nil, false},
 	} {
 		before := len(sink.records(t))
 		resp := do(tc.method, tc.path, tc.id)
@@ -112,6 +115,55 @@ func TestRequestLog(t *testing.T) {
 	defer sink.mu.Unlock()
 	if strings.Contains(sink.b.String(), "s3cr3t") {
 		t.Fatalf("a token or session id from a path or query reached the log:\n%s", sink.b.String())
+	}
+}
+
+// TestRequestLogSampled: of a flood of refusals (and of server errors),
+// one line a minute per tenant, route and status reaches info, naming the
+// policy that refused; every one is a debug line; the remembered keys are
+// bounded, and forgotten each minute.
+func TestRequestLogSampled(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/tenants/{id}/policies", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Ratelimit", `"hourly";r=7;t=30, "burst";r=0;t=1`)
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	var info, debug syncBuffer
+	srvInfo := httptest.NewServer(requestLog(slog.New(slog.NewJSONHandler(&info, nil)), mux))
+	defer srvInfo.Close()
+	srvDebug := httptest.NewServer(requestLog(slog.New(slog.NewJSONHandler(&debug, &slog.HandlerOptions{Level: slog.LevelDebug})), mux))
+	defer srvDebug.Close()
+	for _, srv := range []*httptest.Server{srvInfo, srvDebug} {
+		for i := range 300 {
+			tenant := "acme"
+			if i%100 == 99 {
+				tenant = "beta"
+			}
+			resp, err := srv.Client().Get(srv.URL + "/v1/tenants/" + tenant + "/policies")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		srv.Client().CloseIdleConnections()
+	}
+	recs := info.records(t)
+	if len(recs) != 2 || recs[0]["tenant"] != "acme" || recs[1]["tenant"] != "beta" || recs[0]["policy"] != "burst" || recs[0]["sampled"] == nil {
+		t.Fatalf("300 refusals of two tenants logged at info as %v; want one line for each tenant, naming the policy that refused", recs)
+	}
+	if n := len(debug.records(t)); n != 300 {
+		t.Fatalf("%d debug lines for 300 requests, want one each", n)
+	}
+	var s logSample
+	now := time.Now()
+	for i := range maxLogSample + 10 {
+		s.first("t"+strconv.Itoa(i), "/v1/check", 429, now)
+	}
+	if len(s.seen) != maxLogSample || s.first("new", "/v1/check", 429, now) {
+		t.Fatalf("the sample holds %d keys, want at most %d, and no new key logged past them", len(s.seen), maxLogSample)
+	}
+	if !s.first("t0", "/v1/check", 429, now.Add(time.Minute)) || len(s.seen) != 1 {
+		t.Fatal("a new minute did not start afresh")
 	}
 }
 

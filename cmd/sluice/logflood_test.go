@@ -1,0 +1,63 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// TestRefusalsDoNotFloodTheLog: 10,000 requests refused (429) by one
+// tenant's policy reach the log as a few lines, not a line each: the first
+// refusal of a tenant, route and status a minute, naming its policy; the
+// rest are debug lines, which --log-level debug shows, one a request.
+func TestRefusalsDoNotFloodTheLog(t *testing.T) {
+	const requests = 10_000
+	for _, level := range []string{"info", "debug"} {
+		p := start(t, "--config", "../../examples/sluice.yaml", "--log-level", level)
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+		defer client.CloseIdleConnections()
+		var refused atomic.Int64
+		var wg sync.WaitGroup
+		n := requests
+		if level == "debug" {
+			n = 1_000 // a line each: enough to see them
+		}
+		for w := range 8 {
+			wg.Go(func() {
+				for i := w; i < n; i += 8 {
+					resp, err := client.Post("http://"+p.addr+"/v1/check", "application/json",
+						strings.NewReader(`{"tenant":"acme","policies":["chat"],"key":{"user":"flood"}}`))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusTooManyRequests {
+						refused.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if refused.Load() < int64(n)/2 {
+			t.Fatalf("%s: %d of %d refused; want most (chat admits 500 a minute)", level, refused.Load(), n)
+		}
+		lines := strings.Count(p.log(), "\n")
+		refusalLines := strings.Count(p.log(), "status=429")
+		switch level {
+		case "info":
+			if lines > 40 || refusalLines < 1 || !strings.Contains(p.log(), "policy=chat") {
+				t.Fatalf("%d refusals logged %d lines (%d of refusals), want at most a few dozen, one naming the policy:\n%s", refused.Load(), lines, refusalLines, p.log())
+			}
+		case "debug":
+			if refusalLines < int(refused.Load()) {
+				t.Fatalf("at debug, %d refusals logged %d refusal lines, want one each", refused.Load(), refusalLines)
+			}
+		}
+		t.Logf("--log-level %s: %d requests, %d refused, %d log lines", level, n, refused.Load(), lines)
+	}
+}
