@@ -9,12 +9,19 @@ ADDR       ?= 127.0.0.1:8080
 FUZZTIME   ?= 30s
 BENCHCOUNT ?= 6
 BENCHTIME  ?= 1s
+# VERSION and COMMIT are stamped into the binary (sluice version,
+# sluice_build_info): the nearest tag and the commits since, or the commit
+# alone, and the commit; "dev" and none outside a git checkout (Go's own
+# record of the commit is used then, unless -buildvcs=false).
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: build run test deps check bench fuzz clean
 
 ## build: compile bin/sluice
 build:
-	$(GO) build -o $(BIN) ./cmd/sluice
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
 
 ## run: build and serve on $(ADDR) with the embedded durable store in
 ## ./sluice-data and the example configuration
@@ -58,7 +65,7 @@ check:
 ## binary built before its clock starts; each run has a bounded timeout, so a
 ## hung test fails in minutes, well inside CI's 15.
 test: deps check
-	$(GO) build -race -o $(RACE_BIN) ./cmd/sluice
+	$(GO) build -race -ldflags "$(LDFLAGS)" -o $(RACE_BIN) ./cmd/sluice
 	pkgs=$$($(GO) list ./... | grep -v '/cmd/sluice$$') && test -n "$$pkgs" && \
 		$(GO) test -race -shuffle=on -count=1 -timeout $(UNIT_TIMEOUT) $$pkgs
 	SLUICE_BINARY=$(CURDIR)/$(RACE_BIN) $(GO) test -race -shuffle=on -count=1 -timeout $(E2E_TIMEOUT) ./cmd/sluice

@@ -64,3 +64,15 @@ func (cs collectorSet) Collect(ch chan<- prometheus.Metric) {
 		c.Collect(ch)
 	}
 }
+
+// BuildInfo is sluice_build_info: 1, labelled with what the binary was
+// built from, for dashboards to tell the nodes' versions apart.
+func BuildInfo(version, commit, goVersion string) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "sluice_build_info",
+		Help:        "What this binary was built from: 1, labelled with its version, commit and Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": goVersion},
+	})
+	g.Set(1)
+	return g
+}

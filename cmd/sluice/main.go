@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/sluicehq/sluice/internal/buildinfo"
+
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -27,12 +29,16 @@ Usage:
                               count the requests that reach an emulator
   sluice sim fairshare [flags] simulate 200 customers sharing one upstream quota
   sluice sim regions [flags]  simulate a limit shared by regions on global tables
-  sluice version              print the version
+  sluice version              print the version, commit and Go version (also --version)
   sluice help                 print this help
 `
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit are set at build time with -ldflags "-X
+// main.version=... -X main.commit=..." (the Makefile does).
+var (
+	version = "dev"
+	commit  = ""
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -102,8 +108,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return dynamodbCmd(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return simCmd(ctx, args[1:], stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "sluice", version)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, buildinfo.Read(version, commit))
 		return nil
 	}
 	if isHelp(args[0]) {

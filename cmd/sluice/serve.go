@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/buildinfo"
+
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/loopback"
 	"github.com/sluicehq/sluice/internal/server"
@@ -56,7 +58,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	} else {
 		log = slog.New(slog.NewTextHandler(stderr, opts))
 	}
-	c.Version = version
+	b := buildinfo.Read(version, commit)
+	c.Version, c.Commit = b.Version, b.Commit
 	s, err := server.New(ctx, c.Config, log)
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"runtime"
 	"sync"
 	"time"
 
@@ -68,7 +69,8 @@ type Config struct {
 	AllowedOrigins  []string       // --allowed-origins: whose pages may change state, besides the server's own
 	TenantLabels    int            // --metrics-tenant-labels
 	Envoy           EnvoyConfig    // --grpc-addr and the --envoy-* flags
-	Version         string         // the binary's, for the start's log
+	Version         string         // the binary's, for the start's log and sluice_build_info
+	Commit          string         // the binary's VCS revision, for sluice_build_info
 }
 
 // Server is a running `sluice serve`. Its methods are called in turn, New,
@@ -147,7 +149,7 @@ func (s *Server) loadConfig() error {
 	s.metrics = metrics.NewRegistry()
 	s.decisions = metrics.NewDecisions(s.configured)
 	s.gwMetrics = metrics.NewGateway()
-	if err := s.metrics.Register(s.decisions, s.gwMetrics); err != nil {
+	if err := s.metrics.Register(s.decisions, s.gwMetrics, metrics.BuildInfo(s.c.Version, s.c.Commit, runtime.Version())); err != nil {
 		return fmt.Errorf("serve: metrics: %w", err)
 	}
 	if s.c.ConfigFile != "" {
