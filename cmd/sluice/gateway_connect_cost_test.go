@@ -85,7 +85,7 @@ func costSessions(t *testing.T, p *process, n int) []string {
 // starts), besides the tenant's settings (a read cached a second); its
 // expiry written, its registration written and the other nodes read at
 // most once per node and session, within a tenth of its TTL.
-func sessionRequests(t *testing.T, by map[string]int64, sessions, nodes int, took time.Duration) {
+func sessionRequests(t *testing.T, by map[string]int64, sessions, nodes int, took time.Duration) (background int64) {
 	t.Helper()
 	held := int64(sessions * nodes)
 	tenantReads := int64(nodes) * (1 + int64(took/time.Second))
@@ -97,11 +97,18 @@ func sessionRequests(t *testing.T, by map[string]int64, sessions, nodes int, too
 			t.Errorf("%s %d: more than once per node and session (%d)", op, by[op], held)
 		}
 	}
+	// The reads past one per node and session are the nodes' background
+	// (a sweep's full check, the tenant's read a second), bounded above,
+	// and more of them the slower the machine: not the connects' own.
+	return max(by["GetItem"]-held, 0)
 }
 
 // TestGatewayStoreRequestsPerConnect: connects made one after another (a
 // steady rate), alternating between two nodes over 10 sessions, cost at
-// most 2 store requests each on average.
+// most 2 store requests each on average: every request of the nodes but
+// their background reads (a sweep's full check, the tenant's read a
+// second, past one read per node and session), which sessionRequests
+// bounds, and which a slow machine makes more of.
 //
 // Measured 1.91 (2026-11-27: GetItem 21, Query 20, PutItem 20, UpdateItem
 // 20, TransactWriteItems 110 for 100 connects; 2.80 with TransactWriteItems
@@ -118,8 +125,9 @@ func TestGatewayStoreRequestsPerConnect(t *testing.T) {
 	sessions := costSessions(t, ps[0], 10)
 	const connects = 100
 	n, by, took := connectCost(t, px, ps, sessions, connects, false)
-	sessionRequests(t, by, len(sessions), len(ps), took)
-	if per := float64(n) / connects; per > 2 {
+	own := n - sessionRequests(t, by, len(sessions), len(ps), took)
+	t.Logf("%d requests in all, %d the connects' own", n, own)
+	if per := float64(own) / connects; per > 2 {
 		t.Fatalf("%.2f store requests per connect, want at most 2 (TransactWriteItems %d for %d connects: lost to the other node's)", per, by["TransactWriteItems"], connects)
 	}
 }
@@ -131,8 +139,9 @@ func TestGatewayStoreRequestsPerConnectOneNode(t *testing.T) {
 	sessions := costSessions(t, ps[0], 10)
 	const connects = 100
 	n, by, took := connectCost(t, px, ps[:1], sessions, connects, false)
-	sessionRequests(t, by, len(sessions), 1, took)
-	if per := float64(n) / connects; per > 2 {
+	own := n - sessionRequests(t, by, len(sessions), 1, took)
+	t.Logf("%d requests in all, %d the connects' own", n, own)
+	if per := float64(own) / connects; per > 2 {
 		t.Fatalf("%.2f store requests per connect on one node, want at most 2", per)
 	}
 }
@@ -147,8 +156,9 @@ func TestGatewayStoreRequestsPerConnectBurst(t *testing.T) {
 	sessions := costSessions(t, ps[0], 10)
 	const connects = 100
 	n, by, took := connectCost(t, px, ps, sessions, connects, true)
-	sessionRequests(t, by, len(sessions), len(ps), took)
-	if per := float64(n) / connects; per > 2 {
+	own := n - sessionRequests(t, by, len(sessions), len(ps), took)
+	t.Logf("%d requests in all, %d the connects' own", n, own)
+	if per := float64(own) / connects; per > 2 {
 		t.Fatalf("%.2f store requests per connect in a burst on two nodes, want at most 2", per)
 	}
 }
