@@ -72,8 +72,7 @@ type nodeCount struct {
 	mu    sync.Mutex    // guards asks
 	asks  []*ask        // a tenant's connects waiting for a decision
 	key   countKey      // the count's
-	id    uint64        // the lease's name
-	tag   uint16        // the run's tag in id
+	id    uint64        // the lease's name, with its run's tag (sluice.LeaseOwner)
 	held  int64         // the units of the lease in the store: 0 none, or unknown
 	wrote time.Time     // when the lease was last written
 	units int64         // the connections it counts
@@ -105,10 +104,10 @@ func (g *Gateway) leaseID(k countKey, tag uint16) uint64 {
 // goes with that write. The caller holds the count's turn.
 func (g *Gateway) own(n *nodeCount) {
 	tag, _ := g.self()
-	if n.tag == tag {
+	if owner, _ := sluice.LeaseOwner(n.id); owner == tag {
 		return
 	}
-	n.tag, n.id = tag, g.leaseID(n.key, tag)
+	n.id = g.leaseID(n.key, tag)
 	if n.held != 0 {
 		n.held = unknown
 	}
@@ -129,7 +128,7 @@ func (g *Gateway) count(k countKey) *nodeCount {
 	n := g.counts[k]
 	if n == nil {
 		tag, _ := g.self()
-		n = &nodeCount{turn: make(chan struct{}, 1), key: k, tag: tag, id: g.leaseID(k, tag)}
+		n = &nodeCount{turn: make(chan struct{}, 1), key: k, id: g.leaseID(k, tag)}
 		n.turn <- struct{}{}
 		g.counts[k] = n
 	}

@@ -120,45 +120,29 @@ func sessionRequests(t *testing.T, by map[string]int64, sessions, nodes int, too
 // (store/dynamostore/numbers.go); the 10 transactions more are each
 // session's first connect on the second node, whose copy of its items is
 // none.
-func TestGatewayStoreRequestsPerConnect(t *testing.T) {
-	px, ps := costNodes(t, 2, connectSettings)
-	sessions := costSessions(t, ps[0], 10)
-	const connects = 100
-	n, by, took := connectCost(t, px, ps, sessions, connects, false)
-	own := n - sessionRequests(t, by, len(sessions), len(ps), took)
-	t.Logf("%d requests in all, %d the connects' own", n, own)
-	if per := float64(own) / connects; per > 2 {
-		t.Fatalf("%.2f store requests per connect, want at most 2 (TransactWriteItems %d for %d connects: lost to the other node's)", per, by["TransactWriteItems"], connects)
-	}
-}
+func TestGatewayStoreRequestsPerConnect(t *testing.T) { requestsPerConnect(t, 2, false) }
 
 // TestGatewayStoreRequestsPerConnectOneNode: the same connects, all on
 // one node, cost at most 2 store requests each on average.
-func TestGatewayStoreRequestsPerConnectOneNode(t *testing.T) {
-	px, ps := costNodes(t, 2, connectSettings)
-	sessions := costSessions(t, ps[0], 10)
-	const connects = 100
-	n, by, took := connectCost(t, px, ps[:1], sessions, connects, false)
-	own := n - sessionRequests(t, by, len(sessions), 1, took)
-	t.Logf("%d requests in all, %d the connects' own", n, own)
-	if per := float64(own) / connects; per > 2 {
-		t.Fatalf("%.2f store requests per connect on one node, want at most 2", per)
-	}
-}
+func TestGatewayStoreRequestsPerConnectOneNode(t *testing.T) { requestsPerConnect(t, 1, false) }
 
 // TestGatewayStoreRequestsPerConnectBurst: the same connects all at once,
 // alternating between two nodes, cost at most 2 store requests each on
 // average: each node decides its waiting connects together, and of a
 // session's connects together on a node one reads the session and writes
 // its expiry.
-func TestGatewayStoreRequestsPerConnectBurst(t *testing.T) {
+func TestGatewayStoreRequestsPerConnectBurst(t *testing.T) { requestsPerConnect(t, 2, true) }
+
+// requestsPerConnect makes 100 connects of 10 sessions on the first nodes
+// of two, one after another or in a burst, and asserts what each costs.
+func requestsPerConnect(t *testing.T, nodes int, burst bool) {
 	px, ps := costNodes(t, 2, connectSettings)
 	sessions := costSessions(t, ps[0], 10)
 	const connects = 100
-	n, by, took := connectCost(t, px, ps, sessions, connects, true)
-	own := n - sessionRequests(t, by, len(sessions), len(ps), took)
+	n, by, took := connectCost(t, px, ps[:nodes], sessions, connects, burst)
+	own := n - sessionRequests(t, by, len(sessions), nodes, took)
 	t.Logf("%d requests in all, %d the connects' own", n, own)
 	if per := float64(own) / connects; per > 2 {
-		t.Fatalf("%.2f store requests per connect in a burst on two nodes, want at most 2", per)
+		t.Fatalf("%.2f store requests per connect on %d node(s) (burst %v), want at most 2 (TransactWriteItems %d for %d connects)", per, nodes, burst, by["TransactWriteItems"], connects)
 	}
 }

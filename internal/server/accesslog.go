@@ -61,8 +61,14 @@ func requestLog(log *slog.Logger, next http.Handler) http.Handler {
 				level = slog.LevelInfo
 			}
 			path, tenant := routePath(r), routeTenant(r)
-			if level > slog.LevelDebug && !sample.first(tenant, path, status, time.Now()) {
-				level = slog.LevelDebug // its tenant, route and status were logged this minute
+			if level > slog.LevelDebug {
+				first, full := sample.first(tenant, path, status, time.Now())
+				if full {
+					log.Warn("request log: more tenants, routes and statuses failed this minute than it samples; the rest of the minute's failures are at debug only", "sampled", maxLogSample)
+				}
+				if !first {
+					level = slog.LevelDebug // its tenant, route and status were logged this minute
+				}
 			}
 			if !log.Enabled(context.Background(), level) {
 				return
@@ -93,12 +99,15 @@ func requestLog(log *slog.Logger, next http.Handler) http.Handler {
 
 // logSample remembers which tenants, routes and statuses were logged above
 // debug in the current minute, at most maxLogSample of them: past that,
-// the rest of the minute's errors are logged at debug only. The zero
-// logSample is ready; safe for concurrent use.
+// the rest of the minute's errors are logged at debug only, and the
+// request that found it full says so once (full). A request whose key was
+// logged already this minute, the flood's case, takes only a read lock.
+// The zero logSample is ready; safe for concurrent use.
 type logSample struct {
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	minute int64
 	seen   map[logKey]struct{}
+	filled bool // the minute's sample is full, and was said so
 }
 
 type logKey struct {
@@ -109,20 +118,32 @@ type logKey struct {
 const maxLogSample = 1024
 
 // first reports whether a request of tenant, path and status is the first
-// of the minute of now, and remembers it.
-func (s *logSample) first(tenant, path string, status int, now time.Time) bool {
+// of the minute of now, and remembers it; full reports that it was not
+// because the sample just filled (once a minute).
+func (s *logSample) first(tenant, path string, status int, now time.Time) (first, full bool) {
 	m := now.Unix() / 60
 	k := logKey{tenant, path, status}
+	s.mu.RLock()
+	_, seen := s.seen[k]
+	stale := m != s.minute
+	s.mu.RUnlock()
+	if seen && !stale {
+		return false, false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m != s.minute || s.seen == nil {
-		s.minute, s.seen = m, map[logKey]struct{}{}
+		s.minute, s.seen, s.filled = m, map[logKey]struct{}{}, false
 	}
-	if _, ok := s.seen[k]; ok || len(s.seen) >= maxLogSample {
-		return false
+	if _, ok := s.seen[k]; ok {
+		return false, false
+	}
+	if len(s.seen) >= maxLogSample {
+		full, s.filled = !s.filled, true
+		return false, full
 	}
 	s.seen[k] = struct{}{}
-	return true
+	return true, false
 }
 
 // refusingPolicy is the policy a refusal names: the first of its RateLimit

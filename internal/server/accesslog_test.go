@@ -156,13 +156,16 @@ func TestRequestLogSampled(t *testing.T) {
 	}
 	var s logSample
 	now := time.Now()
+	fulls := 0
 	for i := range maxLogSample + 10 {
-		s.first("t"+strconv.Itoa(i), "/v1/check", 429, now)
+		if _, full := s.first("t"+strconv.Itoa(i), "/v1/check", 429, now); full {
+			fulls++
+		}
 	}
-	if len(s.seen) != maxLogSample || s.first("new", "/v1/check", 429, now) {
-		t.Fatalf("the sample holds %d keys, want at most %d, and no new key logged past them", len(s.seen), maxLogSample)
+	if first, _ := s.first("new", "/v1/check", 429, now); len(s.seen) != maxLogSample || first || fulls != 1 {
+		t.Fatalf("the sample holds %d keys, said full %d times; want at most %d, no new key logged past them, and full said once", len(s.seen), fulls, maxLogSample)
 	}
-	if !s.first("t0", "/v1/check", 429, now.Add(time.Minute)) || len(s.seen) != 1 {
+	if first, _ := s.first("t0", "/v1/check", 429, now.Add(time.Minute)); !first || len(s.seen) != 1 {
 		t.Fatal("a new minute did not start afresh")
 	}
 }
