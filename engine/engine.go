@@ -31,6 +31,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/internal/logevery"
 )
 
 // Options configures an Engine. The zero Options are the defaults.
@@ -92,6 +93,9 @@ type Engine struct {
 	kobs    KeyObserver // obs, if it is one
 	log     *slog.Logger
 	pool    sync.Pool // *batch
+	// storeLog and boxLog bound the lines of a store's failure, which
+	// every request meets during an outage, to one an interval.
+	storeLog, boxLog logevery.Gate
 }
 
 // oneApplier is the optional single-op path of a store: Apply for one op,
@@ -285,7 +289,7 @@ func (e *Engine) recordOffences(ctx context.Context, now time.Time, req sluice.R
 		return
 	}
 	if err := e.apply(ctx, now, ops, b.dst[:len(ops)]); err != nil {
-		e.log.Warn("recording penalty offences", "tenant", req.Tenant, "err", err)
+		e.boxLog.Log(e.log, now, slog.LevelWarn, "recording penalty offences failed", "tenant", req.Tenant, "err", err)
 	}
 }
 
@@ -351,8 +355,8 @@ func (e *Engine) failed(req sluice.Request, res sluice.Result, err error) (sluic
 	if !storeFailure(err) {
 		return sluice.Result{}, sluice.WithOp("engine.check", err)
 	}
-	e.log.Warn("store failed; fail modes decide", "tenant", req.Tenant, "err", err)
 	now := e.now()
+	e.storeLog.Log(e.log, now, slog.LevelWarn, "store failed; fail modes decide", "tenant", req.Tenant, "err", err)
 	for i := range req.Checks {
 		c := &req.Checks[i]
 		if until := c.BlockedUntil; !c.Policy.Shadow && until.After(now) {

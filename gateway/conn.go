@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -255,7 +256,7 @@ func (c *conn) handle(ctx context.Context, b []byte) {
 	if err != nil || (!res.Allowed && res.Decision.FailedClosed) {
 		// A fault, never a throttle.
 		if err != nil {
-			c.g.log.Warn("gateway: deciding a message failed", "tenant", c.tenant, "err", err)
+			c.g.storeLog.Log(c.g.log, c.g.opts.Now(), slog.LevelWarn, "gateway: deciding a message failed", "tenant", c.tenant, "err", err)
 		}
 		outcome = "unavailable"
 		c.send(mustJSON(wire.WSNotice{Error: wire.WSUnavailable, Message: "limiter unavailable; try again", ID: &f.ID}))

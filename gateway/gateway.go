@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logevery"
 	"github.com/sluicehq/sluice/queue"
 )
 
@@ -223,6 +224,9 @@ func (nopObserver) Delivered(string, time.Duration, time.Duration) {}
 type Gateway struct {
 	opts Options
 	log  *slog.Logger
+	// storeLog bounds the lines of a store's failure, which every
+	// connect or message meets during an outage, to one an interval.
+	storeLog logevery.Gate
 
 	// mu guards this node's connections, by session and by id, and
 	// closed: a connection is registered (register) only while the
@@ -389,6 +393,6 @@ func (g *Gateway) Connections() int {
 // unavailable is a store's failure, logged, as the client sees it: a
 // fault, never a limit.
 func (g *Gateway) unavailable(what, tenant string, err error) error {
-	g.log.Warn("gateway: "+what+" failed", "tenant", tenant, "err", err)
+	g.storeLog.Log(g.log, g.opts.Now(), slog.LevelWarn, "gateway: "+what+" failed", "tenant", tenant, "err", err)
 	return &sluice.Error{Kind: sluice.KindUnavailable, Message: what + " unavailable", Err: err}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -39,7 +40,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 		if err == nil && storeErr != nil {
 			// The tenant could not be read: its policies' fail modes
 			// decide, as when the counters' store fails.
-			h.log.Warn("tenant store failed; fail modes decide", "tenant", req.Tenant, "err", storeErr)
+			h.storeLog.Log(h.log, h.opts.Now(), slog.LevelWarn, "tenant store failed; fail modes decide", "tenant", req.Tenant, "err", storeErr)
 			h.answer(w, req, sluice.FailedResult(req, h.opts.Now()))
 			return
 		}

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logevery"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -124,6 +125,9 @@ type Handler struct {
 	checkHost bool
 	// tenants answers who a tenant is and what it may do.
 	tenants *tenancy.Service
+	// storeLog bounds the lines of a tenant store's failure, which every
+	// request meets during an outage, to one an interval.
+	storeLog logevery.Gate
 }
 
 // New returns a Handler.

@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"encoding/base32"
 	"errors"
+	"log/slog"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -163,7 +164,7 @@ func (s *Service) apiKey(ctx context.Context, tenant, id string) (sluice.APIKey,
 		return k, err
 	}
 	if held, ok := s.keys.get(tenant, id); ok {
-		s.opts.Logger.Warn("tenant store failed; authenticating by the key last read", "tenant", tenant, "err", err)
+		s.authLog.Log(s.opts.Logger, s.opts.Now(), slog.LevelWarn, "tenant store failed; authenticating by the key last read", "tenant", tenant, "err", err)
 		return held, nil
 	}
 	if sluice.KindOf(err) != sluice.KindUnavailable {

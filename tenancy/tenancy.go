@@ -37,6 +37,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/logevery"
 )
 
 // Options configure a Service. Store, Sessions and Audit are required,
@@ -76,6 +77,9 @@ type Service struct {
 	keys    cache[sluice.APIKey]
 	secrets cache[[]byte]
 	hooks   hooks
+	// authLog and weightLog bound the lines of a store's failure, which
+	// every request meets during an outage, to one an interval.
+	authLog, weightLog logevery.Gate
 }
 
 // New returns a Service. It panics if a required store is missing: a

@@ -1,6 +1,9 @@
 package tenancy
 
-import "context"
+import (
+	"context"
+	"log/slog"
+)
 
 // Weights are an upstream quota's weights of its customers, as the server
 // started with them (config.Upstream): by tenant, and by tier.
@@ -17,7 +20,7 @@ func (s *Service) UpstreamWeight(ctx context.Context, w Weights, tenant string) 
 	}
 	t, err := s.View(ctx, tenant)
 	if err != nil {
-		s.opts.Logger.Warn("tenant store failed; weighing by the file's tier", "tenant", tenant, "err", err)
+		s.weightLog.Log(s.opts.Logger, s.opts.Now(), slog.LevelWarn, "tenant store failed; weighing by the file's tier", "tenant", tenant, "err", err)
 	}
 	if x, ok := w.Tiers[t.Tier()]; ok {
 		return x

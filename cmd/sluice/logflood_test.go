@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
 // TestRefusalsDoNotFloodTheLog: 10,000 requests refused (429) by one
@@ -61,5 +64,32 @@ func TestRefusalsDoNotFloodTheLog(t *testing.T) {
 			})
 		}
 		t.Logf("--log-level %s: %d requests, %d refused, %d log lines", level, n, refused.Load(), lines)
+	}
+}
+
+// TestStoreOutageDoesNotFloodTheLog: while every write to DynamoDB fails,
+// each decision meets the failure and its fail mode decides; the log says
+// so once an interval, counting the lines it held back, not once a request.
+func TestStoreOutageDoesNotFloodTheLog(t *testing.T) {
+	const requests = 300
+	px := dynamotest.NewFaultProxy(t, dynamotest.Get(t).Endpoint)
+	p := nodesVia(t, 1, px.Endpoint)[0]
+	px.SetFaultRate(1)
+	body := `{"tenant":"acme","checks":[{"policy":{"name":"open","algorithm":"fixed_window","limit":1000,"window":"1h","failMode":"open"}}]}`
+	start := time.Now()
+	for i := range requests {
+		code, out := p.call(t, "", "POST", "/v1/check", body)
+		if code != http.StatusOK || out["allowed"] != true || out["failedOpen"] != true {
+			t.Fatalf("request %d in the outage: %d %v, want 200 allowed and failed open", i, code, out)
+		}
+	}
+	elapsed := time.Since(start)
+	lines := strings.Count(p.log(), "store failed; fail modes decide")
+	// One line at the first failure, then at most one each 10 s.
+	if want := 1 + int(elapsed/(10*time.Second)); lines < 1 || lines > want {
+		t.Fatalf("%d requests failed open over %v; logged %d store-failure lines, want 1 to %d:\n%s", requests, elapsed.Round(time.Millisecond), lines, want, p.log())
+	}
+	if lines > 1 && !strings.Contains(p.log(), "suppressed=") {
+		t.Fatalf("later lines do not count the failures held back:\n%s", p.log())
 	}
 }
