@@ -66,7 +66,7 @@ func (f *apiFlags) register(fs *flag.FlagSet) {
 		server = defaultServer
 	}
 	fs.StringVar(&f.server, "server", server, "the server's base `URL` (or $SLUICE_SERVER)")
-	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "`file` holding the admin key (else $SLUICE_ADMIN_KEY)")
+	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "`file` holding the admin key (else $SLUICE_ADMIN_KEY, or $SLUICE_ADMIN_KEY_FILE)")
 	fs.StringVar(&f.adminKey, "admin-key", "", "the admin `key`: it shows in ps, prefer $SLUICE_ADMIN_KEY or --admin-key-file")
 	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "`file` holding a tenant's API key, sent instead of the admin key (else $SLUICE_API_KEY)")
 	fs.BoolVar(&f.json, "json", false, "print the server's answer as JSON, for scripts")
@@ -74,16 +74,14 @@ func (f *apiFlags) register(fs *flag.FlagSet) {
 }
 
 // bearer returns the key to send: a tenant's API key if one is given, else
-// the admin key, from a file, the flag (with a warning on stderr) or the
-// environment; empty for a server without authentication.
+// the admin key, empty for a server without authentication. Flags win
+// over the environment: --api-key-file, --admin-key-file or --admin-key
+// (with a warning on stderr), then $SLUICE_API_KEY, $SLUICE_ADMIN_KEY,
+// $SLUICE_ADMIN_KEY_FILE.
 func (f *apiFlags) bearer(stderr io.Writer) (string, error) {
-	if f.apiKeyFile != "" {
-		return readKeyFile("--api-key-file", f.apiKeyFile)
-	}
-	if k := os.Getenv("SLUICE_API_KEY"); k != "" {
-		return k, nil
-	}
 	switch {
+	case f.apiKeyFile != "":
+		return readKeyFile("--api-key-file", f.apiKeyFile)
 	case f.adminKeyFile != "" && f.adminKey != "":
 		return "", errors.New("give --admin-key-file or --admin-key, not both")
 	case f.adminKeyFile != "":
@@ -92,7 +90,16 @@ func (f *apiFlags) bearer(stderr io.Writer) (string, error) {
 		fmt.Fprintln(stderr, "sluice: warning: --admin-key shows in ps and shell history; use $SLUICE_ADMIN_KEY or --admin-key-file")
 		return f.adminKey, nil
 	}
-	return os.Getenv("SLUICE_ADMIN_KEY"), nil
+	if k := os.Getenv("SLUICE_API_KEY"); k != "" {
+		return k, nil
+	}
+	if k := os.Getenv("SLUICE_ADMIN_KEY"); k != "" {
+		return k, nil
+	}
+	if file := os.Getenv("SLUICE_ADMIN_KEY_FILE"); file != "" {
+		return readKeyFile("$SLUICE_ADMIN_KEY_FILE", file)
+	}
+	return "", nil
 }
 
 // readKeyFile reads a key from file, without the line's end.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -194,19 +195,32 @@ func TestCLI(t *testing.T) {
 		if !strings.Contains(r.stderr, "wants a key") {
 			t.Fatalf("no key: stderr %q", r.stderr)
 		}
+		sluiceCLI(t, []string{server, "SLUICE_ADMIN_KEY_FILE=" + file}, "tenants").want(t, 0, "tenants", "($SLUICE_ADMIN_KEY_FILE)")
+
+		// A tenant's API key decides for its own tenant, and reaches no other.
+		adminPost(t, p, "/v1/tenants", `{"id":"keyed"}`)
+		var key struct {
+			Token string `json:"token"`
+		}
+		if err := json.Unmarshal(adminPost(t, p, "/v1/tenants/keyed/keys", `{"name":"cli"}`), &key); err != nil || key.Token == "" {
+			t.Fatalf("no key made: %v", err)
+		}
+		tenantKey := filepath.Join(t.TempDir(), "tenant-key")
+		if err := os.WriteFile(tenantKey, []byte(key.Token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r = sluiceCLI(t, []string{server}, "check", "--api-key-file", tenantKey, "chat", "--key", "user=u1").want(t, 0, "check", "--api-key-file")
+		if remaining(t, r.stdout) != 2 {
+			t.Fatalf("a tenant's first check: %q", r.stdout)
+		}
+		r = sluiceCLI(t, []string{server, "SLUICE_API_KEY=" + key.Token}, "tenants", "get", "made-by-api").want(t, 2, "tenants", "$SLUICE_API_KEY")
+		if !strings.Contains(r.stderr, "refused the key sent for this (403 Forbidden)") {
+			t.Fatalf("another tenant's key: stderr %q", r.stderr)
+		}
 	})
 
 	t.Run("tenants lists a tenant created through the API", func(t *testing.T) {
-		req, _ := http.NewRequest("POST", "http://"+p.addr+"/v1/tenants", strings.NewReader(`{"id":"made-by-api"}`))
-		req.Header.Set("Authorization", "Bearer "+cliAdminKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("POST /v1/tenants: %s", resp.Status)
-		}
+		adminPost(t, p, "/v1/tenants", `{"id":"made-by-api"}`)
 		var list struct {
 			Tenants []struct {
 				ID string `json:"id"`
@@ -301,4 +315,25 @@ func TestCLIHelp(t *testing.T) {
 			}
 		}
 	}
+}
+
+// adminPost posts body to p's path with the admin key, wants 201, and
+// returns the answer's body.
+func adminPost(t *testing.T, p *process, path, body string) []byte {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://"+p.addr+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+cliAdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST %s: %s, %v: %s", path, resp.Status, err, b)
+	}
+	return b
 }
