@@ -135,10 +135,7 @@ func listTenants(ctx context.Context, a *api, operands []string, out *output) er
 	if len(operands) > 0 {
 		return fmt.Errorf("unexpected %q (sluice tenants get TENANT shows one)", operands[0])
 	}
-	var ts struct {
-		Tenants []tenancy.TenantDoc `json:"tenants"`
-	}
-	b, err := a.do(ctx, "GET", "/v1/tenants", nil, &ts)
+	ts, b, err := tenants(ctx, a)
 	if err != nil {
 		return err
 	}
@@ -146,12 +143,21 @@ func listTenants(ctx context.Context, a *api, operands []string, out *output) er
 		out.raw(b)
 		return nil
 	}
-	rows := make([][]string, len(ts.Tenants))
-	for i, t := range ts.Tenants {
+	rows := make([][]string, len(ts))
+	for i, t := range ts {
 		rows[i] = []string{t.ID, orDash(t.Tier), sourceOf(t), timeOf(t.CreatedAt)}
 	}
 	table(out.w, []string{"TENANT", "TIER", "SOURCE", "CREATED"}, rows)
 	return nil
+}
+
+// tenants returns the tenants the key reaches, and the answer's body.
+func tenants(ctx context.Context, a *api) ([]tenancy.TenantDoc, []byte, error) {
+	var ts struct {
+		Tenants []tenancy.TenantDoc `json:"tenants"`
+	}
+	b, err := a.do(ctx, "GET", "/v1/tenants", nil, &ts)
+	return ts.Tenants, b, err
 }
 
 // sourceOf says where a tenant is kept.
@@ -570,17 +576,15 @@ func listBlocks(ctx context.Context, a *api, tenant string, operands []string, o
 	if len(operands) > 0 {
 		return fmt.Errorf("unexpected %q", operands[0])
 	}
-	tenants := []string{tenant}
+	ids := []string{tenant}
 	if tenant == "" {
-		var ts struct {
-			Tenants []tenancy.TenantDoc `json:"tenants"`
-		}
-		if _, err := a.do(ctx, "GET", "/v1/tenants", nil, &ts); err != nil {
+		ts, _, err := tenants(ctx, a)
+		if err != nil {
 			return err
 		}
-		tenants = tenants[:0]
-		for _, t := range ts.Tenants {
-			tenants = append(tenants, t.ID)
+		ids = ids[:0]
+		for _, t := range ts {
+			ids = append(ids, t.ID)
 		}
 	}
 	type row struct {
@@ -588,7 +592,7 @@ func listBlocks(ctx context.Context, a *api, tenant string, operands []string, o
 		tenancy.Block
 	}
 	rows := []row{}
-	for _, t := range tenants {
+	for _, t := range ids {
 		var bs struct {
 			Blocks []tenancy.Block `json:"blocks"`
 		}
