@@ -114,7 +114,7 @@ func one(operands []string, what string) (string, error) {
 func tenantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tier string
 	subs := map[string]cliCmd{
-		"list": {usage: "usage: sluice tenants [list] [flags]\n\nLists the tenants: the store's and the configuration file's.\n\nFlags:\n",
+		"list": {usage: "usage: sluice tenants [list] [flags]\n       sluice tenants get|create|delete|keys [flags] TENANT\n\nLists the tenants: the store's and the configuration file's.\n\nFlags:\n",
 			run: listTenants},
 		"get": {usage: "usage: sluice tenants get [flags] TENANT\n\nShows a tenant and the limits its requests are decided by.\n\nFlags:\n",
 			run: getTenant},
@@ -125,6 +125,8 @@ func tenantsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			run: func(ctx context.Context, a *api, operands []string, out *output) error {
 				return createTenant(ctx, a, operands, tier, out)
 			}},
+		"keys": {usage: "usage: sluice tenants keys [flags] TENANT\n\nLists a tenant's API keys (never their secrets; POST /v1/tenants/{id}/keys makes one).\n\nFlags:\n",
+			run: listAPIKeys},
 		"delete": {usage: "usage: sluice tenants delete [flags] TENANT\n\nDeletes a tenant and its API keys (the admin's).\n\nFlags:\n",
 			run: deleteTenant},
 	}
@@ -261,6 +263,30 @@ func deleteTenant(ctx context.Context, a *api, operands []string, out *output) e
 		return nil
 	}
 	fmt.Fprintf(out.w, "deleted tenant %s\n", id)
+	return nil
+}
+
+func listAPIKeys(ctx context.Context, a *api, operands []string, out *output) error {
+	id, err := one(operands, "TENANT")
+	if err != nil {
+		return err
+	}
+	var ks struct {
+		Keys []tenancy.APIKey `json:"keys"`
+	}
+	b, err := a.do(ctx, "GET", tenantPath(id, "/keys"), nil, &ks)
+	if err != nil {
+		return fmt.Errorf("tenant %q: %w", id, err)
+	}
+	if out.json {
+		out.raw(b)
+		return nil
+	}
+	rows := make([][]string, len(ks.Keys))
+	for i, k := range ks.Keys {
+		rows[i] = []string{k.ID, orDash(k.Name), timeOf(&k.CreatedAt)}
+	}
+	table(out.w, []string{"KEY", "NAME", "CREATED"}, rows)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,6 +206,9 @@ func TestCLI(t *testing.T) {
 		if err := json.Unmarshal(adminPost(t, p, "/v1/tenants/keyed/keys", `{"name":"cli"}`), &key); err != nil || key.Token == "" {
 			t.Fatalf("no key made: %v", err)
 		}
+		if r := cli(t, p, 0, "tenants", "keys", "keyed"); !regexp.MustCompile(`(?m)^\S+\s+cli\s+20`).MatchString(r.stdout) || strings.Contains(r.stdout, key.Token) {
+			t.Fatalf("tenants keys: want the key named cli, without its secret:\n%s", r.stdout)
+		}
 		tenantKey := filepath.Join(t.TempDir(), "tenant-key")
 		if err := os.WriteFile(tenantKey, []byte(key.Token), 0o600); err != nil {
 			t.Fatal(err)
@@ -301,7 +305,7 @@ func TestCLIHelp(t *testing.T) {
 	}{
 		{[]string{"check", "-h"}, []string{"Exit status: 0 allowed, 1 denied, 2", "-admin-key-file", "-cost"}},
 		{[]string{"check", "--tenant", "acme", "--help"}, []string{"--endpoint NAME"}},
-		{[]string{"tenants", "-h"}, []string{"sluice tenants [list]", "-server"}},
+		{[]string{"tenants", "-h"}, []string{"sluice tenants [list]", "get|create|delete|keys", "-server"}},
 		{[]string{"tenants", "create", "--help"}, []string{"-tier"}},
 		{[]string{"keys", "help"}, []string{"heaviest keys", "-policy"}},
 		{[]string{"block", "-h"}, []string{"sluice block remove", "-for", "-reason"}},
@@ -336,4 +340,44 @@ func adminPost(t *testing.T, p *process, path, body string) []byte {
 		t.Fatalf("POST %s: %s, %v: %s", path, resp.Status, err, b)
 	}
 	return b
+}
+
+// TestCLICheckNoDecision: a server that cannot decide (its own 503, a
+// proxy's 502) is an error, exit 2 with what it said, never a denial; a
+// decision the store failed open on is the server's, allowed.
+func TestCLICheckNoDecision(t *testing.T) {
+	answers := map[string]struct {
+		status int
+		body   string
+	}{
+		"closed": {503, `{"error":"unavailable","message":"the limiter's store could not decide in time and policy \"chat\" fails closed"}`},
+		"proxy":  {502, `<html>bad gateway</html>`},
+		"open": {200, `{"allowed":true,"policy":"chat","limit":3,"remaining":3,"resetAt":0,"retryAfter":0,"retryAfterMs":0,` +
+			`"decisions":[{"policy":"chat","allowed":true,"limit":3,"remaining":3,"resetAt":0,"retryAfter":0,"retryAfterMs":0,"failedOpen":true}]}`},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Tenant string `json:"tenant"`
+		}
+		json.NewDecoder(r.Body).Decode(&in)
+		a := answers[in.Tenant]
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(a.status)
+		io.WriteString(w, a.body)
+	}))
+	defer srv.Close()
+	env := []string{"SLUICE_SERVER=" + srv.URL}
+	check := func(tenant string) []string { return []string{"check", "--tenant", tenant, "chat", "--key", "user=u1"} }
+	r := sluiceCLI(t, env, check("closed")...).want(t, 2, check("closed")...)
+	if !strings.Contains(r.stderr, "answered 503 Service Unavailable: the limiter's store could not decide") {
+		t.Errorf("a fail-closed 503: stderr %q", r.stderr)
+	}
+	r = sluiceCLI(t, env, check("proxy")...).want(t, 2, check("proxy")...)
+	if !strings.Contains(r.stderr, "answered 502 Bad Gateway") {
+		t.Errorf("a proxy's 502: stderr %q", r.stderr)
+	}
+	r = sluiceCLI(t, env, check("open")...).want(t, 0, check("open")...)
+	if !strings.Contains(r.stdout, "allowed policy=chat") || !strings.Contains(r.stdout, "failed open") {
+		t.Errorf("a decision failed open: stdout %q", r.stdout)
+	}
 }

@@ -32,8 +32,8 @@ Usage:
   sluice check [flags] POLICY...|--endpoint NAME
                               one decision of a running server: exit 0 allowed,
                               1 denied, 2 an error (sluice check -h)
-  sluice tenants [list|get|create|delete] [flags]
-                              a running server's tenants
+  sluice tenants [list|get|create|delete|keys] [flags]
+                              a running server's tenants, and their API keys
   sluice keys [flags]         the heaviest keys a running server saw, and their state
   sluice block [list|remove] [flags]
                               block a key of a tenant for a time; list, lift blocks
