@@ -29,6 +29,16 @@ Usage:
                               count the requests that reach an emulator
   sluice sim fairshare [flags] simulate 200 customers sharing one upstream quota
   sluice sim regions [flags]  simulate a limit shared by regions on global tables
+  sluice check [flags] POLICY...|--endpoint NAME
+                              one decision of a running server: exit 0 allowed,
+                              1 denied, 2 an error (sluice check -h)
+  sluice tenants [list|get|create|delete|keys] [flags]
+                              a running server's tenants, and their API keys
+  sluice keys [flags]         the heaviest keys a running server saw, and their state
+  sluice block [list|remove] [flags]
+                              block a key of a tenant for a time; list, lift blocks
+                              (these commands: --server, $SLUICE_SERVER; the admin key
+                              from $SLUICE_ADMIN_KEY or --admin-key-file)
   sluice version              print the version, commit and Go version (also --version)
   sluice help                 print this help
 `
@@ -44,8 +54,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "sluice:", err)
-		os.Exit(2)
+		os.Exit(exitCode(err, os.Stderr)) // 2; a check denied 1 (cli.go)
 	}
 }
 
@@ -108,6 +117,14 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return dynamodbCmd(ctx, args[1:], stdout, stderr)
 	case "sim":
 		return simCmd(ctx, args[1:], stdout, stderr)
+	case "check":
+		return checkCmd(ctx, args[1:], stdout, stderr)
+	case "tenants":
+		return tenantsCmd(ctx, args[1:], stdout, stderr)
+	case "keys":
+		return keysCmd(ctx, args[1:], stdout, stderr)
+	case "block":
+		return blockCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, buildinfo.Read(version, commit))
 		return nil
