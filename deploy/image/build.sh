@@ -85,5 +85,5 @@ if [ -n "$archive" ]; then
 	rm -f "$archive"
 	# Both ends are files made here: no registry's signature to check.
 	skopeo --insecure-policy copy --quiet "oci:$layout:$tag" "docker-archive:$archive:sluice:$tag"
-	echo "archive: $archive (podman load -i $archive; docker load -i $archive)"
+	echo "archive: $archive, sluice:$tag (podman load -i $archive; docker load -i $archive)"
 fi
