@@ -17,7 +17,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo d
 COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test deps check bench fuzz clean
+.PHONY: build run test deps check bench fuzz clean image
 
 ## build: compile bin/sluice
 build:
@@ -28,6 +28,16 @@ build:
 run: build
 	./$(BIN) serve --addr $(ADDR) --config examples/sluice.yaml
 
+## image: build the container image (FROM scratch, no container engine: a
+## static sluice layered by deploy/image/build.sh with umoci) into the
+## OCI layout $(IMAGE_DIR), tagged $(VERSION) and latest, and the
+## docker-archive $(IMAGE_ARCHIVE) that `podman load` and `docker load` read
+IMAGE_DIR     ?= bin/image
+IMAGE_ARCHIVE ?= bin/sluice-image.tar
+image:
+	GO="$(GO)" VERSION="$(VERSION)" COMMIT="$(COMMIT)" LDFLAGS="$(LDFLAGS)" \
+		deploy/image/build.sh $(IMAGE_DIR) $(IMAGE_ARCHIVE)
+
 DYNOXIDE := tools/node_modules/@dynoxide/linux-x64/dynoxide
 # APT_LOCK serialises this Makefile's apt-get runs, so that two checkouts
 # installing at once (two `make test` side by side) take turns rather than
@@ -36,11 +46,18 @@ APT_LOCK := /tmp/sluice-apt.lock
 
 ## deps: install everything the tests need: Go modules, the DynamoDB
 ## emulator (dynoxide, pinned in tools/package-lock.json) from npm, and
-## Debian's chromium for the demo page's browser test
+## Debian's chromium for the demo page's browser test; Debian's umoci,
+## skopeo, podman and runc for the container image's (make image), and
+## systemd's systemd-analyze for the systemd unit's
+DEPLOY_TOOLS := umoci skopeo podman runc systemd-analyze
+DEPLOY_PKGS  := umoci skopeo podman runc systemd
 deps: $(DYNOXIDE)
 	@command -v chromium >/dev/null || flock $(APT_LOCK) sh -c 'command -v chromium >/dev/null || { \
 		echo "chromium is missing: installing it from Debian"; \
 		apt-get update && apt-get install -y --no-install-recommends chromium; }'
+	@(for t in $(DEPLOY_TOOLS); do command -v $$t >/dev/null || exit 1; done) || \
+		flock $(APT_LOCK) sh -c 'echo "installing $(DEPLOY_PKGS) from Debian for the image and the unit"; \
+		apt-get update && apt-get install -y --no-install-recommends $(DEPLOY_PKGS)'
 	$(GO) mod download
 	cd bench && $(GO) mod download
 
@@ -62,10 +79,13 @@ check:
 ## test: install what the tests need, check, and run every test under -race
 ## (fuzz seed corpora included; the bench module's benchmarks run once each).
 ## The end-to-end package (cmd/sluice) runs last and alone, on a race-enabled
-## binary built before its clock starts; each run has a bounded timeout, so a
-## hung test fails in minutes, well inside CI's 15.
+## binary built before its clock starts; so is the container image's static
+## build compiled before deploy/image's test builds and runs the image (make
+## image). Each run has a bounded timeout, so a hung test fails in minutes,
+## well inside CI's 15.
 test: deps check
 	$(GO) build -race -ldflags "$(LDFLAGS)" -o $(RACE_BIN) ./cmd/sluice
+	CGO_ENABLED=0 $(GO) build -trimpath -o /dev/null ./cmd/sluice
 	pkgs=$$($(GO) list ./... | grep -v '/cmd/sluice$$') && test -n "$$pkgs" && \
 		$(GO) test -race -shuffle=on -count=1 -timeout $(UNIT_TIMEOUT) $$pkgs
 	SLUICE_BINARY=$(CURDIR)/$(RACE_BIN) $(GO) test -race -shuffle=on -count=1 -timeout $(E2E_TIMEOUT) ./cmd/sluice
