@@ -158,8 +158,13 @@ func (r *Recorder) foldLocked(h *history, m int64) {
 // minuteOf sums label's seconds of minute m in s; ok is false if all are
 // zero.
 func minuteOf(s *Series, label string, m int64) (n [Kinds]int32, ok bool) {
+	return minuteSince(s, label, m, 0)
+}
+
+// minuteSince is minuteOf of the seconds from since on.
+func minuteSince(s *Series, label string, m, since int64) (n [Kinds]int32, ok bool) {
 	var sum [Kinds]int64
-	s.Sum(label, m*60, m*60+59, sum[:])
+	s.Sum(label, max(m*60, since), m*60+59, sum[:])
 	for k, c := range sum {
 		n[k] = int32(min(c, 1<<31-1))
 		ok = ok || c != 0
@@ -201,7 +206,13 @@ func (r *Recorder) series(policies bool) (int, *Series) {
 // span before to): those folded from the history, the later ones summed
 // from the seconds now. Only minutes with a count are returned, each as a
 // Point whose Second is the minute's first.
-func (r *Recorder) Minutes(label string, policies bool, from, to int64) []Point {
+//
+// Nothing counted before since (unix seconds; a tenant's creation) is
+// returned: the seconds are summed from since, and a folded minute that
+// began before it is left out whole, so that a tenant created again never
+// reads the counts of the one before it, at the cost of the first minute
+// of its own once folded.
+func (r *Recorder) Minutes(label string, policies bool, since, from, to int64) []Point {
 	which, s := r.series(policies)
 	h := r.hist
 	from = max(from, to-int64(h.o.Minutes)+1)
@@ -209,7 +220,7 @@ func (r *Recorder) Minutes(label string, policies bool, from, to int64) []Point 
 	h.mu.Lock()
 	folded := h.folded
 	if m := h.rows[which][label]; m != nil {
-		i, _ := slices.BinarySearchFunc(*m, from, func(c minuteCounts, t int64) int { return int(c.minute - t) })
+		i, _ := slices.BinarySearchFunc(*m, max(from, (since+59)/60), func(c minuteCounts, t int64) int { return int(c.minute - t) })
 		for _, c := range (*m)[i:] {
 			if c.minute > to {
 				break
@@ -222,7 +233,7 @@ func (r *Recorder) Minutes(label string, policies bool, from, to int64) []Point 
 	// its seconds since add to it.
 	loaded := len(out)
 	for m := max(from, folded+1); m <= to; m++ {
-		n, ok := minuteOf(s, label, m)
+		n, ok := minuteSince(s, label, m, since)
 		if !ok {
 			continue
 		}

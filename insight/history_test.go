@@ -43,7 +43,7 @@ func TestHistoryKeepsMinutesPastTheHour(t *testing.T) {
 		rec.FoldHistory(clk.t.Add(foldGrace))
 	}
 	now := clk.t.Unix()/60 - 1 // the last minute ended
-	pts := rec.Minutes("acme", false, 0, now)
+	pts := rec.Minutes("acme", false, 0, 0, now)
 	if len(pts) != 90 {
 		t.Fatalf("%d minutes kept, want the 90 of the bound", len(pts))
 	}
@@ -53,7 +53,7 @@ func TestHistoryKeepsMinutesPastTheHour(t *testing.T) {
 	if got := sumKind(pts, engine.Denied); got != (31+120)*90/2 {
 		t.Errorf("denials over the minutes kept: %d", got)
 	}
-	if got := sumKind(rec.Minutes("api", true, 0, now), engine.Denied); got != (31+120)*90/2 {
+	if got := sumKind(rec.Minutes("api", true, 0, 0, now), engine.Denied); got != (31+120)*90/2 {
 		t.Errorf("the policy's denials over the minutes kept: %d", got)
 	}
 }
@@ -72,7 +72,7 @@ func TestHistoryTenantCap(t *testing.T) {
 		t.Fatalf("%d tenants' rows, want 3 and Other", n)
 	}
 	now := clk.t.Unix() / 60
-	if got := sumKind(rec.Minutes(Other, false, 0, now), engine.Allowed); got != 2 {
+	if got := sumKind(rec.Minutes(Other, false, 0, 0, now), engine.Allowed); got != 2 {
 		t.Errorf("Other holds %d decisions, want the 2 of the tenants past the bound", got)
 	}
 	// Eleven minutes later the idle tenants are gone: a new one has a row.
@@ -83,7 +83,7 @@ func TestHistoryTenantCap(t *testing.T) {
 	decide(rec, "newcomer", "api", engine.Allowed, 7)
 	clk.t = clk.t.Add(time.Minute)
 	rec.FoldHistory(clk.t.Add(foldGrace))
-	if got := sumKind(rec.Minutes("newcomer", false, 0, clk.t.Unix()/60), engine.Allowed); got != 7 {
+	if got := sumKind(rec.Minutes("newcomer", false, 0, 0, clk.t.Unix()/60), engine.Allowed); got != 7 {
 		t.Errorf("the newcomer's minutes: %d decisions, want 7", got)
 	}
 	if n := len(rec.hist.rows[histTenants]); n != 1 {
@@ -107,7 +107,7 @@ func TestHistoryForgetsATenant(t *testing.T) {
 	rec.Forget("acme")
 	decide(rec, "acme", "api", engine.Allowed, 1) // the new acme
 	now := clk.t.Unix() / 60
-	if pts := rec.Minutes("acme", false, 0, now); sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 1 {
+	if pts := rec.Minutes("acme", false, 0, 0, now); sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 1 {
 		t.Errorf("the new acme's minutes: %+v", pts)
 	}
 	if err := rec.SaveHistory(clk.t); err != nil {
@@ -117,10 +117,10 @@ func TestHistoryForgetsATenant(t *testing.T) {
 	if err := again.LoadHistory(); err != nil {
 		t.Fatal(err)
 	}
-	if pts := again.Minutes("acme", false, 0, now); sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 1 {
+	if pts := again.Minutes("acme", false, 0, 0, now); sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 1 {
 		t.Errorf("the new acme's minutes after a restart: %+v", pts)
 	}
-	if got := sumKind(again.Minutes("globex", false, 0, now), engine.Denied); got != 2 {
+	if got := sumKind(again.Minutes("globex", false, 0, 0, now), engine.Denied); got != 2 {
 		t.Errorf("globex's denials after a restart: %d, want 2", got)
 	}
 }
@@ -148,7 +148,7 @@ func TestHistoryAcrossARestart(t *testing.T) {
 	decide(rec, "acme", "api", engine.Denied, 2)
 	check := func(when string) {
 		t.Helper()
-		pts := rec.Minutes("acme", false, 0, clk.t.Unix()/60)
+		pts := rec.Minutes("acme", false, 0, 0, clk.t.Unix()/60)
 		if len(pts) != 2 || pts[0].Counts[engine.Penalised] != 4 || pts[1].Counts[engine.Denied] != 5 {
 			t.Errorf("%s: %+v, want 4 penalised then 5 denied", when, pts)
 		}
@@ -208,5 +208,32 @@ func BenchmarkFoldHistory(b *testing.B) {
 		rec.hist.rows = [2]map[string]*minutes{{}, {}}
 		rec.hist.mu.Unlock()
 		rec.FoldHistory(at)
+	}
+}
+
+// A node not told of a deletion reads a tenant created again from its
+// creation on: never a count of the tenant before it, in the minute in
+// progress or once folded.
+func TestHistoryTenantCreatedAgainUntold(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	rec := NewRecorder(RecorderOptions{Now: clk.now})
+	decide(rec, "acme", "api", engine.Denied, 3) // the old acme, minute 0
+	clk.t = clk.t.Add(2 * time.Minute)
+	decide(rec, "acme", "api", engine.Denied, 4) // the old acme, minute 2
+	clk.t = clk.t.Add(20 * time.Second)
+	since := clk.t.Unix() // the new acme
+	decide(rec, "acme", "api", engine.Allowed, 5)
+	now := clk.t.Unix() / 60
+	if pts := rec.Minutes("acme", false, since, 0, now); len(pts) != 1 || sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 5 {
+		t.Errorf("the new acme, its minute in progress: %+v", pts)
+	}
+	clk.t = clk.t.Add(time.Minute)
+	rec.FoldHistory(clk.t)
+	decide(rec, "acme", "api", engine.Allowed, 6)
+	if pts := rec.Minutes("acme", false, since, 0, clk.t.Unix()/60); sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 6 {
+		t.Errorf("the new acme, its first minute folded (left out whole): %+v", pts)
+	}
+	if pts := rec.Minutes("acme", false, 0, 0, clk.t.Unix()/60); sumKind(pts, engine.Denied) != 7 || sumKind(pts, engine.Allowed) != 11 {
+		t.Errorf("the admin's acme: %+v", pts)
 	}
 }

@@ -82,12 +82,12 @@ func (h *Handler) historyAll(w http.ResponseWriter, r *http.Request) {
 	rec := h.opts.Insight
 	out.Tenants, out.Policies = []insight.NamedPoints{}, []insight.NamedPoints{}
 	for _, t := range rec.HistoryLabels(false) {
-		if pts := rec.Minutes(t, false, from, to); len(pts) > 0 {
+		if pts := rec.Minutes(t, false, 0, from, to); len(pts) > 0 {
 			out.Tenants = append(out.Tenants, insight.NamedPoints{Name: t, Points: pts})
 		}
 	}
 	for _, p := range rec.HistoryLabels(true) {
-		if pts := rec.Minutes(p, true, from, to); len(pts) > 0 {
+		if pts := rec.Minutes(p, true, 0, from, to); len(pts) > 0 {
 			out.Policies = append(out.Policies, insight.NamedPoints{Name: p, Points: pts})
 		}
 	}
@@ -112,16 +112,15 @@ func (h *Handler) historyTenant(w http.ResponseWriter, r *http.Request, who tena
 	if !ok {
 		return
 	}
-	one := insight.NamedPoints{Name: tenant, Points: h.opts.Insight.Minutes(tenant, false, from, to)}
+	// What was counted before the tenant was created is an earlier
+	// tenant's of the same id: each node leaves it out (Minutes).
+	one := insight.NamedPoints{Name: tenant, Points: h.opts.Insight.Minutes(tenant, false, since.Unix(), from, to)}
 	g := h.opts.Cluster.GatherFor(r, historyPath(r, out.Minutes))
 	for _, o := range peer.DecodeEach[historyOut](g.Bodies, h.log) {
 		if o.Tenant != nil && o.Tenant.Name == tenant {
 			one.Points = insight.SumPoints(one.Points, o.Tenant.Points)
 		}
 	}
-	// The minutes that ended before the tenant was created are an
-	// earlier tenant's of the same id.
-	one.Points = slices.DeleteFunc(one.Points, func(p insight.Point) bool { return p.Second+59 < since.Unix() })
 	if one.Points == nil {
 		one.Points = []insight.Point{}
 	}

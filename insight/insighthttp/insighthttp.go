@@ -72,7 +72,7 @@ type Recorder interface {
 	Try(p *sluice.Policy, tenant string, since time.Time, seconds, top int) (insight.Tried, bool)
 	// The history: counts per minute (insight.Recorder.Minutes).
 	HistoryLabels(policies bool) []string
-	Minutes(label string, policies bool, from, to int64) []insight.Point
+	Minutes(label string, policies bool, since, from, to int64) []insight.Point
 	HistorySpan() (minutes int, kept bool)
 }
 
