@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/peer"
+	"github.com/sluicehq/sluice/store/memstore"
 )
 
 // TestHistoryCountsEveryRefusal: a key boxed by its penalty is refused
@@ -53,5 +56,42 @@ func TestHistoryCountsEveryRefusal(t *testing.T) {
 	}
 	if code, _ := s.do(t, adminKey, "GET", "/v1/insight/history?minutes=1441", ""); code != 400 {
 		t.Errorf("1441 minutes: %d, want 400", code)
+	}
+}
+
+// The node asked sums the other nodes' minutes, and ranks the top tenants
+// on the sums; a tenant's history sums its own.
+func TestHistorySumsTheNodes(t *testing.T) {
+	tenants := &memstore.Tenants{}
+	b := newInsightNode(t, tenants, Options{})
+	a := newInsightNode(t, tenants, Options{Cluster: peer.NewCluster("a", nodes{b.srv.URL}, peer.NewClient(adminKey), nil)})
+	for _, id := range []string{"acme", "beta"} {
+		if code, out := a.do(t, adminKey, "POST", "/v1/tenants", `{"id":"`+id+`"}`); code != 201 {
+			t.Fatalf("create %s: %d %v", id, code, out)
+		}
+	}
+	check := `{"tenant":"%s","checks":[{"policy":{"name":"api","algorithm":"fixed_window","limit":2,"window":"1h"},"key":"k"}]}`
+	for range 5 {
+		a.do(t, adminKey, "POST", "/v1/check", sprintf(check, "acme")) // 2 allowed, 3 denied on a
+	}
+	for range 4 {
+		b.do(t, adminKey, "POST", "/v1/check", sprintf(check, "acme")) // 2 allowed, 2 denied on b
+	}
+	b.do(t, adminKey, "POST", "/v1/check", sprintf(check, "beta"))
+	code, out := a.do(t, adminKey, "GET", "/v1/insight/history?minutes=5", "")
+	if got := fmt.Sprint(out["topTenants"]); code != 200 || got != "[map[decisions:9 denied:5 tenant:acme] map[decisions:1 denied:0 tenant:beta]]" {
+		t.Errorf("the cluster's top tenants: %d %s (nodes %v, missing %v)", code, got, out["nodes"], out["missing"])
+	}
+	code, out = a.do(t, adminKey, "GET", "/v1/tenants/acme/insight/history?minutes=5", "")
+	var allowed, denied float64
+	if one, ok := out["tenant"].(map[string]any); ok {
+		for _, p := range one["points"].([]any) {
+			n := p.(map[string]any)["n"].([]any)
+			allowed += n[0].(float64)
+			denied += n[1].(float64)
+		}
+	}
+	if code != 200 || allowed != 4 || denied != 5 {
+		t.Errorf("acme's history over the nodes: %d, %v allowed, %v denied; want 4 and 5", code, allowed, denied)
 	}
 }
