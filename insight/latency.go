@@ -29,13 +29,16 @@ func bucketUpper(i int) float64 {
 }
 
 // LatencyPoint is one second's store latencies: the calls made and their
-// percentiles, in milliseconds (0 in a second without calls).
+// percentiles, in milliseconds (0 in a second without calls). A
+// percentile is not an exact figure: it is the upper bound of the √2
+// bucket it falls in (at most √2 over the true value), hence its name on
+// the wire, p99AtMost: "p99 ≤ 1.81 ms".
 type LatencyPoint struct {
 	Second int64   `json:"t"`
 	N      int64   `json:"n"`
-	P50    float64 `json:"p50"`
-	P90    float64 `json:"p90"`
-	P99    float64 `json:"p99"`
+	P50    float64 `json:"p50AtMost"`
+	P90    float64 `json:"p90AtMost"`
+	P99    float64 `json:"p99AtMost"`
 	// Buckets are the counts the percentiles come from, for summing
 	// nodes (LatencyOf).
 	Buckets []int32 `json:"buckets,omitempty"`

@@ -43,6 +43,7 @@ type Recorder struct {
 	maxInvented, perTen   int
 	span                  time.Duration
 	sampled, sampleEvents int
+	hist                  *history // counts per minute, folded from the seconds
 
 	// sketches is read by every decision without a lock: an immutable copy
 	// of sketch, replaced whole under mu when a sketch comes or goes.
@@ -96,7 +97,10 @@ type RecorderOptions struct {
 	// for the 40 samples).
 	Sampled      int
 	SampleEvents int
-	Now          func() time.Time
+	// History keeps the counts per minute longer than the Span, and
+	// across restarts with a file (HistoryOptions).
+	History HistoryOptions
+	Now     func() time.Time
 }
 
 // NewRecorder returns a Recorder.
@@ -134,6 +138,7 @@ func NewRecorder(o RecorderOptions) *Recorder {
 		sketch:   map[sketchID]*policySketch{},
 		invented: map[string]int{},
 		named:    map[string]int{},
+		hist:     newHistory(o.History),
 	}
 	r.sketches.Store(&map[sketchID]*policySketch{})
 	return r
@@ -178,7 +183,7 @@ func (r *Recorder) DecidedKey(tenant string, c *sluice.Check, hits int64, o engi
 	ns := now.UnixNano()
 	ps.mu.Lock()
 	ps.hits.add(key, max(hits, 1), ns)
-	if o == engine.Denied || o == engine.Penalised {
+	if Refused(o) {
 		ps.denials.add(key, 1, ns)
 	}
 	ps.mu.Unlock()
@@ -318,10 +323,11 @@ func (r *Recorder) dropLocked(id sketchID, ps *policySketch) {
 }
 
 // Forget drops what the Recorder holds of tenant (deleted): its series,
-// its invented policies, and its keys in the configured policies'
+// its minutes (from the history's file at its next write), its invented policies, and its keys in the configured policies'
 // sketches and samples.
 func (r *Recorder) Forget(tenant string) {
 	r.tenants.Forget(tenant)
+	r.hist.forget(tenant)
 	prefix := keyID(tenant, "")
 	mine := func(it Item) bool { return strings.HasPrefix(it.Key, prefix) }
 	r.mu.Lock()

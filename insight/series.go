@@ -231,3 +231,23 @@ func (s *Series) Labels() []string {
 	}
 	return out
 }
+
+// Sum adds label's counts of the seconds from from to to (inclusive,
+// within the Span before the latest second counted) into out, by kind:
+// for folding seconds into minutes (History) without a Point a second.
+func (s *Series) Sum(label string, from, to int64, out []int64) {
+	from = max(from, to-int64(s.span)+1, s.latest.Load()-int64(s.span)+1)
+	r := (*s.rows.Load())[label]
+	if r == nil {
+		return
+	}
+	for sec := from; sec <= to; sec++ {
+		slot := int(sec % int64(s.span))
+		if r.second[slot].Load() != sec {
+			continue
+		}
+		for k := range min(s.kinds, len(out)) {
+			out[k] += int64(r.counts[slot*s.kinds+k].Load())
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/tenancy"
@@ -27,6 +26,8 @@ import (
 //	GET /v1/tenants/{id}/insight/top?policy=P   its heaviest keys of P
 //	GET /v1/insight/stream, /v1/tenants/{id}/insight/stream
 //	                                      the last second's counts, every second (Server-Sent Events)
+//	GET /v1/insight/history, /v1/tenants/{id}/insight/history
+//	                                      counts per minute, up to a day, across restarts (history.go)
 //
 // seconds (default 60, at most 3600) is how far back; n (default 20, at
 // most 100) how many keys. A tenant's key reaches its own tenant's routes
@@ -56,6 +57,7 @@ func (h *Handler) Mount(rt Router) {
 	}))
 	rt.Route("POST", "/v1/insight/try", admin(func(w http.ResponseWriter, r *http.Request) { h.insightTry(w, r, "") }))
 	rt.Route("GET", "/v1/insight/gateway", admin(h.insightGateway))
+	rt.Route("GET", "/v1/insight/history", admin(h.historyAll)) // history.go
 	// A tenant's routes: its key, or the admin's.
 	tenant := func(fn func(w http.ResponseWriter, r *http.Request, who tenancy.Principal, tenant string)) authed {
 		return func(w http.ResponseWriter, r *http.Request, who tenancy.Principal) {
@@ -69,6 +71,7 @@ func (h *Handler) Mount(rt Router) {
 	}
 	rt.Route("GET", "/v1/tenants/{id}/insight", tenant(h.insightTenant))
 	rt.Route("GET", "/v1/tenants/{id}/insight/top", tenant(h.insightTop))
+	rt.Route("GET", "/v1/tenants/{id}/insight/history", tenant(h.historyTenant))
 	rt.Route("GET", "/v1/tenants/{id}/insight/stream", tenant(func(w http.ResponseWriter, r *http.Request, who tenancy.Principal, tenant string) {
 		h.insightStream(w, r, who, tenant, false)
 	}))
@@ -201,7 +204,11 @@ func (h *Handler) insightReady(w http.ResponseWriter) bool {
 // insightOut is the admin's view of the counts: every tenant's and
 // policy's, the store's latencies, and the nodes summed.
 type insightOut struct {
-	Kinds    []string               `json:"kinds"`
+	Kinds []string `json:"kinds"`
+	// Refused and Admitted name the kinds that refused a request (the
+	// dashboard's "denied": insight.Refused) and those that admitted it.
+	Refused  []string               `json:"refused"`
+	Admitted []string               `json:"admitted"`
 	Tenants  []insight.NamedPoints  `json:"tenants,omitempty"`
 	Tenant   *insight.NamedPoints   `json:"tenant,omitempty"`
 	Policies []insight.NamedPoints  `json:"policies,omitempty"`
@@ -215,7 +222,7 @@ func (h *Handler) insightAll(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := insightOut{Kinds: insightKinds(), Tenants: []insight.NamedPoints{}, Policies: []insight.NamedPoints{}, Store: h.opts.Insight.StoreLatency(from, to)}
+	out := insightOut{Kinds: insight.KindNames(), Refused: insight.RefusedKinds(), Admitted: insight.AdmittedKinds(), Tenants: []insight.NamedPoints{}, Policies: []insight.NamedPoints{}, Store: h.opts.Insight.StoreLatency(from, to)}
 	for _, t := range sorted(h.opts.Insight.Tenants()) {
 		out.Tenants = append(out.Tenants, insight.NamedPoints{Name: t, Points: h.opts.Insight.Tenant(t, from, to)})
 	}
@@ -263,7 +270,7 @@ func (h *Handler) insightTenant(w http.ResponseWriter, r *http.Request, who tena
 		}
 	}
 	one.Points = h.pointsFor(r, g, from, to)(one.Points)
-	out := insightOut{Kinds: insightKinds(), Tenant: &one}
+	out := insightOut{Kinds: insight.KindNames(), Refused: insight.RefusedKinds(), Admitted: insight.AdmittedKinds(), Tenant: &one}
 	if who.Admin {
 		out.Nodes, out.Missing = g.Nodes, g.Missing
 	}
@@ -524,15 +531,6 @@ func (h *Handler) insightGateway(w http.ResponseWriter, r *http.Request) {
 		"connections": st.Connections, "sessions": st.Sessions, "silos": st.Silos,
 		"siloDepth": st.SiloDepth, "pooledDepth": st.PooledDepth, "refused": refused,
 	})
-}
-
-// insightKinds names the counts of a point, in order: the engine's outcomes.
-func insightKinds() []string {
-	out := make([]string, insight.Kinds)
-	for i := range out {
-		out[i] = engine.Outcome(i).String()
-	}
-	return out
 }
 
 func sorted(s []string) []string {

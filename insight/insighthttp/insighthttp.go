@@ -70,6 +70,10 @@ type Recorder interface {
 	TopKeys(policy, tenant string, since time.Time, n int) insight.Top
 	StoreLatency(from, to int64) []insight.LatencyPoint
 	Try(p *sluice.Policy, tenant string, since time.Time, seconds, top int) (insight.Tried, bool)
+	// The history: counts per minute (insight.Recorder.Minutes).
+	HistoryLabels(policies bool) []string
+	Minutes(label string, policies bool, since, from, to int64) []insight.Point
+	HistorySpan() (minutes int, kept bool)
 }
 
 // StateReader reads a key's state without deciding: its counter's, and

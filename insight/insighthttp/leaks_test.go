@@ -63,7 +63,7 @@ func TestInsightTenantCreatedAgain(t *testing.T) {
 	s.do(t, adminKey, "POST", "/v1/tenants", `{"id":"acme"}`)
 	_, out := s.do(t, adminKey, "POST", "/v1/tenants/acme/keys", `{"name":"new owner"}`)
 	key := out["token"].(string)
-	for _, path := range []string{"/v1/tenants/acme/insight/top?policy=chat", "/v1/tenants/acme/insight?seconds=60"} {
+	for _, path := range []string{"/v1/tenants/acme/insight/top?policy=chat", "/v1/tenants/acme/insight?seconds=60", "/v1/tenants/acme/insight/history?minutes=60"} {
 		for _, who := range []string{key, adminKey} {
 			resp := s.request(t, who, "GET", path, "")
 			var v any

@@ -223,7 +223,10 @@ func (s *Server) assemble() error {
 	if s.st.local {
 		s.timeout = 0
 	}
-	s.rec = insight.NewRecorder(insight.RecorderOptions{Configured: s.configured})
+	s.rec = insight.NewRecorder(insight.RecorderOptions{Configured: s.configured, History: insight.HistoryOptions{Path: s.historyFile()}})
+	if err := s.rec.LoadHistory(); err != nil {
+		s.log.Warn("the dashboard's history is not read: it starts empty", "err", err)
+	}
 	s.eng = engine.New(s.st.counters, engine.Options{Timeout: s.timeout, Observer: engine.Observers(s.decisions, s.rec), Logger: s.log})
 	// Closed before the store: a node leaving withdraws its shares of the
 	// upstreams from the store.
@@ -385,6 +388,7 @@ func (s *Server) start() {
 	if s.st.nodes != nil {
 		s.wg.Go(func() { s.clu.Announce(wctx) })
 	}
+	s.wg.Go(func() { s.rec.KeepHistory(wctx, s.historyWritten) })
 	if s.envoy.watcher != nil {
 		s.wg.Go(func() { s.envoy.watcher.Run(wctx, s.envoyHup, s.c.ConfigPoll) })
 	}

@@ -20,9 +20,19 @@
     admin: false,
     tenant: "", // a tenant key's own tenant
     kinds: ["allowed", "denied", "penalised", "shadow_denied", "failed_open", "failed_closed"],
+    // The kinds that refused a request, whose sum is "denied" everywhere
+    // on the page, and those that admitted it (the answers' refused and
+    // admitted).
+    refused: ["denied", "penalised", "failed_closed"],
+    admitted: ["allowed", "shadow_denied", "failed_open"],
+    // The history: counts per minute (GET .../insight/history), for the
+    // ranges past the hour and the tenants compared.
+    hist: { tenants: new Map(), policies: new Map(), top: [], kept: "", span: 1440, minutes: 0 },
+    endpoints: {}, // endpoint -> its policies (GET /v1/policies)
+    abusePicked: false, // the operator picked the abuse view's policy
     tenants: new Map(), // tenant -> Map(second -> counts by kind)
     policies: new Map(), // policy -> Map(second -> counts by kind)
-    store: new Map(), // second -> {p50, p90, p99, n}
+    store: new Map(), // second -> {p50AtMost, p90AtMost, p99AtMost, n}: bucket bounds
     nodes: null,
     skew: 0, // the server's clock minus ours, in seconds, when it matters
     policyList: [], // GET /v1/policies
@@ -185,12 +195,15 @@
     if (pr.ok) {
       state.policyList = pr.body.policies || [];
       state.tiers = pr.body.tiers || [];
+      state.endpoints = pr.body.endpoints || {};
     }
     if (!state.admin) state.ownLimits = await enforcedLimits(state.tenant);
     fillSeriesSelect();
     renderOverview();
     streamLoop();
+    loadHistory();
     setInterval(refreshInsight, 5000);
+    setInterval(loadHistory, 15000);
     setInterval(renderOverview, 1000);
     const want = location.hash.slice(1);
     showView(views[want] && (state.admin || want !== "gateway") ? want : "overview");
@@ -243,6 +256,8 @@
     setText("ov-error", "");
     const b = r.body;
     if (Array.isArray(b.kinds) && b.kinds.length) state.kinds = b.kinds;
+    if (Array.isArray(b.refused)) state.refused = b.refused;
+    if (Array.isArray(b.admitted)) state.admitted = b.admitted;
     for (const s of b.tenants || []) merge(state.tenants, s.name, s.points);
     for (const s of b.policies || []) merge(state.policies, s.name, s.points);
     if (b.tenant) merge(state.tenants, b.tenant.name, b.tenant.points);
@@ -325,8 +340,11 @@
     const items = [];
     if (state.admin) {
       items.push(["total", "all tenants"]);
-      for (const t of [...state.tenants.keys()].sort()) items.push(["tenant:" + t, "tenant " + t]);
-      for (const p of [...state.policies.keys()].sort()) items.push(["policy:" + p, "policy " + p]);
+      // Those of the seconds and of the history (after a restart, the
+      // history's alone).
+      const names = (a, b) => [...new Set([...a.keys(), ...b.keys()])].sort();
+      for (const t of names(state.tenants, state.hist.tenants)) items.push(["tenant:" + t, "tenant " + t]);
+      for (const p of names(state.policies, state.hist.policies)) items.push(["policy:" + p, "policy " + p]);
     } else {
       items.push(["tenant:" + state.tenant, "tenant " + state.tenant]);
     }
@@ -335,12 +353,55 @@
     if (now !== items.map(([v]) => v).join("\n")) fillSelect(sel, items, true);
   }
 
-  function selectedMaps() {
+  // selectedMaps returns the series picked, of src: the seconds (state)
+  // or the minutes (state.hist).
+  function selectedMaps(src) {
     const v = $("ov-series").value || (state.admin ? "total" : "tenant:" + state.tenant);
-    if (v === "total") return [...state.tenants.values()];
+    if (v === "total") return [...src.tenants.values()];
     const i = v.indexOf(":");
-    const m = (v.slice(0, i) === "policy" ? state.policies : state.tenants).get(v.slice(i + 1));
+    const m = (v.slice(0, i) === "policy" ? src.policies : src.tenants).get(v.slice(i + 1));
     return m ? [m] : [];
+  }
+
+  // sumOf adds up the counts of kinds names in c (counts by state.kinds).
+  function sumOf(c, names) {
+    let n = 0;
+    for (const name of names) {
+      const k = state.kinds.indexOf(name);
+      if (k >= 0) n += c[k] || 0;
+    }
+    return n;
+  }
+
+  // The history of the range shown: per minute, as far back as the range
+  // (the tenants compared; the chart past the hour). A range changed
+  // meanwhile asks again.
+  async function loadHistory() {
+    if (!state.signedIn) return;
+    const range = $("ov-range").value;
+    const minutes = Math.max(1, Math.min(state.hist.span || 1440, Math.ceil((Number(range) || HOUR) / 60)));
+    const r = await api(insightBase() + "/history?minutes=" + minutes);
+    if ($("ov-range").value !== range) return;
+    if (!r.ok || !r.body) {
+      setText("hist-note", r.status === 404 ? "" : "History: " + errText(r));
+      return;
+    }
+    const b = r.body, h = state.hist;
+    h.tenants = new Map();
+    h.policies = new Map();
+    for (const s of b.tenants || []) merge(h.tenants, s.name, s.points);
+    for (const s of b.policies || []) merge(h.policies, s.name, s.points);
+    if (b.tenant) merge(h.tenants, b.tenant.name, b.tenant.points);
+    h.top = b.topTenants || [];
+    h.kept = b.kept;
+    h.span = b.span || h.span;
+    h.minutes = b.minutes;
+    fillSeriesSelect();
+    const day = h.span % 1440 === 0 ? h.span / 1440 + (h.span === 1440 ? " day" : " days") : h.span + " minutes";
+    setText("hist-note", "History per minute, " + day + " back: " + (b.kept === "file"
+      ? "kept in a file of this server's data dir, across restarts (the last minute may be lost to a crash)."
+      : "kept in memory only (--store memory): a restart forgets it."));
+    renderOverview();
   }
 
   function countsAt(maps, t, out) {
@@ -352,70 +413,153 @@
     return out;
   }
 
+  const CHART = [
+    // [label, kinds summed, color]
+    ["allowed", ["allowed"], "#2da44e"],
+    ["denied (every refusal)", null, "#cf222e"],
+    ["by the limit", ["denied"], "#ff8182"],
+    ["penalised or blocked", ["penalised"], "#bc4c00"],
+    ["failed closed", ["failed_closed"], "#953800"],
+    ["shadow (admitted)", ["shadow_denied"], "#8250df"],
+    ["failed open (admitted)", ["failed_open"], "#6e7781"],
+  ];
+
   function renderOverview() {
     if (!state.signedIn) return;
-    const maps = selectedMaps();
-    const kinds = state.kinds;
     const now = nowSec();
     const span = Number($("ov-range").value) || HOUR;
-    const xs = [];
-    const ys = kinds.map(() => []);
-    const sum10 = new Array(kinds.length).fill(0);
-    const sum60 = new Array(kinds.length).fill(0);
-    const c = new Array(kinds.length);
-    for (let t = now - Math.max(span, 60) + 1; t <= now; t++) {
-      countsAt(maps, t, c);
-      const shown = t > now - span;
-      if (shown) xs.push(t);
-      for (let k = 0; k < kinds.length; k++) {
-        if (shown) ys[k].push(c[k]);
-        if (t > now - 60) sum60[k] += c[k];
+    const n = state.kinds.length;
+    const c = new Array(n);
+    const anyway = state.admitted.filter((k) => k !== "allowed");
+    // The tiles of the last seconds: this process's seconds.
+    const secs = selectedMaps(state);
+    const sum10 = new Array(n).fill(0), sum60 = new Array(n).fill(0);
+    for (let t = now - 59; t <= now; t++) {
+      countsAt(secs, t, c);
+      for (let k = 0; k < n; k++) {
+        sum60[k] += c[k];
         if (t > now - 10) sum10[k] += c[k];
       }
     }
-    const at = (name, sums) => (kinds.indexOf(name) >= 0 ? sums[kinds.indexOf(name)] : 0);
-    setNum("allowed-10s", at("allowed", sum10));
-    setNum("denied-10s", at("denied", sum10));
-    setNum("allowed-60s", at("allowed", sum60));
-    setNum("denied-60s", at("denied", sum60));
-    setNum("other-60s", at("penalised", sum60) + at("shadow_denied", sum60) + at("failed_open", sum60));
-    chart("ov-chart", "decisions / s", kinds, [xs, ...ys]);
+    setNum("allowed-10s", sumOf(sum10, ["allowed"]));
+    setNum("denied-10s", sumOf(sum10, state.refused));
+    setNum("allowed-60s", sumOf(sum60, ["allowed"]));
+    setNum("denied-60s", sumOf(sum60, state.refused));
+    setNum("penalised-60s", sumOf(sum60, ["penalised"]));
+    setNum("admitted-60s", sumOf(sum60, anyway));
+    // The range: per second up to the hour, per minute past it (the
+    // history, kept across restarts).
+    const perMinute = span > HOUR;
+    const step = perMinute ? 60 : 1;
+    const maps = perMinute ? selectedMaps(state.hist) : secs;
+    const last = perMinute ? Math.floor(now / 60) * 60 : now;
+    const xs = [];
+    const ys = CHART.map(() => []);
+    const range = new Array(n).fill(0);
+    for (let t = last - span + step; t <= last; t += step) {
+      countsAt(maps, t, c);
+      xs.push(t);
+      for (let k = 0; k < n; k++) range[k] += c[k];
+      CHART.forEach(([, kinds], i) => ys[i].push(sumOf(c, kinds || state.refused)));
+    }
+    setNum("allowed-range", sumOf(range, ["allowed"]));
+    setNum("denied-range", sumOf(range, state.refused));
+    setNum("penalised-range", sumOf(range, ["penalised"]));
+    setNum("admitted-range", sumOf(range, anyway));
+    const rangeName = $("ov-range").selectedOptions[0] ? $("ov-range").selectedOptions[0].textContent : "";
+    setText("allowed-range-label", "allowed, last " + rangeName);
+    setText("denied-range-label", "denied, last " + rangeName);
+    setText("ov-chart-title", perMinute ? "Decisions per minute (the history)" : "Decisions per second");
+    chart("ov-chart", perMinute ? "decisions / min" : "decisions / s", CHART.map(([l]) => l), [xs, ...ys], CHART.map(([, , col]) => col));
+    renderCompare(now, span);
 
     // The store's latencies: per second; over 60 s the calls' weighted
-    // mean of p50, and the worst second's p90 and p99.
+    // mean of p50, and the worst second's p90 and p99. Each is a
+    // bucket's upper bound (p99 ≤ x ms), not an exact figure.
     const sx = [], s50 = [], s90 = [], s99 = [];
-    let n = 0, w50 = 0, m90 = 0, m99 = 0;
+    let calls = 0, w50 = 0, m90 = 0, m99 = 0;
     for (const t of [...state.store.keys()].sort((a, b) => a - b)) {
-      if (t <= now - span) continue;
+      if (t <= now - Math.min(span, HOUR)) continue;
       const p = state.store.get(t);
-      sx.push(t); s50.push(p.p50); s90.push(p.p90); s99.push(p.p99);
+      sx.push(t); s50.push(p.p50AtMost); s90.push(p.p90AtMost); s99.push(p.p99AtMost);
       if (t > now - 60 && p.n > 0) {
-        n += p.n; w50 += p.p50 * p.n; m90 = Math.max(m90, p.p90); m99 = Math.max(m99, p.p99);
+        calls += p.n; w50 += p.p50AtMost * p.n; m90 = Math.max(m90, p.p90AtMost); m99 = Math.max(m99, p.p99AtMost);
       }
     }
-    const ms = (v) => (n ? Math.round(v * 100) / 100 : null);
-    setNum("store-p50", ms(n ? w50 / n : 0));
-    setNum("store-p90", ms(m90));
-    setNum("store-p99", ms(m99));
-    setNum("store-n", n);
+    const ms = (v) => (calls ? Math.round(v * 100) / 100 : null);
+    setBound("store-p50", ms(calls ? w50 / calls : 0));
+    setBound("store-p90", ms(m90));
+    setBound("store-p99", ms(m99));
+    setNum("store-n", calls);
     $("store-chart").hidden = !sx.length;
     setText("store-note", sx.length ? "" : "No store latencies from this server yet.");
-    if (sx.length) chart("store-chart", "ms", ["p50", "p90", "p99"], [sx, s50, s90, s99], ["#0969da", "#bf8700", "#cf222e"]);
+    if (sx.length) chart("store-chart", "ms (at most)", ["p50 ≤", "p90 ≤", "p99 ≤"], [sx, s50, s90, s99], ["#0969da", "#bf8700", "#cf222e"]);
+  }
+
+  // setBound shows a percentile's bucket bound: "≤ 2.5".
+  function setBound(id, v) {
+    const e = $(id);
+    e.textContent = v === null || v === undefined ? "–" : "≤ " + fmt.format(v);
+    e.dataset.value = v === null || v === undefined ? "" : String(v);
+  }
+
+  // renderCompare draws the tenants compared over the range (the admin's):
+  // the five heaviest by the measure picked, stacked, the rest as
+  // "other"; and the top tenants by denials, as the server ranks them.
+  const STACK = ["#cf222e", "#0969da", "#bf8700", "#2da44e", "#8250df", "#6e7781"];
+  function renderCompare(now, span) {
+    if (!state.admin) return;
+    $("compare").hidden = false;
+    const measure = $("stack-kind").value;
+    const last = Math.floor(now / 60) * 60;
+    const xs = [];
+    for (let t = last - Math.max(60, Math.ceil(span / 60) * 60) + 60; t <= last; t += 60) xs.push(t);
+    const valueAt = (m, t) => {
+      const p = m.get(t);
+      if (!p) return 0;
+      return measure === "denied" ? sumOf(p, state.refused) : p.reduce((a, b) => a + (b || 0), 0);
+    };
+    const totals = [];
+    for (const [name, m] of state.hist.tenants) {
+      let tot = 0;
+      for (const t of xs) tot += valueAt(m, t);
+      totals.push([name, tot, m]);
+    }
+    totals.sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+    const top = totals.filter(([name, tot]) => tot > 0 && name !== "(other)").slice(0, 5);
+    const rest = totals.filter((x) => !top.includes(x));
+    // Stacked: each band is drawn as the sum of itself and those below,
+    // the widest (every tenant) first so the narrower paint over it.
+    const layers = [...top.map(([name, , m]) => [name, (t) => valueAt(m, t)]),
+      ["other", (t) => rest.reduce((a, [, , m]) => a + valueAt(m, t), 0)]];
+    const cum = xs.map(() => 0);
+    const bands = layers.map(([name, f]) => [name, xs.map((t, i) => (cum[i] += f(t)))]);
+    bands.reverse();
+    const colors = layers.map((_, i) => (i === layers.length - 1 ? "#d0d7de" : STACK[i % STACK.length])).reverse();
+    chart("stack-chart", measure + " / min", bands.map(([name]) => name), [xs, ...bands.map(([, v]) => v)], colors, true);
+    const rows = (state.hist.top || []).map((x) => el("tr", { "data-tenant": x.tenant },
+      el("td", { text: x.tenant }),
+      el("td", { class: "num", "data-testid": "denied", "data-value": String(x.denied), text: fmt.format(x.denied) }),
+      el("td", { class: "num", "data-testid": "decisions", "data-value": String(x.decisions), text: fmt.format(x.decisions) }),
+      el("td", { class: "num", text: x.decisions ? Math.round(1000 * x.denied / x.decisions) / 10 + "%" : "–" })));
+    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: 4, class: "muted", text: "no decisions over the range" })));
+    $("top-tenants").tBodies[0].replaceChildren(...rows);
   }
 
   // chart draws data in the element id, making its uPlot once.
-  function chart(id, unit, names, data, colors) {
+  function chart(id, unit, names, data, colors, filled) {
     const box = $(id);
     if (typeof uPlot === "undefined" || box.offsetParent === null) return;
     const width = Math.max(300, box.clientWidth - 10);
     let u = state.charts[id];
-    if (u && u.series.length !== names.length + 1) { u.destroy(); u = null; }
+    if (u && (u.series.length !== names.length + 1 || u.series.some((s, i) => i > 0 && s.label !== names[i - 1]))) { u.destroy(); u = null; }
     if (!u) {
       u = new uPlot({
         width, height: id === "ov-chart" ? 260 : 160,
         scales: { x: { time: true } },
         series: [{}, ...names.map((name, i) => ({
           label: name, stroke: colors ? colors[i] : COLORS[name] || "#444", width: 1.5,
+          fill: filled ? (colors ? colors[i] : "#888") + "99" : undefined,
           value: (_, v) => (v === null || v === undefined ? "–" : fmt.format(v)),
         }))],
         axes: [{}, { label: unit, size: 60 }],
@@ -437,9 +581,32 @@
     return [...names].sort();
   }
 
+  // mostDenied is the policy with the most denials (every refusal) over
+  // the last hour of seconds, else over the history's minutes; null if
+  // none denied anything (or a tenant's key, which sees no policy's
+  // series).
+  function mostDenied(names) {
+    for (const src of [state.policies, state.hist.policies]) {
+      let best = null, most = 0;
+      for (const p of names) {
+        let n = 0;
+        for (const c of (src.get(p) || new Map()).values()) n += sumOf(c, state.refused);
+        if (n > most) { best = p; most = n; }
+      }
+      if (best) return best;
+    }
+    return null;
+  }
+
   async function loadAbuse() {
     const sel = $("abuse-policy");
-    fillSelect(sel, policyNames().map((p) => [p, p]), true);
+    const names = policyNames();
+    fillSelect(sel, names.map((p) => [p, p]), true);
+    if (!state.abusePicked) {
+      const most = mostDenied(names);
+      if (most) sel.value = most;
+      sel.dataset.picked = most ? "most-denied" : "first";
+    }
     const policy = sel.value;
     if (!policy) return setText("abuse-error", "No policies yet.");
     const r = await api(insightBase() + "/top?policy=" + enc(policy) + "&n=20&state=1");
@@ -585,8 +752,15 @@
         el("td", {}, input(f + "window", o.window, p.window || "–"), fieldError(f + "window")),
         el("td", {}, burst, fieldError(f + "burst")),
         el("td", {}, shadow, fieldError(f + "shadow")),
-        el("td", { "data-testid": "enforced:" + p.name, text: enforcedText(enforced && enforced[p.name]) }));
+        el("td", { "data-testid": "enforced:" + p.name, text: enforcedText(enforced && enforced[p.name]) }),
+        el("td", { "data-testid": "endpoints:" + p.name, class: "muted", text: endpointsOf(p.name).join(", ") || "–" }));
     }));
+  }
+
+  // endpointsOf lists the endpoints (of the configuration) that check
+  // policy, all-or-nothing with their other policies.
+  function endpointsOf(policy) {
+    return Object.entries(state.endpoints).filter(([, ps]) => (ps || []).includes(policy)).map(([e]) => e).sort();
   }
 
   // enforcedText shows an enforced limit and where it comes from.
@@ -877,8 +1051,9 @@
     });
     for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => showView(b.dataset.view));
     $("ov-series").addEventListener("change", renderOverview);
-    $("ov-range").addEventListener("change", renderOverview);
-    $("abuse-policy").addEventListener("change", loadAbuse);
+    $("ov-range").addEventListener("change", () => { renderOverview(); loadHistory(); });
+    $("stack-kind").addEventListener("change", renderOverview);
+    $("abuse-policy").addEventListener("change", () => { state.abusePicked = true; loadAbuse(); });
     $("abuse-refresh").addEventListener("click", loadAbuse);
     $("limits-tenant").addEventListener("change", () => loadTenant($("limits-tenant").value));
     $("limits-form").addEventListener("submit", saveLimits);

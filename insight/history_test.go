@@ -1,0 +1,239 @@
+package insight
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/engine"
+)
+
+// clock is a settable clock for a Recorder.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func decide(rec *Recorder, tenant, policy string, o engine.Outcome, times int) {
+	c := sluice.Check{Policy: sluice.Policy{Name: policy}, Key: "k"}
+	for range times {
+		rec.DecidedKey(tenant, &c, 1, o)
+	}
+}
+
+// sumKind adds up kind k over points.
+func sumKind(pts []Point, k engine.Outcome) (n int) {
+	for _, p := range pts {
+		n += int(p.Counts[k])
+	}
+	return n
+}
+
+// The history keeps a fixed number of minutes a label, folded from the
+// seconds once they are past the hour the seconds keep.
+func TestHistoryKeepsMinutesPastTheHour(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	rec := NewRecorder(RecorderOptions{Now: clk.now, History: HistoryOptions{Minutes: 90}})
+	start := clk.t.Unix() / 60
+	for i := range 120 { // two hours: minute i has i+1 denials
+		decide(rec, "acme", "api", engine.Denied, i+1)
+		clk.t = clk.t.Add(time.Minute)
+		rec.FoldHistory(clk.t.Add(foldGrace))
+	}
+	now := clk.t.Unix()/60 - 1 // the last minute ended
+	pts := rec.Minutes("acme", false, 0, 0, now)
+	if len(pts) != 90 {
+		t.Fatalf("%d minutes kept, want the 90 of the bound", len(pts))
+	}
+	if first := pts[0]; first.Second != (start+30)*60 || first.Counts[engine.Denied] != 31 {
+		t.Errorf("the oldest minute kept: %+v (start %d, now %d)", first, start*60, now*60)
+	}
+	if got := sumKind(pts, engine.Denied); got != (31+120)*90/2 {
+		t.Errorf("denials over the minutes kept: %d", got)
+	}
+	if got := sumKind(rec.Minutes("api", true, 0, 0, now), engine.Denied); got != (31+120)*90/2 {
+		t.Errorf("the policy's denials over the minutes kept: %d", got)
+	}
+}
+
+// Tenants past the bound count under Other; one idle for the whole span
+// gives its place up.
+func TestHistoryTenantCap(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	rec := NewRecorder(RecorderOptions{Now: clk.now, History: HistoryOptions{Minutes: 10, Tenants: 3}})
+	for i := range 5 {
+		decide(rec, fmt.Sprint("t", i), "api", engine.Allowed, 1)
+	}
+	clk.t = clk.t.Add(time.Minute)
+	rec.FoldHistory(clk.t.Add(foldGrace))
+	if n := len(rec.hist.rows[histTenants]); n != 4 {
+		t.Fatalf("%d tenants' rows, want 3 and Other", n)
+	}
+	now := clk.t.Unix() / 60
+	if got := sumKind(rec.Minutes(Other, false, 0, 0, now), engine.Allowed); got != 2 {
+		t.Errorf("Other holds %d decisions, want the 2 of the tenants past the bound", got)
+	}
+	// Eleven minutes later the idle tenants are gone: a new one has a row.
+	for range 11 {
+		clk.t = clk.t.Add(time.Minute)
+		rec.FoldHistory(clk.t.Add(foldGrace))
+	}
+	decide(rec, "newcomer", "api", engine.Allowed, 7)
+	clk.t = clk.t.Add(time.Minute)
+	rec.FoldHistory(clk.t.Add(foldGrace))
+	if got := sumKind(rec.Minutes("newcomer", false, 0, 0, clk.t.Unix()/60), engine.Allowed); got != 7 {
+		t.Errorf("the newcomer's minutes: %d decisions, want 7", got)
+	}
+	if n := len(rec.hist.rows[histTenants]); n != 1 {
+		t.Errorf("%d tenants' rows after the idle ones went, want 1", n)
+	}
+}
+
+// A deleted tenant's minutes are forgotten, in memory and in the file; a
+// tenant of the same id starts empty.
+func TestHistoryForgetsATenant(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	path := filepath.Join(t.TempDir(), "history")
+	rec := NewRecorder(RecorderOptions{Now: clk.now, History: HistoryOptions{Path: path}})
+	decide(rec, "acme", "api", engine.Denied, 5)
+	decide(rec, "globex", "api", engine.Denied, 2)
+	clk.t = clk.t.Add(time.Minute)
+	rec.FoldHistory(clk.t.Add(foldGrace))
+	if err := rec.SaveHistory(clk.t); err != nil {
+		t.Fatal(err)
+	}
+	rec.Forget("acme")
+	decide(rec, "acme", "api", engine.Allowed, 1) // the new acme
+	now := clk.t.Unix() / 60
+	if pts := rec.Minutes("acme", false, 0, 0, now); sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 1 {
+		t.Errorf("the new acme's minutes: %+v", pts)
+	}
+	if err := rec.SaveHistory(clk.t); err != nil {
+		t.Fatal(err)
+	}
+	again := NewRecorder(RecorderOptions{Now: clk.now, History: HistoryOptions{Path: path}})
+	if err := again.LoadHistory(); err != nil {
+		t.Fatal(err)
+	}
+	if pts := again.Minutes("acme", false, 0, 0, now); sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 1 {
+		t.Errorf("the new acme's minutes after a restart: %+v", pts)
+	}
+	if got := sumKind(again.Minutes("globex", false, 0, 0, now), engine.Denied); got != 2 {
+		t.Errorf("globex's denials after a restart: %d, want 2", got)
+	}
+}
+
+// A restart reads the file: the minutes folded and the one in progress
+// when it was written, to which the new process adds its own seconds.
+func TestHistoryAcrossARestart(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	path := filepath.Join(t.TempDir(), "history")
+	opts := RecorderOptions{Now: clk.now, History: HistoryOptions{Path: path}}
+	rec := NewRecorder(opts)
+	decide(rec, "acme", "api", engine.Penalised, 4)
+	clk.t = clk.t.Add(time.Minute)
+	decide(rec, "acme", "api", engine.Denied, 3) // the minute in progress
+	clk.t = clk.t.Add(10 * time.Second)
+	rec.FoldHistory(clk.t)
+	if err := rec.SaveHistory(clk.t); err != nil {
+		t.Fatal(err)
+	}
+	// killed; a new process of the same minute
+	rec = NewRecorder(opts)
+	if err := rec.LoadHistory(); err != nil {
+		t.Fatal(err)
+	}
+	decide(rec, "acme", "api", engine.Denied, 2)
+	check := func(when string) {
+		t.Helper()
+		pts := rec.Minutes("acme", false, 0, 0, clk.t.Unix()/60)
+		if len(pts) != 2 || pts[0].Counts[engine.Penalised] != 4 || pts[1].Counts[engine.Denied] != 5 {
+			t.Errorf("%s: %+v, want 4 penalised then 5 denied", when, pts)
+		}
+	}
+	check("before the fold")
+	clk.t = clk.t.Add(time.Minute)
+	rec.FoldHistory(clk.t)
+	check("after the fold")
+
+	// A damaged file is refused whole.
+	b, _ := os.ReadFile(path)
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewRecorder(opts).LoadHistory(); err == nil {
+		t.Error("a damaged file was read")
+	}
+}
+
+// Every refusal counts as a denial in the top lists: a penalty box's, a
+// block's and a failed-closed policy's; shadow and failed-open do not.
+func TestRecorderRefusalsAreDenials(t *testing.T) {
+	now := time.Unix(2_000_000, 0)
+	rec := NewRecorder(RecorderOptions{Now: func() time.Time { return now }})
+	for _, o := range []engine.Outcome{engine.Denied, engine.Penalised, engine.FailedClosed, engine.ShadowDenied, engine.FailedOpen, engine.Allowed} {
+		decide(rec, "acme", "login", o, 1)
+	}
+	top := rec.TopKeys("login", "", time.Time{}, 5)
+	if len(top.Denials) != 1 || top.Denials[0].Count != 3 {
+		t.Errorf("denials: %+v, want the key denied 3 times", top.Denials)
+	}
+	if got := RefusedKinds(); fmt.Sprint(got) != "[denied penalised failed_closed]" {
+		t.Errorf("refused kinds: %v", got)
+	}
+	if got := AdmittedKinds(); fmt.Sprint(got) != "[allowed shadow_denied failed_open]" {
+		t.Errorf("admitted kinds: %v", got)
+	}
+}
+
+// BenchmarkFoldHistory is the cost of one minute's fold, off the
+// decisions' path: 500 tenants and 50 policies, each with a decision
+// every second.
+func BenchmarkFoldHistory(b *testing.B) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	rec := NewRecorder(RecorderOptions{Now: clk.now})
+	for s := range 60 {
+		clk.t = clk.t.Add(time.Second)
+		for i := range 500 {
+			decide(rec, fmt.Sprint("t", i), fmt.Sprint("p", (i+s)%50), engine.Allowed, 1)
+		}
+	}
+	at := clk.t.Add(foldGrace)
+	for b.Loop() {
+		rec.hist.mu.Lock()
+		rec.hist.folded = at.Add(-foldGrace).Unix()/60 - 2 // one minute to fold
+		rec.hist.rows = [2]map[string]*minutes{{}, {}}
+		rec.hist.mu.Unlock()
+		rec.FoldHistory(at)
+	}
+}
+
+// A node not told of a deletion reads a tenant created again from its
+// creation on: never a count of the tenant before it, in the minute in
+// progress or once folded.
+func TestHistoryTenantCreatedAgainUntold(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	rec := NewRecorder(RecorderOptions{Now: clk.now})
+	decide(rec, "acme", "api", engine.Denied, 3) // the old acme, minute 0
+	clk.t = clk.t.Add(2 * time.Minute)
+	decide(rec, "acme", "api", engine.Denied, 4) // the old acme, minute 2
+	clk.t = clk.t.Add(20 * time.Second)
+	since := clk.t.Unix() // the new acme
+	decide(rec, "acme", "api", engine.Allowed, 5)
+	now := clk.t.Unix() / 60
+	if pts := rec.Minutes("acme", false, since, 0, now); len(pts) != 1 || sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 5 {
+		t.Errorf("the new acme, its minute in progress: %+v", pts)
+	}
+	clk.t = clk.t.Add(time.Minute)
+	rec.FoldHistory(clk.t)
+	decide(rec, "acme", "api", engine.Allowed, 6)
+	if pts := rec.Minutes("acme", false, since, 0, clk.t.Unix()/60); sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 6 {
+		t.Errorf("the new acme, its first minute folded (left out whole): %+v", pts)
+	}
+	if pts := rec.Minutes("acme", false, 0, 0, clk.t.Unix()/60); sumKind(pts, engine.Denied) != 7 || sumKind(pts, engine.Allowed) != 11 {
+		t.Errorf("the admin's acme: %+v", pts)
+	}
+}
