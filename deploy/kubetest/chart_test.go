@@ -586,3 +586,35 @@ func deref[T any](p *T) any {
 	}
 	return *p
 }
+
+// TestEnvoyOnDynamo: values-envoy.yaml then values-dynamodb.yaml, as
+// docs/operations.md tells for several nodes behind Envoy, render the
+// DynamoDB shape with the gRPC port and its headless Service.
+func TestEnvoyOnDynamo(t *testing.T) {
+	values := map[string]any{}
+	for _, s := range []Shape{Shapes[2], Shapes[1]} {
+		v, err := Values(ChartDir, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		merge(values, v)
+	}
+	r := render(t, values)
+	s := r.checkPod(t)
+	r.checkDynamo(t, s)
+	r.checkEnvoy(t, s)
+}
+
+// merge merges src into dst as helm's -f does for a second file: tables
+// deeply, anything else replaced.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sv, ok := v.(map[string]any); ok {
+			if dv, ok := dst[k].(map[string]any); ok {
+				merge(dv, sv)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}

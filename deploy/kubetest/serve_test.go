@@ -1,0 +1,207 @@
+package kubetest
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// podIP stands for the pod's IP ($(POD_IP)) when the test runs a shape's
+// command.
+const podIP = "10.9.8.7"
+
+// TestServeTakesTheArgs runs the real `sluice serve` (SLUICE_BINARY, which
+// `make test` sets) with each Pebble shape's arguments, its mounts made
+// directories holding the rendered ConfigMaps' files and fresh secrets:
+// serve starts, answers the probes' routes by the Host the kubelet sends
+// (the pod's IP) and by the Service's name, refuses another host, and
+// stops within the grace period on SIGTERM. The DynamoDB shape needs a
+// table and is not run.
+func TestServeTakesTheArgs(t *testing.T) {
+	bin := os.Getenv("SLUICE_BINARY")
+	if bin == "" {
+		t.Skip("SLUICE_BINARY is unset: `make test` sets it to the sluice binary it builds")
+	}
+	for _, s := range Shapes {
+		if s.Name == "dynamodb" {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			values, err := Values(ChartDir, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := render(t, values)
+			srv := r.checkPod(t)
+			runServe(t, bin, r, srv)
+		})
+	}
+}
+
+func runServe(t *testing.T, bin string, r *rendered, srv *server) {
+	root := t.TempDir()
+	args := slices.Clone(srv.c.Args)
+	// The mounts, longest path first so that no shorter one replaces a
+	// part of it.
+	paths := make([]string, 0, len(srv.mounts))
+	for p, v := range srv.mounts {
+		paths = append(paths, p)
+		fill(t, filepath.Join(root, p), v, r)
+	}
+	slices.SortFunc(paths, func(a, b string) int { return len(b) - len(a) })
+	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	for i, a := range args {
+		if name, file, ok := strings.Cut(a, "="); ok {
+			for _, p := range paths {
+				if file == p || strings.HasPrefix(file, p+"/") {
+					a = name + "=" + filepath.Join(root, file)
+					break
+				}
+			}
+		}
+		a = strings.ReplaceAll(a, "$(POD_IP)", podIP)
+		switch {
+		case strings.HasPrefix(a, "--addr="):
+			a = "--addr=" + httpAddr
+		case strings.HasPrefix(a, "--grpc-addr="):
+			a = "--grpc-addr=" + grpcAddr
+		}
+		args[i] = a
+	}
+	t.Logf("sluice %s", strings.Join(args, " "))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = []string{"HOME=" + root, "TMPDIR=" + filepath.Join(root, "tmp")}
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if t.Failed() {
+			t.Logf("serve's output:\n%s", out)
+		}
+	}()
+
+	port := fmt.Sprint(srv.httpPort(t))
+	get := func(path, host string) int {
+		req, err := http.NewRequest("GET", "http://"+httpAddr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// Wait for it to serve, as the startup probe does.
+	for deadline := time.Now().Add(time.Minute); get("/healthz", podIP+":"+port) != http.StatusOK; {
+		select {
+		case err := <-exited:
+			t.Fatalf("serve exited before serving: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not answer /healthz within a minute")
+		}
+	}
+	for _, c := range []struct {
+		path, host string
+		want       int
+	}{
+		{"/healthz", podIP + ":" + port, 200}, // the kubelet's probes
+		{"/readyz", podIP + ":" + port, 200},
+		{"/metrics", podIP + ":" + port, 200}, // Prometheus, by the pod's IP
+		{"/readyz", "sluice.sluice.svc:" + port, 200},
+		{"/readyz", "sluice.sluice.svc.cluster.local", 200},
+		{"/readyz", "evil.example", 403},
+	} {
+		if got := get(c.path, c.host); got != c.want {
+			t.Errorf("GET %s with Host %s: %d, want %d", c.path, c.host, got, c.want)
+		}
+	}
+	if _, ok := srv.flags["grpc-addr"]; ok {
+		conn, err := net.Dial("tcp", grpcAddr)
+		if err != nil {
+			t.Errorf("the gRPC port does not listen: %v", err)
+		} else {
+			conn.Close()
+		}
+	}
+
+	// SIGTERM: serve drains and exits 0 within the grace period the pod
+	// gives it after its preStop sleep.
+	grace := time.Duration(*srv.pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("serve exited with %v after SIGTERM, want status 0", err)
+		}
+	case <-time.After(grace):
+		t.Errorf("serve still runs %v after SIGTERM: the kubelet would kill it", grace)
+	}
+}
+
+// fill makes dir hold what the volume v would: a ConfigMap's files, a
+// fresh secret for each key of a Secret, nothing for the others.
+func fill(t *testing.T, dir string, v corev1.Volume, r *rendered) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case v.ConfigMap != nil:
+		for name, text := range r.configMaps[v.ConfigMap.Name].Data {
+			write(t, filepath.Join(dir, name), text)
+		}
+	case v.Secret != nil:
+		if len(v.Secret.Items) == 0 {
+			t.Fatalf("Secret volume %s names no items: the test cannot know its files", v.Name)
+		}
+		for _, it := range v.Secret.Items {
+			write(t, filepath.Join(dir, it.Path), rand.Text())
+		}
+	}
+}
+
+func write(t *testing.T, file, text string) {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
