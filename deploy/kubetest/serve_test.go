@@ -24,13 +24,14 @@ import (
 const podIP = "10.9.8.7"
 
 // TestServeTakesTheArgs runs the real `sluice serve` (SLUICE_BINARY, which
-// `make test` sets) with each Pebble shape's arguments, its mounts made
+// `make test` sets) with each shape's arguments, its mounts made
 // directories holding the rendered ConfigMaps' files and fresh secrets:
 // serve starts, answers the probes' routes by the Host the kubelet sends
 // (the pod's IP) and by the Service's name, refuses another host, and
-// stops within the grace period on SIGTERM. The DynamoDB shape needs a
-// table and is not run. Without SLUICE_BINARY it is skipped, except in CI
-// (CI=true), where it fails.
+// stops within the grace period on SIGTERM. The DynamoDB shape runs on a
+// table in dynoxide, its endpoint added to the values. Without
+// SLUICE_BINARY or dynoxide it is skipped, except in CI (CI=true), where it
+// fails.
 func TestServeTakesTheArgs(t *testing.T) {
 	bin := os.Getenv("SLUICE_BINARY")
 	if bin == "" {
@@ -40,22 +41,69 @@ func TestServeTakesTheArgs(t *testing.T) {
 		t.Skip("SLUICE_BINARY is unset: `make test` sets it to the sluice binary it builds")
 	}
 	for _, s := range Shapes {
-		if s.Name == "dynamodb" {
-			continue
-		}
 		t.Run(s.Name, func(t *testing.T) {
 			values, err := Values(ChartDir, s)
 			if err != nil {
 				t.Fatal(err)
 			}
+			var env []string
+			if s.Name == "dynamodb" {
+				env = dynamoTable(t, bin, values)
+			}
 			r := render(t, values)
 			srv := r.checkPod(t)
-			runServe(t, bin, r, srv)
+			runServe(t, bin, env, r, srv)
 		})
 	}
 }
 
-func runServe(t *testing.T, bin string, r *rendered, srv *server) {
+// dynamoTable starts dynoxide (the DynamoDB emulator `make deps`
+// installs), creates the values' table in it with `sluice dynamodb
+// create-table`, and points the values at it. It returns the environment
+// that reaches it: static credentials, which the emulator takes.
+func dynamoTable(t *testing.T, bin string, values map[string]any) []string {
+	t.Helper()
+	dynoxide := os.Getenv("SLUICE_DYNOXIDE")
+	if dynoxide == "" {
+		dynoxide = "../../tools/node_modules/@dynoxide/linux-x64/dynoxide"
+	}
+	if _, err := os.Stat(dynoxide); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("dynoxide: %v: run make deps", err)
+		}
+		t.Skipf("dynoxide: %v: run make deps", err)
+	}
+	addr := freeAddr(t)
+	host, port, _ := strings.Cut(addr, ":")
+	ctx, cancel := context.WithCancel(context.Background())
+	d := exec.CommandContext(ctx, dynoxide, "serve", "--host", host, "--port", port)
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); d.Wait() })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("dynoxide did not listen within a minute")
+		}
+	}
+	endpoint := "http://" + addr
+	db := values["dynamodb"].(map[string]any)
+	db["endpoint"] = endpoint
+	env := []string{"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test"}
+	create := exec.Command(bin, "dynamodb", "create-table", "--dynamodb-endpoint", endpoint,
+		"--dynamodb-table", fmt.Sprint(db["table"]), "--dynamodb-region", fmt.Sprint(db["region"]))
+	create.Env = append(env, "HOME="+t.TempDir())
+	if out, err := create.CombinedOutput(); err != nil {
+		t.Fatalf("sluice dynamodb create-table: %v\n%s", err, out)
+	}
+	return env
+}
+
+func runServe(t *testing.T, bin string, env []string, r *rendered, srv *server) {
 	root := t.TempDir()
 	args := slices.Clone(srv.c.Args)
 	// The mounts, longest path first so that no shorter one replaces a
@@ -90,7 +138,7 @@ func runServe(t *testing.T, bin string, r *rendered, srv *server) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = []string{"HOME=" + root, "TMPDIR=" + filepath.Join(root, "tmp")}
+	cmd.Env = append(env, "HOME="+root, "TMPDIR="+filepath.Join(root, "tmp"))
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
