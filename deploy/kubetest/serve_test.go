@@ -153,13 +153,14 @@ func runServe(t *testing.T, bin string, env []string, r *rendered, srv *server) 
 	}()
 
 	port := fmt.Sprint(srv.httpPort(t))
+	client := &http.Client{Timeout: 30 * time.Second} // a hung server fails, not the test's timeout
 	get := func(path, host string) int {
 		req, err := http.NewRequest("GET", "http://"+httpAddr+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Host = host
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return 0
 		}
