@@ -618,3 +618,22 @@ func merge(dst, src map[string]any) {
 		dst[k] = v
 	}
 }
+
+// TestMemoryOneNode: the memory store holds one node's counters: one
+// replica whatever replicaCount says, the old pod gone before the new one
+// starts.
+func TestMemoryOneNode(t *testing.T) {
+	values, err := Values(ChartDir, Shapes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	values["store"], values["replicaCount"] = "memory", 5
+	r := render(t, values)
+	s := r.checkPod(t)
+	if len(r.deployments) != 1 || s.replicas != 1 || r.deployments[0].Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("memory store: %d Deployments, %d replicas; want one Deployment of 1 replica, strategy Recreate", len(r.deployments), s.replicas)
+	}
+	if _, ok := s.flags["data-dir"]; ok || s.flags["store"] != "memory" {
+		t.Errorf("memory store: flags %v", s.flags)
+	}
+}
