@@ -17,7 +17,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo d
 COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test deps check bench fuzz clean image
+.PHONY: build run test deps check bench fuzz clean image manifests
 
 ## build: compile bin/sluice
 build:
@@ -60,6 +60,7 @@ deps: $(DYNOXIDE)
 		apt-get update && apt-get install -y --no-install-recommends $(DEPLOY_PKGS)'
 	$(GO) mod download
 	cd bench && $(GO) mod download
+	cd deploy/kubetest && $(GO) mod download
 
 $(DYNOXIDE): tools/package.json tools/package-lock.json
 	@command -v npm >/dev/null || flock $(APT_LOCK) sh -c 'command -v npm >/dev/null || { \
@@ -73,11 +74,14 @@ check:
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd deploy/kubetest && $(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd bench && $(GO) mod tidy -diff
+	cd deploy/kubetest && $(GO) mod tidy -diff
 
 ## test: install what the tests need, check, and run every test under -race
-## (fuzz seed corpora included; the bench module's benchmarks run once each).
+## (fuzz seed corpora included; the bench module's benchmarks run once each;
+## the Helm chart's test, deploy/kubetest, without -race).
 ## The end-to-end package (cmd/sluice) runs last and alone, on a race-enabled
 ## binary built before its clock starts; so is the container image's static
 ## build compiled before deploy/image's test builds and runs the image (make
@@ -90,6 +94,13 @@ test: deps check
 		$(GO) test -race -shuffle=on -count=1 -timeout $(UNIT_TIMEOUT) $$pkgs
 	SLUICE_BINARY=$(CURDIR)/$(RACE_BIN) $(GO) test -race -shuffle=on -count=1 -timeout $(E2E_TIMEOUT) ./cmd/sluice
 	cd bench && $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) -run . -bench . -benchtime 1x ./...
+	cd deploy/kubetest && SLUICE_BINARY=$(CURDIR)/$(RACE_BIN) $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...
+
+## manifests: render the Helm chart (deploy/helm/sluice) into the plain
+## manifests of deploy/manifests, one file per shape; the chart's test
+## (deploy/kubetest) fails while they differ
+manifests:
+	cd deploy/kubetest && $(GO) run ./render
 
 ## bench: Sluice's benchmarks and the side-by-side run against its peers;
 ## results in bench/bench.txt, summarised by benchstat

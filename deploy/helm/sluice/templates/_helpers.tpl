@@ -1,0 +1,258 @@
+{{/* The release's full name, at most 63 characters (a DNS label). */}}
+{{- define "sluice.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The labels that select the pods: never change them on an upgrade. */}}
+{{- define "sluice.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "sluice.labels" -}}
+{{ include "sluice.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "sluice.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "sluice.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sluice.adminSecretName" -}}
+{{- .Values.adminKey.secretName | default (printf "%s-admin-key" (include "sluice.fullname" .)) -}}
+{{- end -}}
+
+{{/* The host names the HTTP API answers (--allowed-hosts): the Service's
+DNS names, and those the values add. */}}
+{{- define "sluice.allowedHosts" -}}
+{{- $name := include "sluice.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $hosts := list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) -}}
+{{- concat $hosts .Values.allowedHosts | join "," -}}
+{{- end -}}
+
+{{/* The checks of the values that templates cannot express. */}}
+{{- define "sluice.check" -}}
+{{- if not (has .Values.store (list "pebble" "dynamodb" "memory")) -}}
+{{- fail (printf "store must be pebble, dynamodb or memory, got %q" .Values.store) -}}
+{{- end -}}
+{{- if and (eq .Values.store "dynamodb") (lt (int .Values.replicaCount) 1) -}}
+{{- fail "replicaCount must be at least 1" -}}
+{{- end -}}
+{{- if le (int .Values.terminationGracePeriodSeconds) (add .Values.preStopSleepSeconds .Values.shutdownTimeoutSeconds | int) -}}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must exceed preStopSleepSeconds plus shutdownTimeoutSeconds (%v), or the kubelet kills serve before it drains" .Values.terminationGracePeriodSeconds (add .Values.preStopSleepSeconds .Values.shutdownTimeoutSeconds)) -}}
+{{- end -}}
+{{- if and .Values.envoy.enabled (eq (int .Values.envoy.grpcPort) (int .Values.http.port)) -}}
+{{- fail "envoy.grpcPort must differ from http.port" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod template of every shape. */}}
+{{- define "sluice.podTemplate" -}}
+{{- include "sluice.check" . -}}
+metadata:
+  labels:
+    {{- include "sluice.labels" . | nindent 4 }}
+    {{- with .Values.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with .Values.podAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  serviceAccountName: {{ include "sluice.serviceAccountName" . }}
+  automountServiceAccountToken: {{ .Values.serviceAccount.automountToken }}
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 65532
+    runAsGroup: 65532
+    fsGroup: 65532
+    fsGroupChangePolicy: OnRootMismatch
+    seccompProfile:
+      type: RuntimeDefault
+  containers:
+    - name: sluice
+      image: {{ printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) | quote }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args:
+        - serve
+        - --addr=:{{ .Values.http.port }}
+        - --store={{ .Values.store }}
+        {{- if eq .Values.store "pebble" }}
+        - --data-dir=/data
+        {{- with .Values.syncInterval }}
+        - --sync-interval={{ . }}
+        {{- end }}
+        {{- end }}
+        {{- if eq .Values.store "dynamodb" }}
+        - --dynamodb-table={{ required "dynamodb.table is required" .Values.dynamodb.table }}
+        {{- with .Values.dynamodb.region }}
+        - --dynamodb-region={{ . }}
+        {{- end }}
+        {{- with .Values.dynamodb.endpoint }}
+        - --dynamodb-endpoint={{ . }}
+        {{- end }}
+        {{- end }}
+        - --advertise-url=http://$(POD_IP):{{ .Values.http.port }}
+        - --allowed-hosts={{ include "sluice.allowedHosts" . }}
+        - --admin-key-file=/etc/sluice/admin/{{ .Values.adminKey.secretKey }}
+        {{- if .Values.config }}
+        - --config=/etc/sluice/config/sluice.yaml
+        {{- end }}
+        {{- with .Values.trustedProxies }}
+        - --trusted-proxies={{ join "," . }}
+        {{- end }}
+        - --shutdown-timeout={{ .Values.shutdownTimeoutSeconds }}s
+        - --log-format={{ .Values.logFormat }}
+        - --log-level={{ .Values.logLevel }}
+        {{- if .Values.envoy.enabled }}
+        - --grpc-addr=:{{ .Values.envoy.grpcPort }}
+        {{- if .Values.envoy.domains }}
+        - --envoy-config=/etc/sluice/envoy
+        {{- end }}
+        {{- if .Values.envoy.perDescriptor }}
+        - --envoy-per-descriptor
+        {{- end }}
+        {{- if .Values.envoy.responseHeaders }}
+        - --envoy-response-headers
+        {{- end }}
+        {{- if .Values.envoy.tokenSecretName }}
+        - --grpc-token-file=/etc/sluice/grpc-token/{{ .Values.envoy.tokenSecretKey }}
+        {{- end }}
+        {{- end }}
+        {{- with .Values.extraArgs }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      env:
+        # --advertise-url: the other nodes reach this one at its pod IP.
+        - name: POD_IP
+          valueFrom:
+            fieldRef:
+              fieldPath: status.podIP
+      ports:
+        - name: http
+          containerPort: {{ .Values.http.port }}
+          protocol: TCP
+        {{- if .Values.envoy.enabled }}
+        - name: grpc
+          containerPort: {{ .Values.envoy.grpcPort }}
+          protocol: TCP
+        {{- end }}
+      startupProbe:
+        httpGet:
+          path: /healthz
+          port: http
+        periodSeconds: 2
+        failureThreshold: 60
+      livenessProbe:
+        httpGet:
+          path: /healthz
+          port: http
+        {{- toYaml .Values.probes.liveness | nindent 8 }}
+      readinessProbe:
+        httpGet:
+          path: /readyz
+          port: http
+        {{- toYaml .Values.probes.readiness | nindent 8 }}
+      lifecycle:
+        preStop:
+          sleep:
+            seconds: {{ .Values.preStopSleepSeconds }}
+      resources:
+        {{- toYaml .Values.resources | nindent 8 }}
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        runAsNonRoot: true
+        capabilities:
+          drop: [ALL]
+      volumeMounts:
+        {{- if eq .Values.store "pebble" }}
+        - name: data
+          mountPath: /data
+        {{- end }}
+        - name: tmp
+          mountPath: /tmp
+        - name: admin-key
+          mountPath: /etc/sluice/admin
+          readOnly: true
+        {{- if .Values.config }}
+        - name: config
+          mountPath: /etc/sluice/config
+          readOnly: true
+        {{- end }}
+        {{- if and .Values.envoy.enabled .Values.envoy.domains }}
+        - name: envoy-config
+          mountPath: /etc/sluice/envoy
+          readOnly: true
+        {{- end }}
+        {{- if and .Values.envoy.enabled .Values.envoy.tokenSecretName }}
+        - name: grpc-token
+          mountPath: /etc/sluice/grpc-token
+          readOnly: true
+        {{- end }}
+  volumes:
+    - name: tmp
+      emptyDir:
+        sizeLimit: 64Mi
+    - name: admin-key
+      secret:
+        secretName: {{ include "sluice.adminSecretName" . }}
+        defaultMode: 0440
+        items:
+          - key: {{ .Values.adminKey.secretKey }}
+            path: {{ .Values.adminKey.secretKey }}
+    {{- if .Values.config }}
+    - name: config
+      configMap:
+        name: {{ include "sluice.fullname" . }}-config
+    {{- end }}
+    {{- if and .Values.envoy.enabled .Values.envoy.domains }}
+    - name: envoy-config
+      configMap:
+        name: {{ include "sluice.fullname" . }}-envoy
+    {{- end }}
+    {{- if and .Values.envoy.enabled .Values.envoy.tokenSecretName }}
+    - name: grpc-token
+      secret:
+        secretName: {{ .Values.envoy.tokenSecretName }}
+        defaultMode: 0440
+        items:
+          - key: {{ .Values.envoy.tokenSecretKey }}
+            path: {{ .Values.envoy.tokenSecretKey }}
+    {{- end }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
