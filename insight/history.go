@@ -30,10 +30,14 @@ type HistoryOptions struct {
 	// up.
 	Tenants  int
 	Policies int
-	// Path is the file the history is kept in, written at most once a
-	// minute (KeepHistory) and read at the start (LoadHistory). Empty:
-	// in memory only, gone at a restart.
+	// Path is the file the history is kept in, written every SaveEvery
+	// (KeepHistory) and read at the start (LoadHistory). Empty: in
+	// memory only, gone at a restart.
 	Path string
+	// SaveEvery is how often the file is written, the minute in progress
+	// included: what a crash (kill -9) may forget (default, and at most,
+	// a minute).
+	SaveEvery time.Duration
 }
 
 // foldGrace is how long after a minute ends it is folded: decisions of
@@ -75,6 +79,9 @@ func newHistory(o HistoryOptions) *history {
 	}
 	if o.Policies <= 0 {
 		o.Policies = 300
+	}
+	if o.SaveEvery <= 0 || o.SaveEvery > time.Minute {
+		o.SaveEvery = time.Minute
 	}
 	return &history{o: o, saved: true, rows: [2]map[string]*minutes{{}, {}}}
 }
@@ -460,7 +467,8 @@ func decodeHistory(b []byte, o HistoryOptions) (*history, error) {
 }
 
 // KeepHistory folds the minutes as they end and, with a Path, writes the
-// file, once a minute (2 seconds into the next), until ctx is done; then
+// file, once a minute (2 seconds into the next) and every SaveEvery if
+// that is sooner, until ctx is done; then
 // folds and writes once more. It logs nothing: a failed write is returned
 // to onErr (nil: ignored), which is told again when writing works again.
 func (r *Recorder) KeepHistory(ctx context.Context, onErr func(error)) {
@@ -478,8 +486,12 @@ func (r *Recorder) KeepHistory(ctx context.Context, onErr func(error)) {
 		}
 	}
 	for {
+		// The next minute's fold, or the next save if it comes first.
 		now := r.now()
 		next := now.Truncate(time.Minute).Add(time.Minute + foldGrace)
+		if every := h.o.SaveEvery; every < time.Minute && next.Sub(now) > every {
+			next = now.Add(every)
+		}
 		t := time.NewTimer(next.Sub(now))
 		select {
 		case <-ctx.Done():

@@ -1,10 +1,12 @@
 package insight
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -235,5 +237,43 @@ func TestHistoryTenantCreatedAgainUntold(t *testing.T) {
 	}
 	if pts := rec.Minutes("acme", false, 0, 0, clk.t.Unix()/60); sumKind(pts, engine.Denied) != 7 || sumKind(pts, engine.Allowed) != 11 {
 		t.Errorf("the admin's acme: %+v", pts)
+	}
+}
+
+// KeepHistory writes the file every SaveEvery, the minute in progress
+// included, so a crash forgets at most SaveEvery of it; without
+// SaveEvery, only once a minute.
+func TestKeepHistorySavesEvery(t *testing.T) {
+	for _, every := range []time.Duration{5 * time.Second, 0} {
+		synctest.Test(t, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "history")
+			opts := RecorderOptions{History: HistoryOptions{Path: path, SaveEvery: every}}
+			rec := NewRecorder(opts)
+			// 10 s into a minute: its fold is 52 s away.
+			time.Sleep(time.Until(time.Now().Truncate(time.Minute).Add(time.Minute + 10*time.Second)))
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() { defer close(done); rec.KeepHistory(ctx, nil) }()
+			decide(rec, "acme", "api", engine.Denied, 3)
+			time.Sleep(6 * time.Second)
+			synctest.Wait()
+			_, err := os.Stat(path)
+			if saved := err == nil; saved != (every > 0) {
+				t.Errorf("SaveEvery %v: the file written 6 s in: %v, want %v", every, saved, every > 0)
+			}
+			if every > 0 {
+				// killed here: a new process finds the minute in progress
+				got := NewRecorder(opts)
+				if err := got.LoadHistory(); err != nil {
+					t.Fatal(err)
+				}
+				now := time.Now().Unix() / 60
+				if pts := got.Minutes("acme", false, 0, 0, now); len(pts) != 1 || pts[0].Counts[engine.Denied] != 3 {
+					t.Errorf("after a crash 6 s in: %+v, want the minute in progress's 3 denied", pts)
+				}
+			}
+			cancel()
+			<-done
+		})
 	}
 }
