@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// testCA is a certificate authority made for a test, which signs the
+// servers' certificates.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1000),
+		Subject:               pkix.Name{CommonName: "sluice test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// issue writes a certificate of serial for 127.0.0.1 and localhost, and
+// its key, to certFile and keyFile, each replaced whole by a rename.
+func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: "localhost"},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeReplacing(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	writeReplacing(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
+}
+
+// writeReplacing writes data to path through a file renamed over it, as
+// certificate managers do.
+func writeReplacing(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// servedSerial returns the serial of the certificate addr serves on a new
+// connection, offering proto by ALPN.
+func servedSerial(t *testing.T, ca *testCA, addr, proto string) int64 {
+	t.Helper()
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: patience}, Config: &tls.Config{RootCAs: ca.pool, NextProtos: []string{proto}}}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatalf("TLS to %s: %v", addr, err)
+	}
+	defer c.Close()
+	return c.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+}
+
+// TestTLS: with --tls-cert and --tls-key, the HTTP API (health, decisions,
+// the gateway's wss) and the rate limit service over gRPC answer over TLS
+// with a certificate the client verifies; a certificate replaced on disk
+// is served once read again, on both listeners; a bad pair keeps the one
+// in force, logged naming the file.
+func TestTLS(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	ca.issue(t, 1, certFile, keyFile)
+	grpcAddr := freeAddr(t)
+	p := start(t, "--store", "memory", "--config", "../../examples/sluice.yaml", "--tls-cert", certFile, "--tls-key", keyFile,
+		"--grpc-addr", grpcAddr, "--envoy-config", "testdata/envoy")
+
+	client := &http.Client{Timeout: patience, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
+	defer client.CloseIdleConnections()
+	do := func(method, path, body string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest(method, "https://"+p.addr+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s over TLS: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var out map[string]any
+		json.Unmarshal(b, &out)
+		return resp.StatusCode, out
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, _ := do("GET", path, ""); code != 200 {
+			t.Fatalf("GET %s over TLS: %d", path, code)
+		}
+	}
+	if code, out := do("POST", "/v1/check", `{"tenant":"acme","checks":[{"key":"u","policy":{"name":"p","algorithm":"fixed_window","limit":5,"window":"1h"}}]}`); code != 200 || out["allowed"] != true {
+		t.Fatalf("a check over TLS: %d %v", code, out)
+	}
+	if resp, err := http.Get("http://" + p.addr + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Fatalf("plain HTTP on a TLS listener: %s, want 400", resp.Status)
+		}
+	}
+
+	// The gateway over wss: a connection, and a frame posted to it.
+	code, out := do("PUT", "/v1/tenants/demo/sessions", "")
+	if code != 201 {
+		t.Fatalf("session over TLS: %d %v", code, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, "wss://"+p.addr+"/v1/ws?tenant=demo&session="+out["id"].(string), &websocket.DialOptions{HTTPClient: client})
+	if err != nil {
+		t.Fatalf("wss: %v", err)
+	}
+	defer ws.CloseNow()
+	id := resp.Header.Get("Sluice-Connection")
+	waitFor(t, "the connection's registration", func() bool {
+		code, _ := do("POST", "/v1/tenants/demo/connections/"+id, `{"over":"wss"}`)
+		return code == 200
+	})
+	if _, b, err := ws.Read(ctx); err != nil || string(b) != `{"over":"wss"}` {
+		t.Fatalf("wss frame: %q %v", b, err)
+	}
+
+	// The rate limit service over TLS.
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.pool})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("gRPC health over TLS: %v %v", h, err)
+	}
+	r := &rls{t: t, conn: conn, c: rlspb.NewRateLimitServiceClient(conn)}
+	if got := r.ask("mongo_cps", desc("database", "users")); got.OverallCode != ok {
+		t.Fatalf("a decision over TLS: %v", got)
+	}
+
+	// Replaced on disk: served on both listeners once read again.
+	if s := servedSerial(t, ca, p.addr, "http/1.1"); s != 1 {
+		t.Fatalf("serial %d served, want 1", s)
+	}
+	ca.issue(t, 2, certFile, keyFile)
+	waitFor(t, "the new certificate on the HTTP listener", func() bool { return servedSerial(t, ca, p.addr, "http/1.1") == 2 })
+	waitFor(t, "the new certificate on the gRPC listener", func() bool { return servedSerial(t, ca, grpcAddr, "h2") == 2 })
+
+	// A bad key: rejected, logged naming the file, the old pair served.
+	writeReplacing(t, keyFile, []byte("-----BEGIN NOTHING-----\n-----END NOTHING-----\n"))
+	waitFor(t, "the bad key's rejection in the log", func() bool {
+		servedSerial(t, ca, p.addr, "http/1.1") // a handshake looks at the files
+		return strings.Contains(p.log(), "--tls-key "+keyFile)
+	})
+	if s := servedSerial(t, ca, p.addr, "http/1.1"); s != 2 {
+		t.Fatalf("serial %d served after a bad key, want 2", s)
+	}
+	if code, _ := do("GET", "/healthz", ""); code != 200 {
+		t.Fatalf("health after a bad key: %d", code)
+	}
+}
+
+// TestTLSFlags: --tls-cert and --tls-key go together; a file that is not
+// a certificate stops the start with an error naming it.
+func TestTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	newTestCA(t).issue(t, 1, certFile, keyFile)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-cert", certFile}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-key", keyFile}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-cert", keyFile, "--tls-key", keyFile}, "--tls-cert " + keyFile},
+		{[]string{"--tls-cert", certFile, "--tls-key", certFile}, "--tls-key " + certFile},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		args := append([]string{"serve", "--store", "memory", "--addr", "127.0.0.1:0"}, tc.args...)
+		out, err := runBinary(ctx, nil, args...)
+		cancel()
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: %v %s, want an error naming %q", tc.args, err, out, tc.want)
+		}
+	}
+}
