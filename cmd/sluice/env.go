@@ -13,10 +13,9 @@ import (
 const envPrefix = "SLUICE_"
 
 // notFlags are the SLUICE_ variables read by something other than `sluice
-// serve`'s flags, which it leaves alone.
-var notFlags = []string{
-	"SLUICE_BINARY", // the binary cmd/sluice's tests run
-}
+// serve`'s flags, which it leaves alone: the tests' (README.md,
+// docs/dashboard.md).
+var notFlags = []string{"SLUICE_BINARY", "SLUICE_DYNOXIDE", "SLUICE_SCREENSHOTS"}
 
 // envName returns the environment variable of the flag name.
 func envName(name string) string {

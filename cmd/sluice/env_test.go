@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -165,4 +167,20 @@ func TestStartLogFormat(t *testing.T) {
 	if got := startLogFormat(nil); got != "json" {
 		t.Errorf("from $SLUICE_LOG_FORMAT: %q", got)
 	}
+}
+
+// TestConfigurationDocsNameEveryFlag: docs/configuration.md's table has a
+// row for every flag of serve, so that a flag added, and its variable, is
+// documented.
+func TestConfigurationDocsNameEveryFlag(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c serveConfig
+	c.flagSet(&serveLists{}).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(string(doc), "| `--"+f.Name+"` |") {
+			t.Errorf("docs/configuration.md has no row for --%s", f.Name)
+		}
+	})
 }
