@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -133,24 +134,10 @@ func TestTLS(t *testing.T) {
 	p := start(t, "--store", "memory", "--config", "../../examples/sluice.yaml", "--tls-cert", certFile, "--tls-key", keyFile,
 		"--grpc-addr", grpcAddr, "--envoy-config", "testdata/envoy")
 
-	client := &http.Client{Timeout: patience, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
-	defer client.CloseIdleConnections()
+	c := newHTTPSClient(t, ca)
 	do := func(method, path, body string) (int, map[string]any) {
 		t.Helper()
-		req, err := http.NewRequest(method, "https://"+p.addr+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s over TLS: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var out map[string]any
-		json.Unmarshal(b, &out)
-		return resp.StatusCode, out
+		return c.call(t, p, method, path, body)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if code, _ := do("GET", path, ""); code != 200 {
@@ -167,26 +154,15 @@ func TestTLS(t *testing.T) {
 		}
 	}
 
-	// The gateway over wss: a connection, and a frame posted to it.
+	// The gateway over wss.
 	code, out := do("PUT", "/v1/tenants/demo/sessions", "")
 	if code != 201 {
 		t.Fatalf("session over TLS: %d %v", code, out)
 	}
+	ws := c.dialWSS(t, p, "demo", out["id"].(string))
+	defer ws.CloseNow()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
-	ws, resp, err := websocket.Dial(ctx, "wss://"+p.addr+"/v1/ws?tenant=demo&session="+out["id"].(string), &websocket.DialOptions{HTTPClient: client})
-	if err != nil {
-		t.Fatalf("wss: %v", err)
-	}
-	defer ws.CloseNow()
-	id := resp.Header.Get("Sluice-Connection")
-	waitFor(t, "the connection's registration", func() bool {
-		code, _ := do("POST", "/v1/tenants/demo/connections/"+id, `{"over":"wss"}`)
-		return code == 200
-	})
-	if _, b, err := ws.Read(ctx); err != nil || string(b) != `{"over":"wss"}` {
-		t.Fatalf("wss frame: %q %v", b, err)
-	}
 
 	// The rate limit service over TLS.
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.pool})))
@@ -222,6 +198,104 @@ func TestTLS(t *testing.T) {
 	}
 	if code, _ := do("GET", "/healthz", ""); code != 200 {
 		t.Fatalf("health after a bad key: %d", code)
+	}
+}
+
+// httpsClient reaches servers whose certificates a test CA signed.
+type httpsClient struct{ *http.Client }
+
+func newHTTPSClient(t *testing.T, ca *testCA) httpsClient {
+	c := &http.Client{Timeout: patience, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
+	t.Cleanup(c.CloseIdleConnections)
+	return httpsClient{c}
+}
+
+// call makes a request of p over TLS and returns its status and its JSON
+// body.
+func (c httpsClient) call(t *testing.T, p *process, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, "https://"+p.addr+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s over TLS: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	json.Unmarshal(b, &out)
+	return resp.StatusCode, out
+}
+
+// dialWSS connects to a session of tenant on p over wss, and returns once
+// p has registered the connection, as dialWSID does: a frame posted to it
+// through p's management API is read.
+func (c httpsClient) dialWSS(t *testing.T, p *process, tenant, session string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, "wss://"+p.addr+"/v1/ws?tenant="+tenant+"&session="+session, &websocket.DialOptions{HTTPClient: c.Client})
+	if err != nil {
+		t.Fatalf("wss: %v", err)
+	}
+	id := resp.Header.Get("Sluice-Connection")
+	const ready = `{"over":"wss"}`
+	waitFor(t, "the connection's registration", func() bool {
+		code, _ := c.call(t, p, "POST", "/v1/tenants/"+tenant+"/connections/"+id, ready)
+		return code == 200
+	})
+	if _, b, err := ws.Read(ctx); err != nil || string(b) != ready {
+		t.Fatalf("wss frame: %q %v", b, err)
+	}
+	return ws
+}
+
+// TestTLSAcrossNodes: two nodes on one DynamoDB table, both over TLS with
+// certificates of a private CA that SSL_CERT_FILE names: a message sent by
+// a session's connection on one node reaches its connection on the other,
+// forwarded over https to the default advertised URL.
+func TestTLSAcrossNodes(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	certFile, keyFile, caFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
+	ca.issue(t, 1, certFile, keyFile)
+	writeReplacing(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}))
+	t.Setenv("SSL_CERT_FILE", caFile) // the nodes' roots
+	ps := nodes(t, 2, "--tls-cert", certFile, "--tls-key", keyFile)
+	a, b := ps[0], ps[1]
+	c := newHTTPSClient(t, ca)
+	if code, out := c.call(t, a, "POST", "/v1/tenants", `{"id":"acme"}`); code != 201 {
+		t.Fatal(code, out)
+	}
+	_, out := c.call(t, a, "PUT", "/v1/tenants/acme/sessions", "")
+	id := out["id"].(string)
+	onA := c.dialWSS(t, a, "acme", id)
+	defer onA.CloseNow()
+	onB := c.dialWSS(t, b, "acme", id)
+	defer onB.CloseNow()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := onB.Write(ctx, websocket.MessageText, []byte(`{"action":"pooled","data":"across"}`)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for len(got) < 2 {
+		_, f, err := onA.Read(ctx)
+		if err != nil {
+			t.Fatalf("A received %v, then: %v", got, err)
+		}
+		var m map[string]any
+		json.Unmarshal(f, &m)
+		if m["data"] != "across" {
+			t.Fatalf("unexpected frame on A: %s", f)
+		}
+		got[fmt.Sprint(m["type"])] = true
+	}
+	if !got["message"] || !got["reply"] {
+		t.Fatalf("A received %v, want the message and the reply", got)
 	}
 }
 
