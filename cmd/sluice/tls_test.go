@@ -2,114 +2,30 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice/internal/testcert"
 )
-
-// testCA is a certificate authority made for a test, which signs the
-// servers' certificates.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1000),
-		Subject:               pkix.Name{CommonName: "sluice test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue writes a certificate of serial for 127.0.0.1 and localhost, and
-// its key, to certFile and keyFile, each replaced whole by a rename.
-func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeReplacing(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	writeReplacing(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
-}
-
-// writeReplacing writes data to path through a file renamed over it, as
-// certificate managers do.
-func writeReplacing(t *testing.T, path string, data []byte) {
-	t.Helper()
-	if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // servedSerial returns the serial of the certificate addr serves on a new
 // connection, offering proto by ALPN.
-func servedSerial(t *testing.T, ca *testCA, addr, proto string) int64 {
+func servedSerial(t *testing.T, ca *testcert.CA, addr, proto string) int64 {
 	t.Helper()
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: patience}, Config: &tls.Config{RootCAs: ca.pool, NextProtos: []string{proto}}}
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: patience}, Config: &tls.Config{RootCAs: ca.Pool, NextProtos: []string{proto}}}
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	c, err := d.DialContext(ctx, "tcp", addr)
@@ -126,10 +42,10 @@ func servedSerial(t *testing.T, ca *testCA, addr, proto string) int64 {
 // is served once read again, on both listeners; a bad pair keeps the one
 // in force, logged naming the file.
 func TestTLS(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testcert.NewCA(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	ca.issue(t, 1, certFile, keyFile)
+	ca.Issue(t, 1, certFile, keyFile)
 	grpcAddr := freeAddr(t)
 	p := start(t, "--store", "memory", "--config", "../../examples/sluice.yaml", "--tls-cert", certFile, "--tls-key", keyFile,
 		"--grpc-addr", grpcAddr, "--envoy-config", "testdata/envoy")
@@ -165,7 +81,7 @@ func TestTLS(t *testing.T) {
 	defer cancel()
 
 	// The rate limit service over TLS.
-	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.pool})))
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,15 +99,14 @@ func TestTLS(t *testing.T) {
 	if s := servedSerial(t, ca, p.addr, "http/1.1"); s != 1 {
 		t.Fatalf("serial %d served, want 1", s)
 	}
-	ca.issue(t, 2, certFile, keyFile)
+	ca.Issue(t, 2, certFile, keyFile)
 	waitFor(t, "the new certificate on the HTTP listener", func() bool { return servedSerial(t, ca, p.addr, "http/1.1") == 2 })
 	waitFor(t, "the new certificate on the gRPC listener", func() bool { return servedSerial(t, ca, grpcAddr, "h2") == 2 })
 
 	// A bad key: rejected, logged naming the file, the old pair served.
-	writeReplacing(t, keyFile, []byte("-----BEGIN NOTHING-----\n-----END NOTHING-----\n"))
+	testcert.Replace(t, keyFile, []byte("-----BEGIN NOTHING-----\n-----END NOTHING-----\n"))
 	waitFor(t, "the bad key's rejection in the log", func() bool {
-		servedSerial(t, ca, p.addr, "http/1.1") // a handshake looks at the files
-		return strings.Contains(p.log(), "--tls-key "+keyFile)
+		return strings.Contains(p.log(), "--tls-key "+keyFile+": no PEM PRIVATE KEY block")
 	})
 	if s := servedSerial(t, ca, p.addr, "http/1.1"); s != 2 {
 		t.Fatalf("serial %d served after a bad key, want 2", s)
@@ -204,8 +119,8 @@ func TestTLS(t *testing.T) {
 // httpsClient reaches servers whose certificates a test CA signed.
 type httpsClient struct{ *http.Client }
 
-func newHTTPSClient(t *testing.T, ca *testCA) httpsClient {
-	c := &http.Client{Timeout: patience, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
+func newHTTPSClient(t *testing.T, ca *testcert.CA) httpsClient {
+	c := &http.Client{Timeout: patience, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}}
 	t.Cleanup(c.CloseIdleConnections)
 	return httpsClient{c}
 }
@@ -258,11 +173,11 @@ func (c httpsClient) dialWSS(t *testing.T, p *process, tenant, session string) *
 // a session's connection on one node reaches its connection on the other,
 // forwarded over https to the default advertised URL.
 func TestTLSAcrossNodes(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testcert.NewCA(t)
 	dir := t.TempDir()
 	certFile, keyFile, caFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
-	ca.issue(t, 1, certFile, keyFile)
-	writeReplacing(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}))
+	ca.Issue(t, 1, certFile, keyFile)
+	ca.WriteCA(t, caFile)
 	t.Setenv("SSL_CERT_FILE", caFile) // the nodes' roots
 	ps := nodes(t, 2, "--tls-cert", certFile, "--tls-key", keyFile)
 	a, b := ps[0], ps[1]
@@ -304,7 +219,7 @@ func TestTLSAcrossNodes(t *testing.T) {
 func TestTLSFlags(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	newTestCA(t).issue(t, 1, certFile, keyFile)
+	testcert.NewCA(t).Issue(t, 1, certFile, keyFile)
 	for _, tc := range []struct {
 		args []string
 		want string

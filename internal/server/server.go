@@ -399,7 +399,7 @@ func (s *Server) start() {
 		s.wg.Go(func() { s.watcher.Run(wctx, s.fileHup, s.c.ConfigPoll) })
 	}
 	if s.tls != nil {
-		s.wg.Go(func() { s.tls.watch(wctx, s.tlsHup) })
+		s.wg.Go(func() { s.watchTLS(wctx) })
 	}
 	if s.c.DebugAddr != "" {
 		s.debug = &http.Server{Addr: s.c.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}

@@ -2,18 +2,20 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"sync"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/sluicehq/sluice/internal/reload"
 )
 
 // TLSConfig is the TLS of the HTTP API and of Envoy's rate limit service:
@@ -23,128 +25,82 @@ type TLSConfig struct {
 	KeyFile  string // --tls-key: PEM
 }
 
-// tlsRecheck is the least time between two looks at the files of a
-// certificate for a change.
-const tlsRecheck = time.Second
+// tlsPoll is how often the files of the certificate are read for a
+// change.
+const tlsPoll = time.Second
+
+// tlsPair is the content of the two files of a certificate.
+type tlsPair struct{ cert, key []byte }
 
 // certLoader serves a certificate read from a pair of PEM files, read
-// again when either file changes: looked at on a handshake at most every
-// tlsRecheck, and at once on reload. A pair that fails to load is logged,
+// again on reload (SIGHUP) and when their content changes and has settled
+// (package reload, as for --config): a pair that fails to load is logged,
 // naming the file, and the certificate in force stays. Safe for
 // concurrent use.
 type certLoader struct {
-	certFile, keyFile string
-	log               *slog.Logger
-	now               func() time.Time
-
-	mu         sync.Mutex
-	cert       *tls.Certificate
-	certStamp  os.FileInfo // of the pair last read, loaded or not
-	keyStamp   os.FileInfo
-	lastLooked time.Time
+	w *reload.Watcher[tlsPair, tls.Certificate]
 }
 
 // newCertLoader loads the pair of c; an error names the file at fault.
 func newCertLoader(c TLSConfig, log *slog.Logger) (*certLoader, error) {
-	l := &certLoader{certFile: c.CertFile, keyFile: c.KeyFile, log: log, now: time.Now}
-	if err := l.load(); err != nil {
+	w, err := reload.New(reload.Source[tlsPair, tls.Certificate]{
+		What:  "TLS certificate",
+		Where: []any{"cert", c.CertFile, "key", c.KeyFile},
+		Read:  func() (tlsPair, [sha256.Size]byte, error) { return readPair(c) },
+		Parse: func(p tlsPair) (*tls.Certificate, error) { return parsePair(c, p) },
+		Attrs: func(cert *tls.Certificate) []any {
+			return []any{"serial", cert.Leaf.SerialNumber.String(), "not_after", cert.Leaf.NotAfter}
+		},
+	}, log, nil)
+	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	l.lastLooked = l.now()
-	return l, nil
+	return &certLoader{w: w}, nil
+}
+
+// readPair reads the files of c, and a hash of both.
+func readPair(c TLSConfig) (tlsPair, [sha256.Size]byte, error) {
+	var p tlsPair
+	var err error
+	if p.cert, err = os.ReadFile(c.CertFile); err != nil {
+		return p, [sha256.Size]byte{}, fmt.Errorf("--tls-cert: %w", err)
+	}
+	if p.key, err = os.ReadFile(c.KeyFile); err != nil {
+		return p, [sha256.Size]byte{}, fmt.Errorf("--tls-key: %w", err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\n", len(p.cert))
+	h.Write(p.cert)
+	h.Write(p.key)
+	return p, [sha256.Size]byte(h.Sum(nil)), nil
+}
+
+// parsePair parses the pair read from the files of c, naming the file at
+// fault.
+func parsePair(c TLSConfig, p tlsPair) (*tls.Certificate, error) {
+	if !hasBlock(p.cert, "CERTIFICATE") {
+		return nil, fmt.Errorf("--tls-cert %s: no PEM CERTIFICATE block", c.CertFile)
+	}
+	if !hasBlock(p.key, "PRIVATE KEY") {
+		return nil, fmt.Errorf("--tls-key %s: no PEM PRIVATE KEY block", c.KeyFile)
+	}
+	cert, err := tls.X509KeyPair(p.cert, p.key)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert %s and --tls-key %s: %w", c.CertFile, c.KeyFile, err)
+	}
+	return &cert, nil // its Leaf parsed by X509KeyPair
 }
 
 // config returns a server TLS configuration serving l's certificate,
 // offering protos by ALPN.
 func (l *certLoader) config(protos ...string) *tls.Config {
 	return &tls.Config{
-		MinVersion:     tls.VersionTLS12,
-		NextProtos:     protos,
-		GetCertificate: l.getCertificate,
+		MinVersion: tls.VersionTLS12,
+		NextProtos: protos,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return l.w.Config(), nil
+		},
 	}
-}
-
-func (l *certLoader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now := l.now(); now.Sub(l.lastLooked) >= tlsRecheck || now.Before(l.lastLooked) {
-		l.lastLooked = now
-		l.reloadLocked()
-	}
-	return l.cert, nil
-}
-
-// reload reads the pair again if either file changed.
-func (l *certLoader) reload() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lastLooked = l.now()
-	l.reloadLocked()
-}
-
-func (l *certLoader) reloadLocked() {
-	cs, err1 := os.Stat(l.certFile)
-	ks, err2 := os.Stat(l.keyFile)
-	if err := errors.Join(err1, err2); err != nil {
-		if l.certStamp != nil { // logged once, until the files are back
-			l.log.Error("TLS certificate: the files cannot be read; the certificate in force stays", "err", err)
-			l.certStamp, l.keyStamp = nil, nil
-		}
-		return
-	}
-	if same(l.certStamp, cs) && same(l.keyStamp, ks) {
-		return
-	}
-	if err := l.loadLocked(); err != nil {
-		l.log.Error("TLS certificate rejected; the certificate in force stays", "err", err)
-		return
-	}
-	l.log.Info("TLS certificate reloaded", "cert", l.certFile, "not_after", l.cert.Leaf.NotAfter)
-}
-
-// same reports whether a file is unchanged since it was stated as a.
-func same(a, b os.FileInfo) bool {
-	return a != nil && os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
-}
-
-func (l *certLoader) load() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.loadLocked()
-}
-
-// loadLocked reads the pair, recording what it read even if it fails, so
-// that a bad pair is logged once, not at every look.
-func (l *certLoader) loadLocked() error {
-	cs, err := os.Stat(l.certFile)
-	if err != nil {
-		return fmt.Errorf("--tls-cert: %w", err)
-	}
-	ks, err := os.Stat(l.keyFile)
-	if err != nil {
-		return fmt.Errorf("--tls-key: %w", err)
-	}
-	l.certStamp, l.keyStamp = cs, ks
-	certPEM, err := os.ReadFile(l.certFile)
-	if err != nil {
-		return fmt.Errorf("--tls-cert: %w", err)
-	}
-	keyPEM, err := os.ReadFile(l.keyFile)
-	if err != nil {
-		return fmt.Errorf("--tls-key: %w", err)
-	}
-	if !hasBlock(certPEM, "CERTIFICATE") {
-		return fmt.Errorf("--tls-cert %s: no PEM CERTIFICATE block", l.certFile)
-	}
-	if !hasBlock(keyPEM, "PRIVATE KEY") {
-		return fmt.Errorf("--tls-key %s: no PEM PRIVATE KEY block", l.keyFile)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return fmt.Errorf("--tls-cert %s and --tls-key %s: %w", l.certFile, l.keyFile, err)
-	}
-	l.cert = &cert // Leaf is parsed by X509KeyPair
-	return nil
 }
 
 // hasBlock reports whether data holds a PEM block whose type ends with
@@ -155,21 +111,8 @@ func hasBlock(data []byte, suffix string) bool {
 		if b, data = pem.Decode(data); b == nil {
 			return false
 		}
-		if len(b.Type) >= len(suffix) && b.Type[len(b.Type)-len(suffix):] == suffix {
+		if strings.HasSuffix(b.Type, suffix) {
 			return true
-		}
-	}
-}
-
-// watch reloads the certificate at each value of hup until ctx is
-// done.
-func (l *certLoader) watch(ctx context.Context, hup <-chan os.Signal) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			l.reload()
 		}
 	}
 }
@@ -186,6 +129,10 @@ func (s *Server) loadTLS() error {
 	s.tlsHup = make(chan os.Signal, 1)
 	return nil
 }
+
+// watchTLS reloads the certificate on each value of s.tlsHup, and when its
+// files change, until ctx is done.
+func (s *Server) watchTLS(ctx context.Context) { s.tls.w.Run(ctx, s.tlsHup, tlsPoll) }
 
 // tlsListener returns ln, serving TLS if configured. HTTP/1.1 only, so
 // that the gateway's WebSocket connections, which take the connection
