@@ -348,7 +348,7 @@ func (s *Server) httpServer(api *httpapi.Handler) *http.Server {
 		WriteTimeout:      15 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          s.errorLog(),
 	}
 	// Requests held for an upstream would hold the drain up to their
 	// maxWait: at shutdown they are answered unavailable at once.

@@ -6,10 +6,12 @@ import (
 	"crypto/tls"
 	"encoding/pem"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -150,4 +152,43 @@ func (s *Server) grpcTLS() []grpc.ServerOption {
 		return nil
 	}
 	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.tls.config("h2")))}
+}
+
+// errorLog returns the HTTP server's error log, at warn. With TLS, a
+// failed handshake, which anyone who reaches the port causes at will (a
+// scanner, a plain HTTP client, a client that does not trust the
+// certificate), is logged at warn the first time each minute and at debug
+// the rest, so that a flood of them does not flood the log.
+func (s *Server) errorLog() *log.Logger {
+	if s.tls == nil {
+		return slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+	}
+	return log.New(&handshakeLog{log: s.log, now: time.Now}, "", 0)
+}
+
+// handshakeLog writes the lines of the HTTP server's error log to log,
+// failed handshakes sampled. Safe for concurrent use.
+type handshakeLog struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu   sync.Mutex
+	next time.Time // before it, a failed handshake is at debug
+}
+
+func (h *handshakeLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level, attrs := slog.LevelWarn, []any(nil)
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		h.mu.Lock()
+		if now := h.now(); now.Before(h.next) {
+			level = slog.LevelDebug
+		} else {
+			h.next = now.Add(time.Minute)
+			attrs = []any{"sampled", "first failed TLS handshake this minute; the rest at debug"}
+		}
+		h.mu.Unlock()
+	}
+	h.log.Log(context.Background(), level, msg, attrs...)
+	return len(p), nil
 }

@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"log"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/testcert"
 )
@@ -91,5 +93,25 @@ func TestCertLoaderBadAtStart(t *testing.T) {
 		if _, err := newCertLoader(tc.c, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error naming %q", tc.c, err, tc.want)
 		}
+	}
+}
+
+// TestHandshakeLog: failed TLS handshakes are logged at warn once a
+// minute, the rest at debug; other lines of the HTTP server at warn.
+func TestHandshakeLog(t *testing.T) {
+	var logs bytes.Buffer
+	now := time.Unix(1e9, 0)
+	h := &handshakeLog{log: slog.New(slog.NewTextHandler(&logs, nil)), now: func() time.Time { return now }}
+	l := log.New(h, "", 0)
+	for range 100 {
+		l.Printf("http: TLS handshake error from 127.0.0.1:1234: client sent an HTTP request to an HTTPS server")
+	}
+	l.Printf("http: Accept error: too many open files")
+	now = now.Add(time.Minute)
+	l.Printf("http: TLS handshake error from 127.0.0.1:1235: EOF")
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "1234") || !strings.Contains(lines[0], "sampled=") ||
+		!strings.Contains(lines[1], "Accept error") || !strings.Contains(lines[2], "1235") {
+		t.Fatalf("logged at info and above:\n%s\nwant the first handshake error, the accept error, and the next minute's first", &logs)
 	}
 }
