@@ -135,7 +135,7 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // help runs `sluice help [COMMAND [SUBCOMMAND]]`: the usage, or the
 // command's help, as the command prints it asked with -h.
 func help(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
+	if len(args) == 0 || isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
