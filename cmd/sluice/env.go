@@ -31,13 +31,15 @@ func envUsage(fs *flag.FlagSet) {
 
 // applyEnv sets each flag of fs not given on the command line from its
 // variable in environ (KEY=VALUE pairs, as os.Environ returns them), if
-// set: a flag given wins over its variable. A value the flag refuses is an
+// set and not empty: a flag given wins over its variable, and an empty
+// variable is as if unset, as templates of platforms render a value left
+// out. A value the flag refuses is an
 // error naming the variable and the flag. It returns a warning for each
 // SLUICE_ variable that names no flag, with the flag nearest its name.
 func applyEnv(fs *flag.FlagSet, environ []string) (warnings []string, err error) {
 	env := make(map[string]string)
 	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, envPrefix) {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, envPrefix) && v != "" {
 			env[k] = v
 		}
 	}

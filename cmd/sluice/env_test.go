@@ -24,12 +24,17 @@ func TestServeFlagsFromEnv(t *testing.T) {
 	t.Setenv("SLUICE_ENVOY_PER_DESCRIPTOR", "1")
 	t.Setenv("SLUICE_WS_IDLE_TIMEOUT", "90s")
 	t.Setenv("SLUICE_ADMIN_KEY", "0123456789abcdef-env")
+	t.Setenv("SLUICE_DEBUG_ADDR", "") // as if unset
+	t.Setenv("SLUICE_DATA_DIR", "")
 	c, err := parseServe([]string{"--addr", "127.0.0.1:7777"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Addr != "127.0.0.1:7777" {
 		t.Errorf("--addr %q, want the flag's over $SLUICE_ADDR", c.Addr)
+	}
+	if c.DataDir != "./sluice-data" {
+		t.Errorf("--data-dir %q from an empty variable, want the default", c.DataDir)
 	}
 	if c.MaxKeys != 5 || c.Dynamo.Table != "limits" || !c.Envoy.PerDescriptor || c.WSIdle != 90*time.Second || c.AdminKey != "0123456789abcdef-env" {
 		t.Errorf("from the environment: max-keys %d, table %q, per-descriptor %v, idle %v, admin key %q", c.MaxKeys, c.Dynamo.Table, c.Envoy.PerDescriptor, c.WSIdle, c.AdminKey)
@@ -47,7 +52,8 @@ func TestServeEnvBadValue(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), `serve: $SLUICE_MAX_KEYS (--max-keys): invalid value "x": `) {
 		t.Fatalf("%v, want an error naming $SLUICE_MAX_KEYS and --max-keys", err)
 	}
-	t.Setenv("SLUICE_MAX_KEYS", "")
+	t.Setenv("SLUICE_MAX_KEYS", "") // as if unset
+	t.Setenv("SLUICE_GRPC_ADDR", "127.0.0.1:0")
 	t.Setenv("SLUICE_ENVOY_RESPONSE_HEADERS", "yes")
 	if _, err := parseServe(nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "$SLUICE_ENVOY_RESPONSE_HEADERS (--envoy-response-headers)") {
 		t.Fatalf("%v, want an error naming the boolean's variable", err)
