@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,14 +27,19 @@ func runBinary(ctx context.Context, env []string, args ...string) (string, error
 
 // TestStartErrorJSON: with the JSON log format, from the flag or the
 // environment, an error at the start (a bad flag value, a bad variable, a
-// port in use) is one JSON line at level ERROR naming the error, and exits
-// 2; in text, it is the plain line it always was.
+// port in use, a store that cannot open) is one JSON line at level ERROR
+// naming the error, and exits 2; in text, it is the plain line it always
+// was.
 func TestStartErrorJSON(t *testing.T) {
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		env  []string
 		args []string
@@ -43,6 +49,7 @@ func TestStartErrorJSON(t *testing.T) {
 		{[]string{"SLUICE_LOG_FORMAT=json"}, []string{"--max-key", "1"}, "did you mean --max-keys?"},
 		{[]string{"SLUICE_LOG_FORMAT=json", "SLUICE_MAX_KEYS=x"}, nil, "$SLUICE_MAX_KEYS (--max-keys)"},
 		{[]string{"SLUICE_LOG_FORMAT=json"}, []string{"--addr", held.Addr().String()}, "address already in use"},
+		{[]string{"SLUICE_LOG_FORMAT=json"}, []string{"--store", "pebble", "--data-dir", notDir}, notDir},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		args := append([]string{"serve", "--store", "memory", "--addr", "127.0.0.1:0"}, tc.args...)
