@@ -34,13 +34,16 @@ const (
 // exits 1 without a message.
 var errDenied = errors.New("denied")
 
-// exitCode prints err to stderr, unless it is a denial, and returns the
-// process's exit code.
+// exitCode prints err to stderr, unless it is a denial or was logged
+// already (serve's, in its log's format), and returns the process's exit
+// code.
 func exitCode(err error, stderr io.Writer) int {
 	if errors.Is(err, errDenied) {
 		return exitDenied
 	}
-	fmt.Fprintln(stderr, "sluice:", err)
+	if !errors.As(err, new(logged)) {
+		fmt.Fprintln(stderr, "sluice:", err)
+	}
 	return exitError
 }
 

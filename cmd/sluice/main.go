@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/sluicehq/sluice/internal/buildinfo"
@@ -40,7 +42,7 @@ Usage:
                               (these commands: --server, $SLUICE_SERVER; the admin key
                               from $SLUICE_ADMIN_KEY or --admin-key-file)
   sluice version              print the version, commit and Go version (also --version)
-  sluice help                 print this help
+  sluice help [COMMAND]       print this help, or a command's (as COMMAND -h does)
 `
 
 // version and commit are set at build time with -ldflags "-X
@@ -79,24 +81,34 @@ func isHelp(arg string) bool {
 }
 
 // parseFlags parses args with fs. Asked for help, it prints the flags to
-// stdout and returns flag.ErrHelp; at a bad flag, it prints the error and
-// the flags to stderr and returns the error.
+// stdout and returns flag.ErrHelp; at a bad flag, it prints nothing and
+// returns the error, with the nearest flag's name if one was misspelt and
+// where the flags are listed, for the caller to print once.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // printed below, to the right writer
+	fs.SetOutput(io.Discard) // the flag package's own error and usage
+	fs.Usage = func() {}
 	err := fs.Parse(args)
-	w := stderr
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, flag.ErrHelp):
-		w = stdout
+		fmt.Fprintf(stdout, "Usage of %s:\n", fs.Name())
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+		return err
 	}
-	fmt.Fprintf(w, "Usage of %s:\n", fs.Name())
-	fs.SetOutput(w)
-	fs.PrintDefaults()
 	fs.SetOutput(stderr)
-	return err
+	msg := err.Error()
+	const undefined = "flag provided but not defined: -"
+	if name, ok := strings.CutPrefix(msg, undefined); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if near, ok := nearest(strings.TrimLeft(name, "-"), names); ok {
+			msg += "; did you mean --" + near + "?"
+		}
+	}
+	return fmt.Errorf("%s (%s -h lists the flags)", msg, fs.Name())
 }
 
 func command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -130,11 +142,31 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return nil
 	}
 	if isHelp(args[0]) {
+		return help(ctx, args[1:], stdout, stderr)
+	}
+	return unknownCommand(args[0])
+}
+
+// help runs `sluice help [COMMAND [SUBCOMMAND]]`: the usage, or the
+// command's help, as the command prints it asked with -h.
+func help(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+	if !slices.Contains(commands(), args[0]) {
+		return unknownCommand(args[0])
+	}
+	return command(ctx, append(slices.Clip(args), "-h"), stdout, stderr)
+}
+
+// unknownCommand is the error of a command that is not one: it names the
+// nearest command if it was misspelt, else them all.
+func unknownCommand(name string) error {
+	if near, ok := nearest(name, commands()); ok {
+		return fmt.Errorf("unknown command %q; did you mean %s? (sluice help lists the commands)", name, near)
+	}
+	return fmt.Errorf("unknown command %q: the commands are %s (sluice help says more)", name, strings.Join(commands(), ", "))
 }
 
 const configUsage = "usage: sluice config check FILE"

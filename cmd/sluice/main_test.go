@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -168,9 +169,14 @@ func startAt(t *testing.T, addr string, args ...string) *process {
 	// Ready when /healthz answers; an early exit fails at once.
 	client := &http.Client{Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
+	scheme := "http"
+	if slices.Contains(args, "--tls-cert") { // whose certificate tls_test.go checks
+		scheme = "https"
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	}
 	deadline := time.Now().Add(patience)
 	for {
-		resp, err := client.Get("http://" + p.addr + "/healthz")
+		resp, err := client.Get(scheme + "://" + p.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			return p

@@ -34,6 +34,7 @@ type serveConfig struct {
 	LogFormat    string
 	AdminKeyFile string
 	logLevel     slog.Level
+	envWarnings  []string // of SLUICE_ variables that name no flag
 }
 
 // serveLists are the flags of `sluice serve` read after parsing: lists,
@@ -45,19 +46,31 @@ type serveLists struct {
 
 // serve runs the HTTP API until ctx is cancelled, then drains in-flight
 // requests for up to the shutdown timeout. SIGHUP reloads the watched
-// configurations.
+// configurations and the TLS certificate. With --log-format json, an error
+// is logged as a JSON line, and returned as logged.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parseServe(args, stdout, stderr)
 	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) && startLogFormat(args) == "json" {
+			return logError(newLogger(stderr, "json", slog.LevelInfo), err)
+		}
 		return err
 	}
-	var log *slog.Logger
-	opts := &slog.HandlerOptions{Level: c.logLevel}
-	if c.LogFormat == "json" {
-		log = slog.New(slog.NewJSONHandler(stderr, opts))
-	} else {
-		log = slog.New(slog.NewTextHandler(stderr, opts))
+	log := newLogger(stderr, c.LogFormat, c.logLevel)
+	for _, w := range c.envWarnings {
+		log.Warn("environment: " + w)
 	}
+	if err := runServer(ctx, c, log); err != nil {
+		if c.LogFormat == "json" {
+			return logError(log, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// runServer builds the server of c and runs it until ctx is cancelled.
+func runServer(ctx context.Context, c serveConfig, log *slog.Logger) error {
 	b := buildinfo.Read(version, commit)
 	c.Version, c.Commit = b.Version, b.Commit
 	s, err := server.New(ctx, c.Config, log)
@@ -72,24 +85,79 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return s.Run(ctx)
 }
 
+// logged is an error logged already, which main does not print again.
+type logged struct{ error }
+
+func (e logged) Unwrap() error { return e.error }
+
+// logError logs err, the error serve ends with, and returns it as logged.
+func logError(log *slog.Logger, err error) error {
+	log.Error("serve failed", "err", err)
+	return logged{err}
+}
+
+// newLogger returns the logger of --log-format and --log-level, writing
+// to w. Durations are written as Go writes them ("1.5s") in both formats:
+// slog's JSON handler would write integer nanoseconds, without a unit.
+func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationString}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationString renders a duration attribute as a string with its unit.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// startLogFormat returns the log format asked for by args or the
+// environment, for an error met before the flags are all parsed.
+func startLogFormat(args []string) string {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name != "log-format" || !strings.HasPrefix(a, "-") {
+			continue
+		}
+		if hasValue {
+			return value
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return os.Getenv(envName("log-format"))
+}
+
+// parseServe parses the flags of `sluice serve`, each flag not given
+// taken from its variable in the environment, if set.
 func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
 	var l serveLists
 	fs := c.flagSet(&l)
+	envUsage(fs)
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
+	var err error
+	if c.envWarnings, err = applyEnv(fs, os.Environ()); err != nil {
+		return c, fmt.Errorf("serve: %w", err)
+	}
 	if err := checkEnvoy(&c.Envoy, l.tokenFile); err != nil {
 		return c, err
 	}
 	if err := c.parseLists(l); err != nil {
 		return c, err
-	}
-	if c.AdminKey == "" {
-		c.AdminKey = os.Getenv("SLUICE_ADMIN_KEY")
 	}
 	if c.AdminKeyFile != "" {
 		b, err := os.ReadFile(c.AdminKeyFile)
@@ -114,8 +182,8 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.DurationVar(&c.SyncInterval, "sync-interval", pebblestore.DefaultSyncInterval, "pebble store: least time between two syncs of its log; the durable writes that arrive meanwhile share one sync (0 syncs as soon as asked)")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML `file` of named policies, endpoints, tiers and tenants (reloaded on SIGHUP and on change)")
 	fs.DurationVar(&c.ConfigPoll, "config-poll", time.Second, "how often to look for changes to --config")
-	fs.StringVar(&c.AdminKey, "admin-key", "", "admin API key (or $SLUICE_ADMIN_KEY, or --admin-key-file); required off loopback")
-	fs.StringVar(&c.AdminKeyFile, "admin-key-file", "", "`file` holding the admin API key")
+	fs.StringVar(&c.AdminKey, "admin-key", "", "admin API key, required off loopback; better from the environment or --admin-key-file than on a command line, which other users can read")
+	fs.StringVar(&c.AdminKeyFile, "admin-key-file", "", "`file` holding the admin API key; wins over --admin-key")
 	fs.StringVar(&l.proxies, "trusted-proxies", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is believed")
 	fs.IntVar(&c.MaxKeys, "max-keys", 1_000_000, "most counters held in memory; a request that would add one past it fails per its policy's fail mode")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
@@ -133,6 +201,8 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.StringVar(&l.origins, "allowed-origins", "", "comma-separated browser `origins` besides this server's own whose pages may send requests that change state (POST, PUT, PATCH, DELETE); others are refused 403. Patterns as in --ws-allowed-origins")
 	fs.IntVar(&c.TenantLabels, "metrics-tenant-labels", 0, "label the gateway's metrics by tenant for the first `N` tenants seen (the rest count as \"other\"); 0 labels none")
 	registerEnvoy(fs, &c.Envoy, &l.tokenFile)
+	fs.StringVar(&c.TLS.CertFile, "tls-cert", "", "PEM `file` of the TLS certificate (and its chain) of the HTTP API and the rate limit service, with --tls-key; reloaded when it changes and on SIGHUP")
+	fs.StringVar(&c.TLS.KeyFile, "tls-key", "", "PEM `file` of the private key of --tls-cert")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")
 	return fs
 }
@@ -196,6 +266,8 @@ func (c *serveConfig) check(regions string) error {
 		return fmt.Errorf("serve: --log-format must be text or json, got %q", c.LogFormat)
 	case c.DebugAddr != "" && !loopback.Addr(c.DebugAddr):
 		return fmt.Errorf("serve: --debug-addr %q must be on loopback", c.DebugAddr)
+	case (c.TLS.CertFile == "") != (c.TLS.KeyFile == ""):
+		return errors.New("serve: --tls-cert and --tls-key go together: give both or neither")
 	case c.AdminKey != "" && len(c.AdminKey) < 16:
 		return errors.New("serve: the admin key must be at least 16 characters")
 	}

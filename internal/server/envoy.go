@@ -65,8 +65,8 @@ type rlsServer struct {
 
 // startEnvoy serves the rate limit service at f.GRPCAddr, if set. waits
 // says whether a decision waits for its store (a disk sync on Pebble, a
-// round trip to DynamoDB).
-func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, log *slog.Logger) (*rlsServer, error) {
+// round trip to DynamoDB); opts are the server's further options (TLS).
+func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, opts []grpc.ServerOption, log *slog.Logger) (*rlsServer, error) {
 	r := &rlsServer{done: make(chan struct{})}
 	if f.GRPCAddr == "" {
 		close(r.done)
@@ -95,7 +95,7 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	if waits {
 		workers *= 64
 	}
-	r.gs, r.hs = envoyrls.NewServer(svc, f.Token, grpc.NumStreamWorkers(uint32(workers)))
+	r.gs, r.hs = envoyrls.NewServer(svc, f.Token, append(opts, grpc.NumStreamWorkers(uint32(workers)))...)
 	go func() {
 		defer close(r.done)
 		if err := r.gs.Serve(ln); err != nil {

@@ -32,6 +32,9 @@ func (c Config) advertise(ln net.Listener) string {
 	if c.AdvertiseURL != "" {
 		return strings.TrimRight(c.AdvertiseURL, "/")
 	}
+	if c.TLS.CertFile != "" {
+		return "https://" + ln.Addr().String()
+	}
 	return "http://" + ln.Addr().String()
 }
 

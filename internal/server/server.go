@@ -69,6 +69,7 @@ type Config struct {
 	AllowedOrigins  []string       // --allowed-origins: whose pages may change state, besides the server's own
 	TenantLabels    int            // --metrics-tenant-labels
 	Envoy           EnvoyConfig    // --grpc-addr and the --envoy-* flags
+	TLS             TLSConfig      // --tls-cert, --tls-key; empty: plain HTTP and gRPC
 	Version         string         // the binary's, for the start's log and sluice_build_info
 	Commit          string         // the binary's VCS revision, for sluice_build_info
 }
@@ -85,6 +86,8 @@ type Server struct {
 	envoy    envoyConfig
 	envoyHup chan os.Signal // a value reloads --envoy-config; nil if not watched
 	fileHup  chan os.Signal // a value reloads --config; nil if not watched
+	tls      *certLoader    // nil without TLS
+	tlsHup   chan os.Signal // a value reloads the certificate; nil without TLS
 
 	// The node's metrics: the registry /metrics serves, and the engine's
 	// and the gateway's, registered in it.
@@ -165,6 +168,9 @@ func (s *Server) loadConfig() error {
 	if s.watcher != nil {
 		s.fileHup = make(chan os.Signal, 1)
 	}
+	if err := s.loadTLS(); err != nil {
+		return err
+	}
 	if s.c.RegionID == "" && s.cfg.Regions.ID != "" {
 		if s.c.Store != "dynamodb" {
 			return fmt.Errorf("serve: %s: regions need --store dynamodb (a global table), got --store %s", s.c.ConfigFile, s.c.Store)
@@ -197,7 +203,7 @@ func (s *Server) reloaded(ok bool) {
 // Run has returned. None if nothing is watched.
 func (s *Server) ReloadSignals() []chan<- os.Signal {
 	var out []chan<- os.Signal
-	for _, c := range []chan os.Signal{s.envoyHup, s.fileHup} {
+	for _, c := range []chan os.Signal{s.envoyHup, s.fileHup, s.tlsHup} {
 		if c != nil {
 			out = append(out, c)
 		}
@@ -237,6 +243,7 @@ func (s *Server) assemble() error {
 	if s.ln, err = net.Listen("tcp", s.c.Addr); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	s.ln = s.tlsListener(s.ln)
 	s.tenants = tenancy.New(tenancy.Options{Store: s.st.tenants, Sessions: s.st.sessions, Audit: s.st.audit, Config: s.current,
 		AdminKey: s.c.AdminKey, StoreTimeout: s.timeout, Logger: s.log})
 	// A peer's hour of counts by tenant and policy runs to megabytes.
@@ -344,7 +351,7 @@ func (s *Server) httpServer(api *httpapi.Handler) *http.Server {
 		WriteTimeout:      15 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          s.errorLog(),
 	}
 	// Requests held for an upstream would hold the drain up to their
 	// maxWait: at shutdown they are answered unavailable at once.
@@ -360,7 +367,7 @@ func (s *Server) httpServer(api *httpapi.Handler) *http.Server {
 func (s *Server) Run(ctx context.Context) error {
 	s.start()
 	var err error
-	if s.rls, err = startEnvoy(s.c.Envoy, s.eng, s.envoy, s.c.Store != "memory", s.log); err != nil {
+	if s.rls, err = startEnvoy(s.c.Envoy, s.eng, s.envoy, s.c.Store != "memory", s.grpcTLS(), s.log); err != nil {
 		return err
 	}
 	errc := make(chan error, 1)
@@ -394,6 +401,9 @@ func (s *Server) start() {
 	}
 	if s.watcher != nil {
 		s.wg.Go(func() { s.watcher.Run(wctx, s.fileHup, s.c.ConfigPoll) })
+	}
+	if s.tls != nil {
+		s.wg.Go(func() { s.watchTLS(wctx) })
 	}
 	if s.c.DebugAddr != "" {
 		s.debug = &http.Server{Addr: s.c.DebugAddr, Handler: debugMux(), ReadHeaderTimeout: 5 * time.Second}
