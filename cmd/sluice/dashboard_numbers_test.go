@@ -64,7 +64,7 @@ func TestDashboardNumbersInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	args := []string{"--admin-key", admin, "--config", cfgPath, "--data-dir", dir}
+	args := []string{"--admin-key", admin, "--config", cfgPath, "--data-dir", dir, "--history-save", "1s"}
 	p := startAt(t, addr, args...)
 	for _, id := range []string{"acme", "globex"} {
 		if code, out := p.call(t, admin, "POST", "/v1/tenants", `{"id":"`+id+`"}`); code != 201 {
@@ -205,8 +205,8 @@ func TestDashboardNumbersInBrowser(t *testing.T) {
 	}
 	run("back to the overview", chromedp.Click(`[data-testid="tab-overview"]`))
 
-	// The history: written at most a minute after the traffic. Then a
-	// SIGKILL, and a restart on the same data dir.
+	// The history: written a second (--history-save) after the traffic.
+	// Then a SIGKILL, and a restart on the same data dir.
 	file := filepath.Join(dir, "insight-history")
 	deadline := time.Now().Add(3 * time.Minute)
 	for {

@@ -83,7 +83,7 @@ func TestServeEnvUnknown(t *testing.T) {
 // TestHelpCommand: `sluice help X` prints what `sluice X -h` does, for
 // each command with flags; serve's help names each flag's variable.
 func TestHelpCommand(t *testing.T) {
-	for _, cmd := range [][]string{{"serve"}, {"bench"}, {"bench-ws"}, {"dynamodb", "create-table"}, {"dynamodb"}, {"sim", "fairshare"}, {"sim", "regions"}, {"config"}} {
+	for _, cmd := range [][]string{{"serve"}, {"bench"}, {"bench-ws"}, {"dynamodb", "create-table"}, {"dynamodb"}, {"sim", "fairshare"}, {"sim", "regions"}, {"config"}, {"check"}, {"tenants"}, {"keys"}, {"block"}} {
 		var want, got bytes.Buffer
 		if err := run(context.Background(), append(cmd, "-h"), &want, io.Discard); err != nil {
 			t.Fatalf("%v -h: %v", cmd, err)
@@ -105,7 +105,7 @@ func TestHelpCommand(t *testing.T) {
 		}
 	}
 	err := run(context.Background(), []string{"help", "nosuch"}, io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "serve, config, bench, bench-ws, dynamodb, sim, version") {
+	if err == nil || !strings.Contains(err.Error(), "serve, config, bench, bench-ws, dynamodb, sim, check, tenants, keys, block, version") {
 		t.Errorf("help nosuch: %v, want the commands named", err)
 	}
 }

@@ -68,6 +68,7 @@ type Config struct {
 	AllowedHosts    []string       // --allowed-hosts: answered besides loopback names (see allowedHosts)
 	AllowedOrigins  []string       // --allowed-origins: whose pages may change state, besides the server's own
 	TenantLabels    int            // --metrics-tenant-labels
+	HistorySave     time.Duration  // --history-save: how often the dashboard's history is written
 	Envoy           EnvoyConfig    // --grpc-addr and the --envoy-* flags
 	TLS             TLSConfig      // --tls-cert, --tls-key; empty: plain HTTP and gRPC
 	Version         string         // the binary's, for the start's log and sluice_build_info
@@ -229,7 +230,7 @@ func (s *Server) assemble() error {
 	if s.st.local {
 		s.timeout = 0
 	}
-	s.rec = insight.NewRecorder(insight.RecorderOptions{Configured: s.configured, History: insight.HistoryOptions{Path: s.historyFile()}})
+	s.rec = insight.NewRecorder(insight.RecorderOptions{Configured: s.configured, History: insight.HistoryOptions{Path: s.historyFile(), SaveEvery: s.c.HistorySave}})
 	if err := s.rec.LoadHistory(); err != nil {
 		s.log.Warn("the dashboard's history is not read: it starts empty", "err", err)
 	}
