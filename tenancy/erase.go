@@ -94,6 +94,9 @@ func (s *Service) Erase(ctx context.Context, a Actor, tenant string, in EraseReq
 // erasedKeys resolves in into the counter keys it names, each with the
 // checks of the configured policies keyed by it.
 func (s *Service) erasedKeys(t Tenant, in EraseRequest) (map[string][]sluice.Check, error) {
+	if in.Inline != nil && in.KeyValue == nil {
+		return nil, sluice.Invalid("inline", "names inline policies of keyValue: give keyValue")
+	}
 	given := 0
 	for _, b := range []bool{in.Parts != nil, in.Key != nil, in.KeyValue != nil} {
 		if b {
@@ -118,9 +121,6 @@ func (s *Service) erasedKeys(t Tenant, in EraseRequest) (map[string][]sluice.Che
 			checks[i] = sluice.Check{Policy: sluice.Policy{Name: p.Name, Algorithm: p.Algorithm}, Key: v, Space: sluice.SpaceInline}
 		}
 		return map[string][]sluice.Check{v: checks}, nil
-	}
-	if in.Inline != nil {
-		return nil, sluice.Invalid("inline", "names inline policies of keyValue: give keyValue")
 	}
 	limits, err := t.Limits()
 	if err != nil {
