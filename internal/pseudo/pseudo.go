@@ -34,7 +34,16 @@ const MinSecret = 16
 // Keyer makes pseudonyms under one secret. A nil *Keyer makes none: its
 // Value returns the value as given. It is safe for concurrent use.
 type Keyer struct {
-	macs sync.Pool // of hash.Hash, HMAC-SHA256 under the secret
+	macs sync.Pool // of *mac
+}
+
+// mac is an HMAC-SHA256 under the secret, with its scratch space: pooled,
+// so that a pseudonym costs one allocation, its string.
+type mac struct {
+	h   hash.Hash
+	in  []byte
+	sum [sha256.Size]byte
+	out [Len]byte
 }
 
 // New returns a Keyer for secret, which must be at least MinSecret bytes.
@@ -44,7 +53,7 @@ func New(secret []byte) (*Keyer, error) {
 	}
 	s := append([]byte(nil), secret...)
 	k := &Keyer{}
-	k.macs.New = func() any { return hmac.New(sha256.New, s) }
+	k.macs.New = func() any { return &mac{h: hmac.New(sha256.New, s)} }
 	return k, nil
 }
 
@@ -58,19 +67,20 @@ func (k *Keyer) Value(tenant, name, value string) string {
 	if k == nil {
 		return value
 	}
-	m := k.macs.Get().(hash.Hash)
-	m.Reset()
-	var buf [3 * binary.MaxVarintLen64]byte
-	for _, s := range [...]string{tenant, name} {
-		m.Write(binary.AppendUvarint(buf[:0], uint64(len(s))))
-		m.Write([]byte(s))
+	m := k.macs.Get().(*mac)
+	defer k.macs.Put(m)
+	in := binary.AppendUvarint(m.in[:0], uint64(len(tenant)))
+	in = append(in, tenant...)
+	in = binary.AppendUvarint(in, uint64(len(name)))
+	in = append(in, name...)
+	in = append(in, value...)
+	if cap(in) <= 4<<10 {
+		m.in = in // a key of at most a few KiB: kept for the next
 	}
-	m.Write([]byte(value))
-	var sum [sha256.Size]byte
-	m.Sum(sum[:0])
-	k.macs.Put(m)
-	out := make([]byte, Len)
-	copy(out, Prefix)
-	base64.RawURLEncoding.Encode(out[len(Prefix):], sum[:16])
-	return string(out)
+	m.h.Reset()
+	m.h.Write(in)
+	m.h.Sum(m.sum[:0])
+	copy(m.out[:], Prefix)
+	base64.RawURLEncoding.Encode(m.out[len(Prefix):], m.sum[:16])
+	return string(m.out[:])
 }

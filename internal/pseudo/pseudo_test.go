@@ -45,3 +45,13 @@ func TestValue(t *testing.T) {
 		t.Error("a 5-byte secret was taken")
 	}
 }
+
+func BenchmarkValue(b *testing.B) {
+	k, _ := pseudo.New([]byte("a-benchmark-secret-32-bytes-long"))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			k.Value("acme", "user", "alice@example.com")
+		}
+	})
+}
