@@ -68,13 +68,5 @@ func (b *backing) Erase(keys []sluice.Key) (func() error, error) {
 			return nil, err
 		}
 	}
-	if err := b.db.ApplyNoSyncWait(batch, pebble.Sync); err != nil {
-		batch.Close()
-		return nil, err
-	}
-	return func() error {
-		err := batch.SyncWait()
-		batch.Close()
-		return err
-	}, nil
+	return b.apply(batch)
 }
