@@ -15,7 +15,7 @@ type keyEraser interface {
 }
 
 // The erasure of one key's state on request (tenancy: erase.go,
-// docs/privacy.md), the admin's or the tenant's own key's:
+// docs/privacy.md), the admin's:
 //
 //	POST /v1/tenants/{id}/erase  {"parts": {"user": "alice@example.com"}}
 //	                             or {"key": "user=~Ab3…"} or {"keyValue": "alice"}

@@ -50,11 +50,13 @@ type Erased struct {
 // EraseFunc deletes the state of tenant's key value: the engine's Erase.
 type EraseFunc func(ctx context.Context, tenant, value string, checks []sluice.Check) (int, error)
 
-// Erase erases a key of tenant as in names it, for the admin or the
-// tenant's own key, and records it in the audit trail.
+// Erase erases a key of tenant as in names it, for the admin, and
+// records it in the audit trail. A tenant's key may not: an erase starts
+// the key's counters anew and lifts its blocks, which would let a tenant
+// lift the operator's limits of its own keys.
 func (s *Service) Erase(ctx context.Context, a Actor, tenant string, in EraseRequest, erase EraseFunc) (Erased, error) {
-	if !a.Can(tenant) {
-		return Erased{}, ErrForbidden
+	if err := a.AdminOnly(); err != nil {
+		return Erased{}, err
 	}
 	if !sluice.ValidID(tenant) {
 		return Erased{}, sluice.Invalid("id", "is not a valid tenant id")
