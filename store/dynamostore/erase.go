@@ -14,7 +14,7 @@ var _ sluice.KeyEraser = (*Store)(nil)
 
 // EraseKey implements sluice.KeyEraser. A counter's partition key is the
 // whole key (counterPK), so the store deletes the known keys alone: for
-// each, in every region, every item of its partition (the counter, a
+// each, under every algorithm and in every region, every item of its partition (the counter, a
 // region's allotments), read by a Query and deleted one by one; and what
 // this node remembers of them (its state cache, leased batches,
 // allotments). Other nodes' caches are stale until their next write on
@@ -24,24 +24,33 @@ func (s *Store) EraseKey(ctx context.Context, tenant, value string, known []slui
 	if s.isClosed() {
 		return 0, sluice.ErrStoreClosed
 	}
+	regions := []string{""}
+	if s.region != "" {
+		regions = s.regions
+	}
 	n := 0
+	done := map[string]bool{}
 	for _, k := range known {
 		if k.Tenant != tenant || k.Value != value || !k.Space.Erasable() {
 			continue
 		}
-		regions := []string{""}
-		if s.region != "" {
-			regions = s.regions
-		}
-		for _, r := range regions {
-			k.Region = r
-			pk := counterPK(&k)
-			m, err := s.erasePartition(ctx, pk)
-			n += m
-			if err != nil {
-				return n, unavailable("dynamostore.erase", err)
+		// Under every algorithm: a policy whose algorithm the operator
+		// changed has its earlier counter under the earlier one.
+		for _, alg := range sluice.Algorithms {
+			for _, r := range regions {
+				k.Algorithm, k.Region = alg, r
+				pk := counterPK(&k)
+				if done[pk] {
+					continue
+				}
+				done[pk] = true
+				m, err := s.erasePartition(ctx, pk)
+				n += m
+				if err != nil {
+					return n, unavailable("dynamostore.erase", err)
+				}
+				s.forgetLocal(pk)
 			}
-			s.forgetLocal(pk)
 		}
 	}
 	return n, nil

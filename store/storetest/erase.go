@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -42,6 +43,10 @@ func testEraseKey(t *testing.T, s sluice.Store) {
 	spend("acme", "alice")
 	spend("acme", "bob")
 	spend("globex", "alice")
+	// A known policy's counter under an earlier algorithm: erased too.
+	earlier := sluice.Policy{Name: ps[0].Name, Algorithm: sluice.SlidingWindow, Limit: 3, Window: time.Minute}
+	earlierKey := keyIn(sluice.SpacePolicy, earlier.Algorithm, "acme", earlier.Name, "alice")
+	apply(t, s, t0, sluice.Op{Key: earlierKey, Policy: &earlier, Hits: 3})
 	n, err := er.EraseKey(context.Background(), "acme", "alice", known)
 	if err != nil {
 		t.Fatalf("EraseKey: %v", err)
@@ -50,6 +55,9 @@ func testEraseKey(t *testing.T, s sluice.Store) {
 		t.Errorf("EraseKey deleted %d states, want at least the %d known", n, len(known))
 	}
 	now := t0.Add(1)
+	if d := peek(t, s, now, earlierKey, &earlier); d.Remaining != earlier.Limit {
+		t.Errorf("%+v, of a known policy under an earlier algorithm, after the erase: %d remaining, want a full %d", earlierKey, d.Remaining, earlier.Limit)
+	}
 	for i := range ps {
 		p := &ps[i]
 		for _, k := range known {
