@@ -17,11 +17,17 @@ func (s *Service) Pseudonymised() bool { return s.opts.Pseudonyms.On() }
 // hide returns parts whose values CounterKey makes tenant's pseudonyms.
 func (s *Service) hide(tenant string, parts KeyParts) KeyParts {
 	if k := s.opts.Pseudonyms; k.On() {
+		// The policies of one request are mostly keyed by the same
+		// parts: the last pseudonym serves again.
+		var lastName, lastV, last string
 		parts.Hide = func(name, v string) string {
-			if len(v) > sluice.MaxKeyLen {
+			switch {
+			case len(v) > sluice.MaxKeyLen:
 				return v // too long for a key: refused as it is
+			case last == "" || name != lastName || v != lastV:
+				lastName, lastV, last = name, v, k.Value(tenant, name, v)
 			}
-			return k.Value(tenant, name, v)
+			return last
 		}
 	}
 	return parts
