@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -24,13 +25,13 @@ func (e *Engine) Erase(ctx context.Context, tenant, value string, checks []sluic
 	for i := range checks {
 		known = append(known, checks[i].CounterKey(tenant), checks[i].BoxKey(tenant))
 	}
-	if e.timeout > 0 {
-		var cancel context.CancelFunc
-		// A scan of the tenant's counters, not a decision: a few
-		// decisions' time.
-		ctx, cancel = context.WithTimeout(ctx, 10*e.timeout)
-		defer cancel()
-	}
+	// Not a decision: a pass over the tenant's counters (memory, Pebble),
+	// or a Query and deletes per policy, algorithm and region (DynamoDB).
+	ctx, cancel := context.WithTimeout(ctx, eraseTimeout)
+	defer cancel()
 	n, err := er.EraseKey(ctx, tenant, value, known)
 	return n, sluice.WithOp("engine.erase", err)
 }
+
+// eraseTimeout bounds an erase's store work.
+const eraseTimeout = 30 * time.Second
