@@ -61,8 +61,9 @@ type KeyEraser interface {
 	// counter's state holds them), in every region, and returns how many
 	// states it deleted. known names such counters as the caller knows
 	// them (the tenant's configured policies', and their boxes): each is
-	// deleted. A store that can find the others of the tenant without
-	// reading all it holds (memstore and pebblestore: those of every
+	// deleted, under every algorithm (a policy's earlier one too). A
+	// store that can find the others of the tenant without reading all it
+	// holds (memstore and pebblestore: those of every
 	// epoch, space, algorithm and policy, inline ones included, Sluice's
 	// own space aside) deletes them too; DynamoDB, whose partition key is
 	// the whole key, deletes known alone. A decision racing with the erase

@@ -125,11 +125,11 @@ func New(ctx context.Context, c Config, log *slog.Logger) (*Server, error) {
 	if !loopback.Addr(c.Addr) && c.AdminKey == "" {
 		return nil, fmt.Errorf("serve: refusing to listen on %s, off loopback, without an admin key: set --admin-key, $SLUICE_ADMIN_KEY or --admin-key-file", c.Addr)
 	}
-	s := &Server{c: c, log: log}
-	var err error
-	if s.keyer, err = c.keyer(); err != nil {
+	keyer, err := c.keyer()
+	if err != nil {
 		return nil, err
 	}
+	s := &Server{c: c, log: log, keyer: keyer}
 	if err := s.loadConfig(); err != nil {
 		return nil, err
 	}
