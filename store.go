@@ -51,3 +51,26 @@ type Store interface {
 	// ErrStoreClosed.
 	Close() error
 }
+
+// KeyEraser is a Store that erases one key's state on request: a person's
+// right to erasure (docs/privacy.md). memstore, pebblestore and
+// dynamostore implement it, and storetest.Run holds each to one spec.
+type KeyEraser interface {
+	// EraseKey deletes the state of the counters and penalty boxes of
+	// tenant whose key's Value is value, leases included (a Concurrency
+	// counter's state holds them), in every region, and returns how many
+	// states it deleted. known names such counters as the caller knows
+	// them (the tenant's configured policies', and their boxes): each is
+	// deleted, under every algorithm (a policy's earlier one too). A
+	// store that can find the others of the tenant without reading all it
+	// holds (memstore and pebblestore: those of every
+	// epoch, space, algorithm and policy, inline ones included, Sluice's
+	// own space aside) deletes them too; DynamoDB, whose partition key is
+	// the whole key, deletes known alone. A decision racing with the erase
+	// may leave a state made after it.
+	EraseKey(ctx context.Context, tenant, value string, known []Key) (int, error)
+}
+
+// Erasable reports whether a key of space s is one a KeyEraser erases:
+// any but Sluice's own counters (SpaceInternal) and their boxes.
+func (s Space) Erasable() bool { return s&^spaceBoxes != SpaceInternal }

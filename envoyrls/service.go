@@ -73,6 +73,11 @@ type Options struct {
 	Headers Headers
 	// Now is the clock of durations until reset. Default: time.Now.
 	Now func() time.Time
+	// Hide, if set, returns the pseudonym of the value of a descriptor's
+	// entry named name, of tenant (Tenant): the counters' keys, and all
+	// that shows them, hold it instead of the value (docs/privacy.md).
+	// Rules match the values as sent.
+	Hide func(tenant, name, value string) string
 }
 
 // Service implements the RateLimitService.
@@ -193,6 +198,12 @@ func (s *Service) resolve(cfg *Config, req *rlspb.RateLimitRequest, i int, d *ra
 	}
 	if len(t.limits) == 0 {
 		return t, nil
+	}
+	if s.opts.Hide != nil {
+		tenant := Tenant(req.GetDomain())
+		for j := range entries {
+			entries[j].value = s.opts.Hide(tenant, entries[j].key, entries[j].value)
+		}
 	}
 	t.key = counterKey(entries, shared)
 	for i := range t.limits {

@@ -49,6 +49,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 	default:
 		req.Checks = in.Checks
 		err = h.tenants.RefuseConfigured(req.Checks, "checks[%d].policy.name")
+		h.tenants.HideKeys(req.Tenant, req.Checks)
 	}
 	if err != nil {
 		writeError(w, err)

@@ -11,6 +11,7 @@
 //	DELETE /v1/tenants/{id}/keys/{key}        delete an API key
 //	PUT    /v1/tenants/{id}/sessions          create a session (server-chosen id)
 //	GET    /v1/tenants/{id}/sessions/{s}, DELETE  read, delete a session
+//	POST   /v1/tenants/{id}/erase             erase one key's state (docs/privacy.md)
 //	GET    /v1/policies                       the configured policies
 //	POST   /v1/upstreams/{name}/acquire       wait for a fair share of an upstream quota
 //	ANY    /v1/upstreams/{name}/proxy/{path...}  wait for it, and have the server make the call
@@ -167,6 +168,7 @@ func New(opts Options) *Handler {
 	h.route("GET", "/v1/upstreams", h.listUpstreams)
 	h.route("GET", "/v1/upstreams/{name}", h.getUpstream)
 	h.routeBlocks()
+	h.routeErase()
 	if opts.Gateway != nil {
 		// A connect proves itself by its session id, which only its
 		// tenant's session creation returned: browsers cannot send an

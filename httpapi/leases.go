@@ -121,6 +121,7 @@ func (h *Handler) leaseCheck(w http.ResponseWriter, r *http.Request, who princip
 		var p sluice.Policy
 		if p, err = wire.DecodePolicy(in.Policy, "policy"); err == nil {
 			check, err = h.tenants.InlineLeaseCheck(p, in.KeyValue)
+			check.Key = h.tenants.HideKey(tenant, check.Key)
 		}
 	}
 	if err != nil {

@@ -119,7 +119,7 @@ func (c call) check(up Upstream, f callFields) error {
 // stretched past both.
 func (h *Handler) grant(w http.ResponseWriter, r *http.Request, name string, up Upstream, c call, after time.Duration) (fairshare.Grant, bool) {
 	weight := h.tenants.UpstreamWeight(r.Context(), up.Weights, c.tenant)
-	cust := customerOf(c.tenant, c.key)
+	cust := customerOf(c.tenant, h.tenants.HideKey(c.tenant, c.key))
 	// The server's write timeout is for ordinary requests. Not every
 	// writer can say (httptest's recorder): then the server's timeout
 	// stands.

@@ -44,6 +44,13 @@ func newUpstreamService(t *testing.T) *service {
 // and their proxies, as internal/server builds them.
 func newUpstreamServiceOf(t *testing.T, yaml string) *service {
 	t.Helper()
+	return newUpstreamServiceWith(t, yaml, tenancy.Options{})
+}
+
+// newUpstreamServiceWith is newUpstreamServiceOf over a tenant layer of
+// options o (its Config and AdminKey set here).
+func newUpstreamServiceWith(t *testing.T, yaml string, o tenancy.Options) *service {
+	t.Helper()
 	cfg, err := config.Parse("upstreams.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +73,7 @@ func newUpstreamServiceOf(t *testing.T, yaml string) *service {
 	s := memstore.New(memstore.Options{})
 	h := New(Options{
 		Limiter:   engine.New(s, engine.Options{}),
-		Tenancy:   newTenancy(tenancy.Options{Config: func() *config.Config { return cfg }, AdminKey: adminKey}),
+		Tenancy:   newTenancy(withConfig(o, cfg)),
 		Upstreams: ups,
 	})
 	srv := httptest.NewServer(h)
@@ -343,4 +350,9 @@ func decodeBody(t *testing.T, resp *http.Response) map[string]any {
 		t.Fatalf("response is not JSON: %v", err)
 	}
 	return out
+}
+
+func withConfig(o tenancy.Options, cfg *config.Config) tenancy.Options {
+	o.Config, o.AdminKey = func() *config.Config { return cfg }, adminKey
+	return o
 }

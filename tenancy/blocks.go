@@ -187,7 +187,7 @@ func (s *Service) blockKey(ctx context.Context, tenant string, in BlockRequest) 
 				return "", sluice.Invalid("parts."+name, "is needed by policy %q", in.Policy)
 			}
 		}
-		if key, err = CounterKey(rs[0], KeyParts{Parts: in.Parts}); err != nil {
+		if key, err = CounterKey(rs[0], s.hide(tenant, KeyParts{Parts: in.Parts})); err != nil {
 			return "", sluice.Invalid("parts", "%s", err.(*sluice.Error).Message)
 		}
 	default:

@@ -8,6 +8,7 @@ type hooks struct {
 	mu       sync.Mutex
 	tenants  []func(tenant string)
 	sessions []func(tenant, id string)
+	keys     []func(tenant string, keys []string)
 }
 
 // OnTenantDeleted subscribes fn to the deletions of tenants: it is called
@@ -47,5 +48,23 @@ func (s *Service) sessionDeleted(tenant, id string) {
 	s.hooks.mu.Unlock()
 	for _, fn := range fns {
 		fn(tenant, id)
+	}
+}
+
+// OnKeyErased subscribes fn to the erasures of keys (Erase): it is called
+// with the tenant and the counter keys erased, so that what holds them
+// (the recorder's samples and top lists) forgets them. fn must not block.
+func (s *Service) OnKeyErased(fn func(tenant string, keys []string)) {
+	s.hooks.mu.Lock()
+	defer s.hooks.mu.Unlock()
+	s.hooks.keys = append(s.hooks.keys, fn)
+}
+
+func (s *Service) keyErased(tenant string, keys []string) {
+	s.hooks.mu.Lock()
+	fns := s.hooks.keys
+	s.hooks.mu.Unlock()
+	for _, fn := range fns {
+		fn(tenant, keys)
 	}
 }

@@ -33,7 +33,7 @@ func (s *Service) LeaseCheck(ctx context.Context, tenant, name string, parts *Ke
 	}
 	c := sluice.Check{Policy: rs[0].Policy, Epoch: t.Epoch()}
 	if parts != nil {
-		if c.Key, err = CounterKey(rs[0], *parts); err != nil {
+		if c.Key, err = CounterKey(rs[0], s.hide(tenant, *parts)); err != nil {
 			return sluice.Check{}, err
 		}
 		c.BlockedUntil = t.BlockedUntil(name, c.Key, s.opts.Now())

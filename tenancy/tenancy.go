@@ -38,6 +38,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/logevery"
+	"github.com/sluicehq/sluice/internal/pseudo"
 )
 
 // Options configure a Service. Store, Sessions and Audit are required,
@@ -66,6 +67,9 @@ type Options struct {
 	Now          func() time.Time
 	// Logger receives what the store failed to do. Default: discard.
 	Logger *slog.Logger
+	// Pseudonyms, if set, makes every key given at the entry its
+	// pseudonym (pseudo.go); nil keeps keys as given.
+	Pseudonyms *pseudo.Keyer
 }
 
 // Service is the tenant layer. It is safe for concurrent use.
@@ -230,6 +234,8 @@ func (s *Service) View(ctx context.Context, id string) (t Tenant, storeErr error
 type KeyParts struct {
 	Parts map[string]string
 	IP    func() (string, bool)
+	// Hide, if set, makes each part's value its pseudonym (pseudo.go).
+	Hide func(name, value string) string
 }
 
 // Checks resolves the configured policies a request of tenant id names
@@ -244,6 +250,7 @@ func (s *Service) Checks(ctx context.Context, id, endpoint string, names []strin
 	if err != nil {
 		return nil, nil, err
 	}
+	parts = s.hide(id, parts)
 	now := s.opts.Now()
 	checks = make([]sluice.Check, len(rs))
 	for i, rp := range rs {
@@ -268,6 +275,9 @@ func CounterKey(rp config.Resolved, parts KeyParts) (string, error) {
 		}
 		if !ok {
 			return "", sluice.Invalid("key."+name, "is needed by policy %q", rp.Policy.Name)
+		}
+		if parts.Hide != nil {
+			v = parts.Hide(name, v)
 		}
 		b = binary.AppendUvarint(b, uint64(len(name)))
 		b = append(b, name...)

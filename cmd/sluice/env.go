@@ -14,9 +14,10 @@ const envPrefix = "SLUICE_"
 
 // notFlags are the SLUICE_ variables read by something other than `sluice
 // serve`'s flags, which it leaves alone: the tests' (README.md,
-// docs/dashboard.md) and the operator's CLI's (cli.go), which a shell may
-// export for both.
-var notFlags = []string{"SLUICE_BINARY", "SLUICE_DYNOXIDE", "SLUICE_SCREENSHOTS", "SLUICE_SERVER", "SLUICE_TENANT", "SLUICE_API_KEY"}
+// docs/dashboard.md), the operator's CLI's (cli.go), which a shell may
+// export for both, and the secret of --pseudonymise-keys (a value, read
+// where --key-secret-file is).
+var notFlags = []string{"SLUICE_BINARY", "SLUICE_DYNOXIDE", "SLUICE_SCREENSHOTS", "SLUICE_SERVER", "SLUICE_TENANT", "SLUICE_API_KEY", "SLUICE_KEY_SECRET"}
 
 // envName returns the environment variable of the flag name.
 func envName(name string) string {

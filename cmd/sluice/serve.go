@@ -184,6 +184,8 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.DurationVar(&c.ConfigPoll, "config-poll", time.Second, "how often to look for changes to --config")
 	fs.StringVar(&c.AdminKey, "admin-key", "", "admin API key, required off loopback; better from the environment or --admin-key-file than on a command line, which other users can read")
 	fs.StringVar(&c.AdminKeyFile, "admin-key-file", "", "`file` holding the admin API key; wins over --admin-key")
+	fs.BoolVar(&c.Pseudonyms, "pseudonymise-keys", false, "store and show every key as its pseudonym, a keyed hash (HMAC-SHA256) of each key part under the secret of --key-secret-file or $SLUICE_KEY_SECRET, the same on every node; turning it on or off, or a new secret, starts every counter anew (docs/privacy.md)")
+	fs.StringVar(&c.KeySecretFile, "key-secret-file", "", "`file` holding the secret of --pseudonymise-keys, at least 16 bytes (or $SLUICE_KEY_SECRET)")
 	fs.StringVar(&l.proxies, "trusted-proxies", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is believed")
 	fs.IntVar(&c.MaxKeys, "max-keys", 1_000_000, "most counters held in memory; a request that would add one past it fails per its policy's fail mode")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
@@ -271,6 +273,8 @@ func (c *serveConfig) check(regions string) error {
 		return fmt.Errorf("serve: --debug-addr %q must be on loopback", c.DebugAddr)
 	case (c.TLS.CertFile == "") != (c.TLS.KeyFile == ""):
 		return errors.New("serve: --tls-cert and --tls-key go together: give both or neither")
+	case c.Pseudonyms && c.KeySecretFile == "" && os.Getenv("SLUICE_KEY_SECRET") == "":
+		return errors.New("serve: --pseudonymise-keys needs a secret: --key-secret-file or $SLUICE_KEY_SECRET")
 	case c.AdminKey != "" && len(c.AdminKey) < 16:
 		return errors.New("serve: the admin key must be at least 16 characters")
 	}

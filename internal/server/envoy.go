@@ -66,7 +66,8 @@ type rlsServer struct {
 // startEnvoy serves the rate limit service at f.GRPCAddr, if set. waits
 // says whether a decision waits for its store (a disk sync on Pebble, a
 // round trip to DynamoDB); opts are the server's further options (TLS).
-func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, opts []grpc.ServerOption, log *slog.Logger) (*rlsServer, error) {
+// hide, if set, makes descriptors' values pseudonyms (--pseudonymise-keys).
+func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, opts []grpc.ServerOption, hide func(tenant, name, value string) string, log *slog.Logger) (*rlsServer, error) {
 	r := &rlsServer{done: make(chan struct{})}
 	if f.GRPCAddr == "" {
 		close(r.done)
@@ -84,7 +85,7 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	if f.Headers {
 		headers = envoyrls.DefaultHeaders
 	}
-	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, PerDescriptor: f.PerDescriptor, Headers: headers})
+	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, PerDescriptor: f.PerDescriptor, Headers: headers, Hide: hide})
 	// A call waiting for its store holds its stream worker meanwhile; with
 	// one worker a core, as for the memory store, the calls behind it
 	// would each start a goroutine whose stack grows by copying (12% of

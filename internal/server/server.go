@@ -32,6 +32,7 @@ import (
 	"github.com/sluicehq/sluice/insight"
 	"github.com/sluicehq/sluice/insight/insighthttp"
 	"github.com/sluicehq/sluice/internal/loopback"
+	"github.com/sluicehq/sluice/internal/pseudo"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/peer"
 	"github.com/sluicehq/sluice/tenancy"
@@ -71,6 +72,8 @@ type Config struct {
 	HistorySave     time.Duration  // --history-save: how often the dashboard's history is written
 	Envoy           EnvoyConfig    // --grpc-addr and the --envoy-* flags
 	TLS             TLSConfig      // --tls-cert, --tls-key; empty: plain HTTP and gRPC
+	Pseudonyms      bool           // --pseudonymise-keys (docs/privacy.md)
+	KeySecretFile   string         // --key-secret-file; empty: $SLUICE_KEY_SECRET
 	Version         string         // the binary's, for the start's log and sluice_build_info
 	Commit          string         // the binary's VCS revision, for sluice_build_info
 }
@@ -99,6 +102,7 @@ type Server struct {
 	st       stores
 	timeout  time.Duration // of a store operation; 0 for stores in process
 	tenants  *tenancy.Service
+	keyer    *pseudo.Keyer // --pseudonymise-keys's; nil without
 	rec      *insight.Recorder
 	ins      *insighthttp.Handler // the dashboard's routes over rec
 	eng      *engine.Engine
@@ -125,7 +129,11 @@ func New(ctx context.Context, c Config, log *slog.Logger) (*Server, error) {
 	if !loopback.Addr(c.Addr) && c.AdminKey == "" {
 		return nil, fmt.Errorf("serve: refusing to listen on %s, off loopback, without an admin key: set --admin-key, $SLUICE_ADMIN_KEY or --admin-key-file", c.Addr)
 	}
-	s := &Server{c: c, log: log}
+	keyer, err := c.keyer()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{c: c, log: log, keyer: keyer}
 	if err := s.loadConfig(); err != nil {
 		return nil, err
 	}
@@ -246,7 +254,7 @@ func (s *Server) assemble() error {
 	}
 	s.ln = s.tlsListener(s.ln)
 	s.tenants = tenancy.New(tenancy.Options{Store: s.st.tenants, Sessions: s.st.sessions, Audit: s.st.audit, Config: s.current,
-		AdminKey: s.c.AdminKey, StoreTimeout: s.timeout, Logger: s.log})
+		AdminKey: s.c.AdminKey, StoreTimeout: s.timeout, Logger: s.log, Pseudonyms: s.keyer})
 	// A peer's hour of counts by tenant and policy runs to megabytes.
 	counts := peer.NewClient(s.c.AdminKey)
 	counts.MaxBody = 64 << 20
@@ -266,6 +274,7 @@ func (s *Server) assemble() error {
 		s.gw.CloseTenant(id)
 		s.rec.Forget(id)
 	})
+	s.tenants.OnKeyErased(s.rec.ForgetKeys)
 	s.gwMetrics.LabelTenants(s.c.TenantLabels)
 	if err := s.metrics.Register(metrics.GatewayStats(s.gw.Stats)); err != nil {
 		return fmt.Errorf("serve: gateway metrics: %w", err)
@@ -368,7 +377,7 @@ func (s *Server) httpServer(api *httpapi.Handler) *http.Server {
 func (s *Server) Run(ctx context.Context) error {
 	s.start()
 	var err error
-	if s.rls, err = startEnvoy(s.c.Envoy, s.eng, s.envoy, s.c.Store != "memory", s.grpcTLS(), s.log); err != nil {
+	if s.rls, err = startEnvoy(s.c.Envoy, s.eng, s.envoy, s.c.Store != "memory", s.grpcTLS(), s.hideEntry(), s.log); err != nil {
 		return err
 	}
 	errc := make(chan error, 1)

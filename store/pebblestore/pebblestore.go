@@ -292,7 +292,12 @@ func (b *backing) Save(items []memstore.Saved) (func() error, error) {
 		batch.Close()
 		return nil, nil
 	}
-	// Sequenced now, under the caller's locks; synced by the wait, after.
+	return b.apply(batch)
+}
+
+// apply sequences batch now, under the caller's locks, and returns a wait
+// for its sync, after. It closes the batch.
+func (b *backing) apply(batch *pebble.Batch) (func() error, error) {
 	if err := b.db.ApplyNoSyncWait(batch, pebble.Sync); err != nil {
 		batch.Close()
 		return nil, err

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ExactUnderConcurrency", testExactUnderConcurrency},
 		{"AllOrNothingUnderConcurrency", testAllOrNothingUnderConcurrency},
 		{"ManyOps", testManyOps},
+		{"EraseKey", testEraseKey},
 		{"Closed", testClosed},
 	}
 	for _, tt := range tests {
