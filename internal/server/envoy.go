@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/envoyrls"
 	"github.com/sluicehq/sluice/internal/loopback"
+	"github.com/sluicehq/sluice/metrics"
 )
 
 // EnvoyConfig configures Envoy's rate limit service (package envoyrls).
@@ -63,10 +66,10 @@ type rlsServer struct {
 	done chan struct{}
 }
 
-// startEnvoy serves the rate limit service at f.GRPCAddr, if set. waits
-// says whether a decision waits for its store (a disk sync on Pebble, a
-// round trip to DynamoDB).
-func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, log *slog.Logger) (*rlsServer, error) {
+// startEnvoy serves the rate limit service at f.GRPCAddr, if set, its
+// calls counted in m. waits says whether a decision waits for its store
+// (a disk sync on Pebble, a round trip to DynamoDB).
+func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, m *metrics.GRPC, log *slog.Logger) (*rlsServer, error) {
 	r := &rlsServer{done: make(chan struct{})}
 	if f.GRPCAddr == "" {
 		close(r.done)
@@ -95,7 +98,13 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	if waits {
 		workers *= 64
 	}
-	r.gs, r.hs = envoyrls.NewServer(svc, f.Token, grpc.NumStreamWorkers(uint32(workers)))
+	// The metrics' interceptors come first, before the token's: they
+	// count the calls it refuses. A call of a method no service has goes
+	// to unknown, whose Unimplemented they count too, as "unknown".
+	r.gs, r.hs = envoyrls.NewServer(svc, f.Token, grpc.NumStreamWorkers(uint32(workers)),
+		grpc.ChainUnaryInterceptor(m.UnaryInterceptor), grpc.ChainStreamInterceptor(m.StreamInterceptor),
+		grpc.UnknownServiceHandler(unknown))
+	m.Known(r.gs.GetServiceInfo())
 	go func() {
 		defer close(r.done)
 		if err := r.gs.Serve(ln); err != nil {
@@ -105,6 +114,13 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	log.Info("envoy rate limit service serving", "addr", ln.Addr().String(), "config", f.Dir,
 		"domains", len(cfg.current().Domains()), "per_descriptor", f.PerDescriptor, "token", f.Token != "")
 	return r, nil
+}
+
+// unknown answers a call of a method no service has, as gRPC does
+// without it.
+func unknown(_ any, ss grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(ss)
+	return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 }
 
 // stopping stops the server: health checks answer NOT_SERVING at once, calls
