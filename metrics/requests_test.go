@@ -44,6 +44,19 @@ func gather(t *testing.T, c prometheus.Collector) map[string]float64 {
 	return out
 }
 
+// wantSeries fails t unless got has exactly want's series and values.
+func wantSeries(t *testing.T, got, want map[string]float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("series %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
 func value(m *dto.Metric) float64 {
 	switch {
 	case m.Counter != nil:
@@ -92,14 +105,7 @@ func TestHTTPObserve(t *testing.T) {
 		"sluice_http_request_duration_seconds{code=404,method=GET,route=unmatched}":   1,
 		"sluice_http_request_duration_seconds{code=404,method=other,route=unmatched}": 2,
 	}
-	if len(got) != len(want) {
-		t.Errorf("series %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %v, want %v", k, got[k], v)
-		}
-	}
+	wantSeries(t, got, want)
 }
 
 // TestGRPCInterceptors: a real gRPC server's calls are counted by full
@@ -146,14 +152,7 @@ func TestGRPCInterceptors(t *testing.T) {
 		"sluice_grpc_request_duration_seconds{code=NotFound,method=/grpc.health.v1.Health/Check}": 1,
 		"sluice_grpc_request_duration_seconds{code=Unimplemented,method=unknown}":                 1,
 	}
-	if len(got) != len(want) {
-		t.Errorf("series %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %v, want %v", k, got[k], v)
-		}
-	}
+	wantSeries(t, got, want)
 	// An error that is no status counts as Unknown, as gRPC answers it.
 	g.Observe("/grpc.health.v1.Health/Check", errors.New("boom"), 0)
 	if got := gather(t, g)["sluice_grpc_requests_total{code=Unknown,method=/grpc.health.v1.Health/Check}"]; got != 1 {

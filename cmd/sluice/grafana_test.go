@@ -152,15 +152,7 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 	if code, out := p.call(t, "", "POST", "/v1/upstreams/partner-api/acquire", `{"tenant":"acme","key":"u1"}`); code != 200 {
 		t.Fatalf("acquire: %d %v", code, out)
 	}
-	code, out := p.call(t, "", "PUT", "/v1/tenants/demo/sessions", "")
-	if code != 201 {
-		t.Fatal(code, out)
-	}
-	ws, status := dialWS(t, p, "demo", out["id"].(string))
-	if status != 101 {
-		t.Fatalf("connect: %d", status)
-	}
-	defer ws.CloseNow()
+	ws := demoConnection(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"action":"silo","data":"hi"}`)); err != nil {

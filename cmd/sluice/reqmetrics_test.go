@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -283,15 +284,7 @@ func TestDecisionTenantLabelsServe(t *testing.T) {
 // streams: a connection's life is not a request's latency.
 func TestUpgradeMetricsServe(t *testing.T) {
 	p := start(t, "--config", "../../examples/sluice.yaml")
-	code, out := p.call(t, "", "PUT", "/v1/tenants/demo/sessions", "")
-	if code != 201 {
-		t.Fatal(code, out)
-	}
-	ws, status := dialWS(t, p, "demo", out["id"].(string))
-	if status != 101 {
-		t.Fatalf("connect: %d", status)
-	}
-	defer ws.CloseNow()
+	demoConnection(t, p)
 	samples, _ := scrape(t, p)
 	ws101 := map[string]string{"route": "/v1/ws", "method": "GET", "code": "101"}
 	if n := sum(samples, "sluice_http_requests_total", ws101); n != 1 {
@@ -317,4 +310,20 @@ func TestUpgradeMetricsServe(t *testing.T) {
 	if n := sum(samples, "sluice_http_request_duration_seconds_count", stream); n != 1 {
 		t.Errorf("streams timed while streaming: %v, want 1", n)
 	}
+}
+
+// demoConnection opens a WebSocket connection to a new session of tenant
+// demo (examples/sluice.yaml's), closed when the test ends.
+func demoConnection(t *testing.T, p *process) *websocket.Conn {
+	t.Helper()
+	code, out := p.call(t, "", "PUT", "/v1/tenants/demo/sessions", "")
+	if code != 201 {
+		t.Fatal(code, out)
+	}
+	ws, status := dialWS(t, p, "demo", out["id"].(string))
+	if status != 101 {
+		t.Fatalf("connect: %d", status)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	return ws
 }
