@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -38,7 +37,16 @@ func gather(t *testing.T, c prometheus.Collector) map[string]float64 {
 					ls = append(ls, l.GetName()+"="+l.GetValue())
 				}
 			}
-			out[f.GetName()+"{"+strings.Join(ls, ",")+"}"] = value(m)
+			var v float64
+			switch {
+			case m.Counter != nil:
+				v = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				v = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				v = float64(m.GetHistogram().GetSampleCount())
+			}
+			out[f.GetName()+"{"+strings.Join(ls, ",")+"}"] = v
 		}
 	}
 	return out
@@ -55,18 +63,6 @@ func wantSeries(t *testing.T, got, want map[string]float64) {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
-	case m.Histogram != nil:
-		return float64(m.GetHistogram().GetSampleCount())
-	}
-	return 0
 }
 
 // TestLatencyBuckets: the request histograms' bounds run from 100µs to
