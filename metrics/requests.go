@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -52,6 +53,26 @@ type HTTP struct {
 	collectorSet
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// series holds the counter and histogram of each httpKey, made on its
+	// first request, as WithLabelValues would: found without hashing the
+	// labels or formatting the code.
+	series sync.Map
+}
+
+type httpKey struct {
+	route, method string
+	code          int
+}
+
+// requestSeries are one label set's counter and histogram.
+type requestSeries struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+func (s *requestSeries) observe(took time.Duration) {
+	s.requests.Inc()
+	s.duration.Observe(took.Seconds())
 }
 
 var _ prometheus.Collector = (*HTTP)(nil)
@@ -82,9 +103,13 @@ func (h *HTTP) Observe(route, method string, code int, took time.Duration) {
 	if !httpMethods[method] {
 		method = "other"
 	}
-	c := strconv.Itoa(code)
-	h.requests.WithLabelValues(route, method, c).Inc()
-	h.duration.WithLabelValues(route, method, c).Observe(took.Seconds())
+	k := httpKey{route, method, code}
+	v, ok := h.series.Load(k)
+	if !ok {
+		c := strconv.Itoa(code)
+		v, _ = h.series.LoadOrStore(k, &requestSeries{h.requests.WithLabelValues(route, method, c), h.duration.WithLabelValues(route, method, c)})
+	}
+	v.(*requestSeries).observe(took)
 }
 
 // GRPC is the gRPC server's call metrics (Envoy's rate limit service,
@@ -104,6 +129,14 @@ type GRPC struct {
 
 	mu    sync.RWMutex
 	known map[string]bool
+	// series holds the counter and histogram of each grpcKey, as
+	// HTTP.series does.
+	series sync.Map
+}
+
+type grpcKey struct {
+	method string
+	code   codes.Code
 }
 
 var _ prometheus.Collector = (*GRPC)(nil)
@@ -144,9 +177,13 @@ func (g *GRPC) Observe(method string, err error, took time.Duration) {
 		method = "unknown"
 	}
 	g.mu.RUnlock()
-	code := status.Code(err).String()
-	g.requests.WithLabelValues(method, code).Inc()
-	g.duration.WithLabelValues(method, code).Observe(took.Seconds())
+	k := grpcKey{method, status.Code(err)}
+	v, ok := g.series.Load(k)
+	if !ok {
+		c := k.code.String()
+		v, _ = g.series.LoadOrStore(k, &requestSeries{g.requests.WithLabelValues(method, c), g.duration.WithLabelValues(method, c)})
+	}
+	v.(*requestSeries).observe(took)
 }
 
 // UnaryInterceptor counts and times unary calls; chained first, it sees
