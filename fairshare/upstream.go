@@ -2,6 +2,7 @@ package fairshare
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -25,7 +26,31 @@ type Options struct {
 	Interval time.Duration
 	// Logger receives the ledger's errors. Default: discard.
 	Logger *slog.Logger
+	// Observer, if not nil, is told how each Acquire ends, for metrics.
+	Observer Observer
 }
+
+// Observer is told how each Acquire of an Upstream ends: granted after
+// waiting, or refused for a reason (one of the Refused constants). It must
+// be safe for concurrent use and fast; it is called without the
+// Upstream's lock.
+type Observer interface {
+	Granted(waited time.Duration)
+	Refused(reason string)
+}
+
+// The reasons of a refusal, as an Observer is told them.
+const (
+	RefusedEstimate  = "estimate"   // its estimated wait exceeded its maximum wait: refused at once
+	RefusedExpired   = "expired"    // it waited its maximum wait without its turn
+	RefusedQueueFull = "queue_full" // its customer had MaxQueue requests waiting, or the upstream as many groups asking as it tracks
+	RefusedCancelled = "cancelled"  // its caller went (its context ended) first
+	RefusedClosed    = "closed"     // the Upstream was closed
+	RefusedInvalid   = "invalid"    // a bad weight or cost
+)
+
+// RefusedReasons are every reason of a refusal.
+var RefusedReasons = []string{RefusedEstimate, RefusedExpired, RefusedQueueFull, RefusedCancelled, RefusedClosed, RefusedInvalid}
 
 // Upstream is a Scheduler for concurrent callers: Acquire blocks until the
 // caller's request is released, refused or cancelled. One goroutine, owned
@@ -42,6 +67,7 @@ type Upstream struct {
 	kick    chan struct{} // buffered 1: the queue changed
 	done    chan struct{} // closed by Close
 	stopped chan struct{} // closed when the loop has returned
+	obs     Observer      // nil: none
 
 	// With a ledger: the balancer, owned by the balance goroutine, and
 	// what its last step gave, under mu.
@@ -76,6 +102,7 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 		logger:    opts.Logger,
 		rebalance: make(chan struct{}, 1),
 		balanced:  make(chan struct{}),
+		obs:       opts.Observer,
 	}
 	u.now = u.clock.now
 	if u.interval <= 0 {
@@ -245,20 +272,40 @@ func (u *Upstream) Acquire(ctx context.Context, c Customer, group string, weight
 // AcquireGrant is Acquire, returning the grant: when the request was
 // released (on the Upstream's clock) as well as how long it waited.
 func (u *Upstream) AcquireGrant(ctx context.Context, c Customer, group string, weight, cost int64, maxWait time.Duration) (Grant, error) {
+	g, reason, err := u.acquire(ctx, c, group, weight, cost, maxWait)
+	if u.obs != nil {
+		if err == nil {
+			u.obs.Granted(g.Waited)
+		} else {
+			u.obs.Refused(reason)
+		}
+	}
+	return g, err
+}
+
+// acquire is AcquireGrant, with the reason of a refusal.
+func (u *Upstream) acquire(ctx context.Context, c Customer, group string, weight, cost int64, maxWait time.Duration) (Grant, string, error) {
 	if err := ctx.Err(); err != nil {
-		return Grant{}, err
+		return Grant{}, RefusedCancelled, err
 	}
 	u.mu.Lock()
 	if u.closed {
 		u.mu.Unlock()
-		return Grant{}, ErrClosed
+		return Grant{}, RefusedClosed, ErrClosed
 	}
 	now := u.now()
 	u.nextID++
 	id := u.nextID
 	if err := u.s.Admit(now, Request{ID: id, Customer: c, Group: group, Weight: weight, Cost: cost}, maxWait); err != nil {
 		u.mu.Unlock()
-		return Grant{}, err
+		reason := RefusedInvalid
+		switch {
+		case errors.Is(err, ErrShortage):
+			reason = RefusedEstimate
+		case errors.Is(err, ErrQueueFull):
+			reason = RefusedQueueFull
+		}
+		return Grant{}, reason, err
 	}
 	ch := make(chan Grant, 1)
 	u.waiters[id] = ch
@@ -282,15 +329,16 @@ func (u *Upstream) AcquireGrant(ctx context.Context, c Customer, group string, w
 		expired = t.C
 	}
 	var err error
+	var reason string
 	select {
 	case g := <-ch:
-		return g, nil
+		return g, "", nil
 	case <-ctx.Done():
-		err = ctx.Err()
+		err, reason = ctx.Err(), RefusedCancelled
 	case <-expired:
-		err = ErrShortage
+		err, reason = ErrShortage, RefusedExpired
 	case <-u.done:
-		err = ErrClosed
+		err, reason = ErrClosed, RefusedClosed
 	}
 	u.mu.Lock()
 	withdrawn := u.s.Cancel(id)
@@ -299,9 +347,9 @@ func (u *Upstream) AcquireGrant(ctx context.Context, c Customer, group string, w
 	if !withdrawn {
 		// Released in the same instant: the loop sends under the lock, so
 		// the grant is in ch, and its units are spent; take it.
-		return <-ch, nil
+		return <-ch, "", nil
 	}
-	return Grant{}, err
+	return Grant{}, reason, err
 }
 
 // Close stops the Upstream: waiting and later Acquire calls return

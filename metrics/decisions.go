@@ -7,16 +7,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
 )
 
 // Decisions are the engine's metrics. It implements engine.Observer and
 // prometheus.Collector, and is safe for concurrent use.
 //
-//	sluice_decisions_total{policy, outcome}     decisions by policy and outcome
+//	sluice_decisions_total{policy, outcome, tenant}
+//	                                            decisions by policy and outcome
 //	                                            (allowed, denied, penalised,
 //	                                            shadow_denied, failed_open,
-//	                                            failed_closed)
+//	                                            failed_closed), and by tenant
+//	                                            if asked (NewDecisionsByTenant)
 //	sluice_store_seconds                        store operation latency
 //	sluice_store_errors_total                   failed store operations
 //	sluice_config_reloads_total{result}         reloads, ok or rejected
@@ -28,17 +31,23 @@ type Decisions struct {
 	storeErrs    prometheus.Counter
 	reloads      *prometheus.CounterVec
 	known        func(policy string) bool
-	// counted holds sluice_decisions_total's counters by policy label
-	// (*outcomeCounters), each made on its first decision, as
-	// WithLabelValues would: found without hashing the labels.
+	// counted holds sluice_decisions_total's counters by tenant and
+	// policy label (a counterKey: *outcomeCounters), each made on its
+	// first decision, as WithLabelValues would: found without hashing
+	// the labels.
 	counted sync.Map
+	tenants tenantLabels
 }
+
+// counterKey is a series of sluice_decisions_total but its outcome.
+type counterKey struct{ tenant, policy string }
 
 // outcomeCounters are a policy label's decision counters, by outcome.
 type outcomeCounters [engine.FailedClosed + 1]atomic.Pointer[prometheus.Counter]
 
 var (
 	_ engine.Observer      = (*Decisions)(nil)
+	_ engine.KeyObserver   = (*Decisions)(nil)
 	_ prometheus.Collector = (*Decisions)(nil)
 )
 
@@ -47,10 +56,24 @@ var (
 // clients choose) are counted under "inline", so that clients cannot grow
 // the label set.
 func NewDecisions(known func(policy string) bool) *Decisions {
+	return NewDecisionsByTenant(known, 0)
+}
+
+// NewDecisionsByTenant returns the engine's metrics with the decisions
+// labelled by tenant as well, for the first n tenants decided on; the
+// rest count as "other". Zero labels none, as NewDecisions: the series
+// have no tenant label at all. Any tenant id a caller may name can take a
+// place, as on an open server's /v1/check: the label set stays bounded
+// at n+1, and a deleted tenant's place is freed (ForgetTenant).
+func NewDecisionsByTenant(known func(policy string) bool, n int) *Decisions {
+	labels := []string{"policy", "outcome"}
+	if n > 0 {
+		labels = append(labels, "tenant")
+	}
 	d := &Decisions{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_decisions_total", Help: "Decisions by policy and outcome.",
-		}, []string{"policy", "outcome"}),
+		}, labels),
 		store: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sluice_store_seconds", Help: "Latency of store operations.",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12), // 1µs to ~4s
@@ -69,26 +92,62 @@ func NewDecisions(known func(policy string) bool) *Decisions {
 		d.reloads.WithLabelValues(result)
 	}
 	d.collectorSet = collectorSet{d.decisions, d.store, d.storeErrs, d.reloads}
+	d.tenants.setMax(n)
 	return d
 }
 
-// Decided implements engine.Observer.
+// ForgetTenant deletes a deleted tenant's series and frees its label, so
+// that a tenant created again under its id starts from nothing. A
+// decision of the tenant racing the deletion may count once more, under
+// a series that then stays.
+func (d *Decisions) ForgetTenant(id string) {
+	if !d.tenants.forget(id) {
+		return
+	}
+	d.counted.Range(func(k, _ any) bool {
+		if k.(counterKey).tenant == id {
+			d.counted.Delete(k)
+		}
+		return true
+	})
+	d.decisions.DeletePartialMatch(prometheus.Labels{"tenant": id})
+}
+
+// Decided implements engine.Observer: it counts the decision, unless
+// tenant labels are on, when DecidedKey does.
 func (d *Decisions) Decided(policy string, o engine.Outcome) {
+	if d.tenants.max.Load() != 0 {
+		return
+	}
+	d.count("", policy, o)
+}
+
+// DecidedKey implements engine.KeyObserver: with tenant labels on, it
+// counts the decision under its tenant's label.
+func (d *Decisions) DecidedKey(tenant string, c *sluice.Check, _ int64, o engine.Outcome) {
+	if d.tenants.max.Load() == 0 {
+		return
+	}
+	d.count(d.tenants.label(tenant, true), c.Policy.Name, o)
+}
+
+func (d *Decisions) count(tenant, policy string, o engine.Outcome) {
 	if d.known != nil && !d.known(policy) {
 		policy = "inline"
 	}
 	if o > engine.FailedClosed {
-		d.decisions.WithLabelValues(policy, o.String()).Inc()
+		d.series(tenant, policy, o).Inc()
 		return
 	}
-	v, ok := d.counted.Load(policy)
+	k := counterKey{tenant, policy}
+	v, ok := d.counted.Load(k)
 	if !ok {
-		v, _ = d.counted.LoadOrStore(policy, new(outcomeCounters))
+		v, _ = d.counted.LoadOrStore(k, new(outcomeCounters))
 	}
 	cp := &v.(*outcomeCounters)[o]
 	c := cp.Load()
 	if c == nil {
-		counter := d.decisions.WithLabelValues(policy, o.String())
+		counter := d.series(tenant, policy, o)
 		c = &counter
 		cp.Store(c)
 	}
@@ -110,4 +169,13 @@ func (d *Decisions) ConfigReloaded(ok bool) {
 		result = "rejected"
 	}
 	d.reloads.WithLabelValues(result).Inc()
+}
+
+// series is the counter of tenant's (if labelled), policy's and o's
+// decisions.
+func (d *Decisions) series(tenant, policy string, o engine.Outcome) prometheus.Counter {
+	if d.tenants.max.Load() == 0 {
+		return d.decisions.WithLabelValues(policy, o.String())
+	}
+	return d.decisions.WithLabelValues(policy, o.String(), tenant)
 }

@@ -25,7 +25,8 @@ import (
 //
 // The tenant label is "" unless tenant labels are asked for
 // (LabelTenants): the first n tenants seen get their own, the rest share
-// "other", so that tenants cannot grow the label set.
+// "other", so that tenants cannot grow the label set; a deleted tenant's
+// series go (ForgetTenant).
 type Gateway struct {
 	collectorSet       // the metrics below, for prometheus.Collector
 	connects, messages *prometheus.CounterVec
@@ -33,9 +34,9 @@ type Gateway struct {
 	wait               *prometheus.HistogramVec
 	fanout             prometheus.Histogram
 
-	mu      sync.Mutex
-	max     int
-	tenants map[string]bool
+	tenants tenantLabels
+
+	mu sync.Mutex
 	// refused counts the connects and messages refused since the start,
 	// by "connect:"/"message:" and outcome, for the dashboard
 	// (Refusals); outcomes are a fixed few.
@@ -68,7 +69,6 @@ func NewGateway() *Gateway {
 			Name: "sluice_gateway_fanout_seconds", Help: "Time a delivery's echo and fan-out took.",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10),
 		}),
-		tenants: map[string]bool{},
 		refused: map[string]int64{},
 	}
 	g.collectorSet = collectorSet{g.connects, g.messages, g.closes, g.wait, g.fanout}
@@ -98,18 +98,7 @@ func (g *Gateway) Refusals() map[string]int64 {
 // with made-up tenant ids), while fewer than the cap have one; "other"
 // otherwise.
 func (g *Gateway) tenant(t string, admitted bool) string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	switch {
-	case g.max == 0:
-		return ""
-	case g.tenants[t]:
-		return t
-	case admitted && len(g.tenants) < g.max:
-		g.tenants[t] = true
-		return t
-	}
-	return "other"
+	return g.tenants.label(t, admitted)
 }
 
 // closeCodes are the close codes counted by their own label; any other,
@@ -118,10 +107,15 @@ var closeCodes = map[websocket.StatusCode]bool{1000: true, 1001: true, 1006: tru
 
 // LabelTenants labels the gateway's metrics by tenant, for the first n
 // tenants seen; the rest count as "other". Zero (the default) labels none.
-func (g *Gateway) LabelTenants(n int) {
-	g.mu.Lock()
-	g.max = n
-	g.mu.Unlock()
+func (g *Gateway) LabelTenants(n int) { g.tenants.setMax(n) }
+
+// ForgetTenant deletes a deleted tenant's series and frees its label, so
+// that a tenant created again under its id starts from nothing.
+func (g *Gateway) ForgetTenant(id string) {
+	if g.tenants.forget(id) {
+		g.connects.DeletePartialMatch(prometheus.Labels{"tenant": id})
+		g.messages.DeletePartialMatch(prometheus.Labels{"tenant": id})
+	}
 }
 
 // Connect implements gateway.Observer.

@@ -1,12 +1,16 @@
 // Package metrics holds a node's Prometheus metrics: the engine's
-// decisions (Decisions, an engine.Observer), the WebSocket gateway's
-// (Gateway, a gateway.Observer, and GatewayStats), the DynamoDB store's
-// (DynamoDB), and the Registry that serves them with the Go runtime's and
-// the process's.
+// decisions (Decisions, an engine.Observer), the front doors' requests
+// (HTTP, GRPC's interceptors), the fair-share upstreams' (Upstreams, whose
+// Observer a fairshare.Upstream tells), the WebSocket gateway's (Gateway,
+// a gateway.Observer, and GatewayStats), the DynamoDB store's (DynamoDB),
+// and the Registry that serves them with the Go runtime's and the
+// process's.
 //
 // Label sets are bounded whatever clients send: policy names a
 // configuration does not know count as "inline", tenants beyond a cap as
-// "other", close codes a client chose as "other".
+// "other", close codes a client chose as "other", paths that matched no
+// route as "unmatched", gRPC methods no service has as "unknown"; a
+// deleted tenant's series go.
 package metrics
 
 import (

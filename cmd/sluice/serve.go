@@ -202,7 +202,7 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.StringVar(&l.hosts, "allowed-hosts", "", "comma-separated host `names` besides loopback ones (localhost, 127.0.0.1, [::1]) that this server answers: without an admin key it answers no other, so that no web page can reach it by pointing its own name at loopback (DNS rebinding); with one, only these if any are given. Patterns as in --ws-allowed-origins, with a port or for any (sluice.internal, *.corp.example.com, sluice.internal:8443)")
 	fs.StringVar(&l.origins, "allowed-origins", "", "comma-separated browser `origins` besides this server's own whose pages may send requests that change state (POST, PUT, PATCH, DELETE); others are refused 403. Patterns as in --ws-allowed-origins")
 	fs.DurationVar(&c.HistorySave, "history-save", time.Minute, "how often the dashboard's history (a day of counts per minute, in --data-dir) is written, the minute in progress included: what a crash may forget of it; 1s to 1m")
-	fs.IntVar(&c.TenantLabels, "metrics-tenant-labels", 0, "label the gateway's metrics by tenant for the first `N` tenants seen (the rest count as \"other\"); 0 labels none")
+	fs.IntVar(&c.TenantLabels, "metrics-tenant-labels", 0, "label the gateway's and the decisions' metrics by tenant for the first `N` tenants seen (the rest count as \"other\"); 0 labels none")
 	registerEnvoy(fs, &c.Envoy, &l.tokenFile)
 	fs.StringVar(&c.TLS.CertFile, "tls-cert", "", "PEM `file` of the TLS certificate (and its chain) of the HTTP API and the rate limit service, with --tls-key; reloaded when it changes and on SIGHUP")
 	fs.StringVar(&c.TLS.KeyFile, "tls-key", "", "PEM `file` of the private key of --tls-cert")

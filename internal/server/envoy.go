@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/envoyrls"
 	"github.com/sluicehq/sluice/internal/loopback"
+	"github.com/sluicehq/sluice/metrics"
 )
 
 // EnvoyConfig configures Envoy's rate limit service (package envoyrls).
@@ -63,11 +66,12 @@ type rlsServer struct {
 	done chan struct{}
 }
 
-// startEnvoy serves the rate limit service at f.GRPCAddr, if set. waits
-// says whether a decision waits for its store (a disk sync on Pebble, a
-// round trip to DynamoDB); opts are the server's further options (TLS).
-// hide, if set, makes descriptors' values pseudonyms (--pseudonymise-keys).
-func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, opts []grpc.ServerOption, hide func(tenant, name, value string) string, log *slog.Logger) (*rlsServer, error) {
+// startEnvoy serves the rate limit service at f.GRPCAddr, if set, its
+// calls counted in m. waits says whether a decision waits for its store
+// (a disk sync on Pebble, a round trip to DynamoDB); opts are the server's
+// further options (TLS). hide, if set, makes descriptors' values
+// pseudonyms (--pseudonymise-keys).
+func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, opts []grpc.ServerOption, hide func(tenant, name, value string) string, m *metrics.GRPC, log *slog.Logger) (*rlsServer, error) {
 	r := &rlsServer{done: make(chan struct{})}
 	if f.GRPCAddr == "" {
 		close(r.done)
@@ -96,7 +100,14 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	if waits {
 		workers *= 64
 	}
-	r.gs, r.hs = envoyrls.NewServer(svc, f.Token, append(opts, grpc.NumStreamWorkers(uint32(workers)))...)
+	// The metrics' interceptors come first, before the token's: they
+	// count the calls it refuses. A call of a method no service has goes
+	// to unknown, whose Unimplemented they count too, as "unknown".
+	opts = append(opts, grpc.NumStreamWorkers(uint32(workers)),
+		grpc.ChainUnaryInterceptor(m.UnaryInterceptor), grpc.ChainStreamInterceptor(m.StreamInterceptor),
+		grpc.UnknownServiceHandler(unknown))
+	r.gs, r.hs = envoyrls.NewServer(svc, f.Token, opts...)
+	m.Known(r.gs.GetServiceInfo())
 	go func() {
 		defer close(r.done)
 		if err := r.gs.Serve(ln); err != nil {
@@ -106,6 +117,13 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	log.Info("envoy rate limit service serving", "addr", ln.Addr().String(), "config", f.Dir,
 		"domains", len(cfg.current().Domains()), "per_descriptor", f.PerDescriptor, "token", f.Token != "")
 	return r, nil
+}
+
+// unknown answers a call of a method no service has, as gRPC does
+// without it.
+func unknown(_ any, ss grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(ss)
+	return status.Errorf(codes.Unimplemented, "unknown method %s", method)
 }
 
 // stopping stops the server: health checks answer NOT_SERVING at once, calls

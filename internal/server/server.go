@@ -93,11 +93,12 @@ type Server struct {
 	tls      *certLoader    // nil without TLS
 	tlsHup   chan os.Signal // a value reloads the certificate; nil without TLS
 
-	// The node's metrics: the registry /metrics serves, and the engine's
-	// and the gateway's, registered in it.
+	// The node's metrics: the registry /metrics serves, and the engine's,
+	// the gateway's, the front doors' and the upstreams', registered in it.
 	metrics   *metrics.Registry
 	decisions *metrics.Decisions
 	gwMetrics *metrics.Gateway
+	front     frontMetrics
 
 	st       stores
 	timeout  time.Duration // of a store operation; 0 for stores in process
@@ -159,9 +160,10 @@ func (s *Server) loadConfig() error {
 	s.cfg = config.Default()
 	s.current = func() *config.Config { return s.cfg }
 	s.metrics = metrics.NewRegistry()
-	s.decisions = metrics.NewDecisions(s.configured)
+	s.decisions = metrics.NewDecisionsByTenant(s.configured, s.c.TenantLabels)
 	s.gwMetrics = metrics.NewGateway()
-	if err := s.metrics.Register(s.decisions, s.gwMetrics, metrics.BuildInfo(s.c.Version, s.c.Commit, runtime.Version())); err != nil {
+	s.front = newFrontMetrics()
+	if err := s.metrics.Register(s.decisions, s.gwMetrics, s.front.http, s.front.grpc, s.front.upstreams, metrics.BuildInfo(s.c.Version, s.c.Commit, runtime.Version())); err != nil {
 		return fmt.Errorf("serve: metrics: %w", err)
 	}
 	if s.c.ConfigFile != "" {
@@ -246,7 +248,7 @@ func (s *Server) assemble() error {
 	// Closed before the store: a node leaving withdraws its shares of the
 	// upstreams from the store.
 	var err error
-	if s.ups, err = newUpstreams(s.cfg, s.eng, !s.st.local, s.log); err != nil {
+	if s.ups, err = newUpstreams(s.cfg, s.eng, !s.st.local, s.front.upstreams, s.log); err != nil {
 		return err
 	}
 	if s.ln, err = net.Listen("tcp", s.c.Addr); err != nil {
@@ -273,6 +275,8 @@ func (s *Server) assemble() error {
 	s.tenants.OnTenantDeleted(func(id string) {
 		s.gw.CloseTenant(id)
 		s.rec.Forget(id)
+		s.gwMetrics.ForgetTenant(id)
+		s.decisions.ForgetTenant(id)
 	})
 	s.tenants.OnKeyErased(s.rec.ForgetKeys)
 	s.gwMetrics.LabelTenants(s.c.TenantLabels)
@@ -351,11 +355,11 @@ func (s *Server) api() *httpapi.Handler {
 // httpServer serves api, logging each request, counting those in flight.
 func (s *Server) httpServer(api *httpapi.Handler) *http.Server {
 	srv := &http.Server{
-		Handler: requestLog(s.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Handler: requestLog(s.log, requestMetrics(s.front.http, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.inflight.Add(1)
 			defer s.inflight.Done()
 			api.ServeHTTP(w, r)
-		})),
+		}))),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      15 * time.Second,
@@ -377,7 +381,7 @@ func (s *Server) httpServer(api *httpapi.Handler) *http.Server {
 func (s *Server) Run(ctx context.Context) error {
 	s.start()
 	var err error
-	if s.rls, err = startEnvoy(s.c.Envoy, s.eng, s.envoy, s.c.Store != "memory", s.grpcTLS(), s.hideEntry(), s.log); err != nil {
+	if s.rls, err = startEnvoy(s.c.Envoy, s.eng, s.envoy, s.c.Store != "memory", s.grpcTLS(), s.hideEntry(), s.front.grpc, s.log); err != nil {
 		return err
 	}
 	errc := make(chan error, 1)
