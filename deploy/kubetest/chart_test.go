@@ -461,8 +461,16 @@ func (r *rendered) checkDynamo(t *testing.T, s *server) {
 	if want := r.values["serviceAccount"].(map[string]any)["roleArn"]; arn == "" || arn != want {
 		t.Errorf("ServiceAccount role-arn annotation %q, want %q", arn, want)
 	}
-	if _, ok := f["data-dir"]; ok {
-		t.Error("--data-dir on a DynamoDB shape")
+	// The data dir holds the dashboard's history only (the counters are
+	// DynamoDB's): an emptyDir, never a claim that would tie a pod to a
+	// volume.
+	if dir := f["data-dir"]; dir != "/data" {
+		t.Errorf("--data-dir %q on a DynamoDB shape, want /data (the dashboard's history)", dir)
+	}
+	for _, v := range s.pod.Spec.Volumes {
+		if v.Name == "data" && v.EmptyDir == nil {
+			t.Errorf("the DynamoDB shape's data volume is %+v, want an emptyDir", v.VolumeSource)
+		}
 	}
 	if !strings.Contains(r.notes, "sluice dynamodb iam-policy") {
 		t.Error("NOTES.txt does not show the IAM policy's command")

@@ -138,6 +138,7 @@ func runServe(t *testing.T, bin string, env []string, r *rendered, srv *server) 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = root // a relative path a shape left (none should) lands here, not in the checkout
 	cmd.Env = append(env, "HOME="+root, "TMPDIR="+filepath.Join(root, "tmp"))
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -96,8 +96,11 @@ spec:
         - serve
         - --addr=:{{ .Values.http.port }}
         - --store={{ .Values.store }}
-        {{- if eq .Values.store "pebble" }}
+        {{- if ne .Values.store "memory" }}
+        {{- /* pebble's store; on dynamodb, the dashboard's history (an emptyDir: it outlives a container's restart, not the pod) */}}
         - --data-dir=/data
+        {{- end }}
+        {{- if eq .Values.store "pebble" }}
         {{- with .Values.syncInterval }}
         - --sync-interval={{ . }}
         {{- end }}
@@ -185,7 +188,7 @@ spec:
         capabilities:
           drop: [ALL]
       volumeMounts:
-        {{- if eq .Values.store "pebble" }}
+        {{- if ne .Values.store "memory" }}
         - name: data
           mountPath: /data
         {{- end }}
@@ -213,6 +216,11 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 64Mi
+    {{- if eq .Values.store "dynamodb" }}
+    - name: data
+      emptyDir:
+        sizeLimit: 64Mi
+    {{- end }}
     - name: admin-key
       secret:
         secretName: {{ include "sluice.adminSecretName" . }}
