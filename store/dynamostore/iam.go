@@ -12,6 +12,12 @@ package dynamostore
 // DeleteItem and ConditionCheckItem), and readiness (Store.Ping), which is
 // a DescribeTable: it reads no item, so it needs no leading key.
 //
+// The nodes' partition ("#nodes": each node's runs, its heartbeat) is in
+// the policy too, for PutItem and Query alone: a node serving one tenant
+// is still a node of the cluster, and without its heartbeat it admits no
+// WebSocket connection. The partition holds the nodes' URLs and liveness,
+// no tenant's data.
+//
 // The table's indexes are in the policy under the same LeadingKeys
 // condition: a Query of an index is held to index partitions that lead with
 // the tenant's id. The one index today, gsi1, has none: its partitions
@@ -31,6 +37,16 @@ func TenantPolicy(tenant, tableARN string) map[string]any {
 			"Condition": map[string]any{
 				"ForAllValues:StringLike": map[string]any{
 					"dynamodb:LeadingKeys": []string{tenant + "#*"},
+				},
+			},
+		}, {
+			"Sid":      "SluiceNodes",
+			"Effect":   "Allow",
+			"Action":   []string{"dynamodb:PutItem", "dynamodb:Query"},
+			"Resource": []string{tableARN},
+			"Condition": map[string]any{
+				"ForAllValues:StringEquals": map[string]any{
+					"dynamodb:LeadingKeys": []string{nodesPK},
 				},
 			},
 		}, {

@@ -107,8 +107,9 @@ func (r *recorder) take() []access {
 
 // allows reports whether the policy document (as JSON) allows a, by IAM's
 // rules for what TenantPolicy uses: Action and Resource lists with
-// wildcards, and a ForAllValues:StringLike condition on
-// dynamodb:LeadingKeys (true when every key matches one of the patterns).
+// wildcards, and a ForAllValues:StringLike (or StringEquals) condition on
+// dynamodb:LeadingKeys (true when every key matches one of the patterns,
+// or equals one of the values).
 func allows(t *testing.T, doc []byte, a access) bool {
 	t.Helper()
 	var pol struct {
@@ -131,11 +132,17 @@ func allows(t *testing.T, doc []byte, a access) bool {
 		}
 		ok := true
 		for op, conds := range st.Condition {
-			if op != "ForAllValues:StringLike" || len(conds) != 1 || conds["dynamodb:LeadingKeys"] == nil {
+			match := like
+			switch {
+			case len(conds) != 1 || conds["dynamodb:LeadingKeys"] == nil:
+				t.Fatalf("a condition this test cannot evaluate: %s %v", op, conds)
+			case op == "ForAllValues:StringEquals":
+				match = slices.Contains[[]string]
+			case op != "ForAllValues:StringLike":
 				t.Fatalf("a condition this test cannot evaluate: %s %v", op, conds)
 			}
 			for _, k := range a.keys {
-				ok = ok && like(conds["dynamodb:LeadingKeys"], k)
+				ok = ok && match(conds["dynamodb:LeadingKeys"], k)
 			}
 		}
 		if ok {
@@ -221,6 +228,10 @@ func TestTenantPolicyCoversTheStore(t *testing.T) {
 	must(err)
 	must(s.Deregister(ctx, "acme", "s1", "http://n"))
 	must(s.DeleteSession(ctx, now, "acme", "s1"))
+	// The node's own heartbeat, which its WebSocket admission needs.
+	must(s.Announce(ctx, sluice.Heartbeat{Node: "http://n", Tag: 7, Until: now.Add(time.Minute)}))
+	_, err = s.Heartbeats(ctx)
+	must(err)
 
 	got := rec.take()
 	seen := map[string]bool{}
