@@ -30,6 +30,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, err)
 		return
 	}
+	noteTenant(w, req.Tenant)
 	named := in.Endpoint != "" || len(in.Policies) > 0
 	switch {
 	case named && len(in.Checks) > 0:

@@ -213,6 +213,9 @@ func (h *Handler) route(method, path string, fn authedHandler) http.HandlerFunc 
 			writeError(w, err)
 			return
 		}
+		if !p.Admin {
+			noteTenant(w, p.Tenant)
+		}
 		fn(w, r, p)
 	}
 	h.mux.HandleFunc(method+" "+path, hf)
@@ -229,6 +232,7 @@ func (h *Handler) tenantRoute(method, path string, fn func(w http.ResponseWriter
 			writeError(w, tenancy.ErrForbidden)
 			return
 		}
+		noteTenant(w, tenant)
 		fn(w, r, tenant)
 	})
 }

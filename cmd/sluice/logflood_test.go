@@ -53,8 +53,8 @@ func TestRefusalsDoNotFloodTheLog(t *testing.T) {
 		refusalLines := strings.Count(p.log(), "status=429")
 		switch level {
 		case "info":
-			if lines > 40 || refusalLines < 1 || !strings.Contains(p.log(), "policy=chat") {
-				t.Fatalf("%d refusals logged %d lines (%d of refusals), want at most a few dozen, one naming the policy:\n%s", refused.Load(), lines, refusalLines, p.log())
+			if lines > 40 || refusalLines < 1 || !strings.Contains(p.log(), "policy=chat") || !strings.Contains(p.log(), "tenant=acme") {
+				t.Fatalf("%d refusals logged %d lines (%d of refusals), want at most a few dozen, one naming the tenant and the policy:\n%s", refused.Load(), lines, refusalLines, p.log())
 			}
 		case "debug":
 			// A request's line is written just after its answer: wait for

@@ -191,7 +191,7 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to drain in-flight requests on SIGINT/SIGTERM")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "least level logged: debug (a line per request), info (the first refusal of each tenant, route and status a minute), warn or error")
-	fs.StringVar(&c.AdvertiseURL, "advertise-url", "", "this node's base `URL` as other nodes reach it, for a session's connections on several nodes; default http:// and the listening address")
+	fs.StringVar(&c.AdvertiseURL, "advertise-url", "", "this node's base `URL` as other nodes reach it, for a session's connections on several nodes; default http:// (https:// with --tls-cert) and the listening address")
 	fs.Int64Var(&c.WSMaxMessage, "ws-max-message", 128<<10, "largest WebSocket message in `bytes`; larger closes with 1009")
 	fs.DurationVar(&c.WSIdle, "ws-idle-timeout", 10*time.Minute, "close a WebSocket connection idle this long")
 	fs.DurationVar(&c.WSLifetime, "ws-max-lifetime", 2*time.Hour, "close any WebSocket connection after this long")
@@ -273,6 +273,10 @@ func (c *serveConfig) check(regions string) error {
 		return fmt.Errorf("serve: --debug-addr %q must be on loopback", c.DebugAddr)
 	case (c.TLS.CertFile == "") != (c.TLS.KeyFile == ""):
 		return errors.New("serve: --tls-cert and --tls-key go together: give both or neither")
+	case c.TLS.CertFile != "" && strings.HasPrefix(strings.ToLower(c.AdvertiseURL), "http://"):
+		// The listener speaks TLS alone; and peers send the admin key to
+		// this URL, which must not cross the network in the clear.
+		return fmt.Errorf("serve: --advertise-url %q must be https:// with --tls-cert: other nodes reach this one over TLS, with the admin key", c.AdvertiseURL)
 	case c.Pseudonyms && c.KeySecretFile == "" && os.Getenv("SLUICE_KEY_SECRET") == "":
 		return errors.New("serve: --pseudonymise-keys needs a secret: --key-secret-file or $SLUICE_KEY_SECRET")
 	case c.AdminKey != "" && len(c.AdminKey) < 16:

@@ -238,6 +238,8 @@ func TestTLSFlags(t *testing.T) {
 		{[]string{"--tls-key", keyFile}, "--tls-cert and --tls-key go together"},
 		{[]string{"--tls-cert", keyFile, "--tls-key", keyFile}, "--tls-cert " + keyFile},
 		{[]string{"--tls-cert", certFile, "--tls-key", certFile}, "--tls-key " + certFile},
+		// Peers send the admin key to the advertised URL: never in the clear.
+		{[]string{"--tls-cert", certFile, "--tls-key", keyFile, "--advertise-url", "http://127.0.0.1:9"}, "--advertise-url \"http://127.0.0.1:9\" must be https://"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		args := append([]string{"serve", "--store", "memory", "--addr", "127.0.0.1:0"}, tc.args...)

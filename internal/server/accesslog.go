@@ -26,6 +26,13 @@ const maxRequestID = 64
 // (logSample): a limiter under attack, or a store down, must not flood its
 // own logs with a line per request. The metrics count every one.
 //
+// The tenant is the one the handler noted (NoteTenant: the tenant a
+// request was authenticated as, or decided for), else the one its path
+// names. Only a noted tenant keys the sample: a path's is whatever the
+// caller wrote, and an unauthenticated caller naming a new tenant in each
+// request would otherwise fill the sample and push the minute's real
+// errors down to debug.
+//
 // The logged path is the route's pattern (/v1/leases/{token}), not the
 // request's path, and never the query: paths and queries carry lease
 // tokens and session ids, which are credentials. Only a path that matched
@@ -60,7 +67,7 @@ func requestLog(log *slog.Logger, next http.Handler) http.Handler {
 			case status >= 400:
 				level = slog.LevelInfo
 			}
-			path, tenant := routePath(r), routeTenant(r)
+			path, tenant := routePath(r), sw.tenant
 			if level > slog.LevelDebug {
 				first, full := sample.first(tenant, path, status, time.Now())
 				if full {
@@ -79,6 +86,9 @@ func requestLog(log *slog.Logger, next http.Handler) http.Handler {
 				slog.String("path", path),
 				slog.Int("status", status),
 				slog.Duration("duration", time.Since(start)),
+			}
+			if tenant == "" {
+				tenant = routeTenant(r)
 			}
 			if tenant != "" {
 				attrs = append(attrs, slog.String("tenant", tenant))
@@ -259,7 +269,12 @@ func cut(s string, n int) string {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	tenant string // noted by the handler (NoteTenant)
 }
+
+// NoteTenant records the tenant the request was authenticated as or
+// decided for, for its log line; httpapi finds it through Unwrap.
+func (w *statusWriter) NoteTenant(tenant string) { w.tenant = tenant }
 
 func (w *statusWriter) WriteHeader(code int) {
 	// Informational answers (100, 103) come before the final one; 101

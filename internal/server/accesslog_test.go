@@ -125,8 +125,15 @@ func TestRequestLog(t *testing.T) {
 func TestRequestLogSampled(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/tenants/{id}/policies", func(w http.ResponseWriter, r *http.Request) {
+		// As httpapi does once the caller may reach the tenant.
+		w.(interface{ NoteTenant(string) }).NoteTenant(r.PathValue("id"))
 		w.Header().Set("Ratelimit", `"hourly";r=7;t=30, "burst";r=0;t=1`)
 		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	// A route whose caller is refused before any tenant is noted: the
+	// path's tenant is the caller's choice.
+	mux.HandleFunc("GET /v1/tenants/{id}/keys", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
 	})
 	var info, debug syncBuffer
 	srvInfo := httptest.NewServer(requestLog(slog.New(slog.NewJSONHandler(&info, nil)), mux))
@@ -153,6 +160,19 @@ func TestRequestLogSampled(t *testing.T) {
 	}
 	if n := len(debug.records(t)); n != 300 {
 		t.Fatalf("%d debug lines for 300 requests, want one each", n)
+	}
+	// Unauthenticated, naming a new tenant each time: one line, not one
+	// a tenant, whatever tenants the paths name.
+	info.reset()
+	for i := range 200 {
+		resp, err := srvInfo.Client().Get(srvInfo.URL + "/v1/tenants/t" + strconv.Itoa(i) + "/keys")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if recs := info.records(t); len(recs) != 1 || recs[0]["tenant"] != "t0" {
+		t.Fatalf("200 unauthenticated requests naming 200 tenants logged at info as %v; want one line, of the route and status", recs)
 	}
 	var s logSample
 	now := time.Now()

@@ -146,3 +146,10 @@ func TestCloseWithoutRun(t *testing.T) {
 }
 
 func newTextLogger(w *syncBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// reset empties the buffer.
+func (s *syncBuffer) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
+}
