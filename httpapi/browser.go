@@ -121,3 +121,12 @@ func (h *Handler) hostAllowed(host string) bool {
 func (h *Handler) originAllowed(origin, host string) bool {
 	return gateway.OriginAllowed(origin, host, h.opts.AllowedOrigins)
 }
+
+// healthProbe reports whether r is a health probe (GET or HEAD of /healthz
+// or /readyz), which the Host wall lets through: a kubelet or a load
+// balancer sends it to the node's address, which --allowed-hosts need not
+// name, and its answer tells a page nothing (ok, or which store is down).
+func healthProbe(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.RawPath == "" &&
+		(r.URL.Path == "/healthz" || r.URL.Path == "/readyz")
+}

@@ -92,3 +92,31 @@ func TestBrowserWalls(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthProbesPassTheHostWall: a kubelet or a load balancer probes a
+// node by its address, which --allowed-hosts need not name: /healthz and
+// /readyz answer it; every other route, /metrics among them, stays behind
+// the wall.
+func TestHealthProbesPassTheHostWall(t *testing.T) {
+	h := New(Options{Tenancy: newTenancy(tenancy.Options{AdminKey: "0123456789abcdef"}), AllowedHosts: []string{"sluice.internal"}})
+	for _, tc := range []struct {
+		method, target string
+		want           int
+	}{
+		{"GET", "/healthz", 200},
+		{"HEAD", "/healthz", 200},
+		{"GET", "/readyz", 200},
+		{"GET", "/metrics", 403},
+		{"POST", "/healthz", 403},
+		{"GET", "/healthz/../v1/tenants", 403},
+		{"GET", "/v1/tenants", 403},
+	} {
+		r := httptest.NewRequest(tc.method, tc.target, nil)
+		r.Host = "192.0.2.10:8080"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("%s %s by address: %d, want %d", tc.method, tc.target, w.Code, tc.want)
+		}
+	}
+}

@@ -261,9 +261,11 @@ func (h *Handler) Authenticate(r *http.Request) (tenancy.Principal, error) {
 // ServeHTTP routes r, answering unknown routes 404 and known paths with the
 // wrong method 405, in JSON like every other error. A request of a host
 // the server does not answer, or a page's request of another origin that
-// would change state, is refused 403 first (browser.go).
+// would change state, is refused 403 first (browser.go); but for the
+// health probes, which say only whether the server lives and its store
+// answers, and which probes and load balancers send by address.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if err := h.checkBrowser(r); err != nil {
+	if err := h.checkBrowser(r); err != nil && !healthProbe(r) {
 		writeError(w, err)
 		return
 	}

@@ -83,3 +83,29 @@ func TestGatewayTimingFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestAdvertiseURLFlag: --advertise-url is a node's base URL, an IPv6
+// address written bare (a template's $(POD_IP)) included; anything else is
+// an error naming the flag. And --key-secret-file alone, without
+// --pseudonymise-keys, is refused: it would leave keys in the clear while
+// its operator believes otherwise.
+func TestAdvertiseURLFlag(t *testing.T) {
+	for _, good := range []string{"http://10.0.0.5:8080", "https://node-1.sluice.internal", "http://fd00:10:244::5:8080"} {
+		if _, err := parseServe([]string{"--advertise-url", good}, io.Discard, io.Discard); err != nil {
+			t.Errorf("--advertise-url %s: %v", good, err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--advertise-url", "not a url"}, "--advertise-url"},
+		{[]string{"--advertise-url", "ftp://10.0.0.5"}, "--advertise-url"},
+		{[]string{"--advertise-url", "http://10.0.0.5:8080?x=1"}, "--advertise-url"},
+		{[]string{"--key-secret-file", "/dev/null"}, "--pseudonymise-keys"},
+	} {
+		if _, err := parseServe(tc.args, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.flag)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"path"
@@ -273,12 +274,18 @@ func (c *serveConfig) check(regions string) error {
 		return fmt.Errorf("serve: --debug-addr %q must be on loopback", c.DebugAddr)
 	case (c.TLS.CertFile == "") != (c.TLS.KeyFile == ""):
 		return errors.New("serve: --tls-cert and --tls-key go together: give both or neither")
+	case c.AdvertiseURL != "" && !advertisable(c.AdvertiseURL):
+		return fmt.Errorf("serve: --advertise-url %q is not a node's base URL: want http:// or https://, a host and, if any, a port (http://10.0.0.5:8080, https://node-1.sluice.internal)", c.AdvertiseURL)
 	case c.TLS.CertFile != "" && strings.HasPrefix(strings.ToLower(c.AdvertiseURL), "http://"):
 		// The listener speaks TLS alone; and peers send the admin key to
 		// this URL, which must not cross the network in the clear.
 		return fmt.Errorf("serve: --advertise-url %q must be https:// with --tls-cert: other nodes reach this one over TLS, with the admin key", c.AdvertiseURL)
 	case c.Pseudonyms && c.KeySecretFile == "" && os.Getenv("SLUICE_KEY_SECRET") == "":
 		return errors.New("serve: --pseudonymise-keys needs a secret: --key-secret-file or $SLUICE_KEY_SECRET")
+	case !c.Pseudonyms && c.KeySecretFile != "":
+		// A secret given alone pseudonymises nothing: say so rather than
+		// let its operator believe keys are hidden.
+		return errors.New("serve: --key-secret-file is the secret of --pseudonymise-keys, which is off: give both, or neither")
 	case c.AdminKey != "" && len(c.AdminKey) < 16:
 		return errors.New("serve: the admin key must be at least 16 characters")
 	}
@@ -336,4 +343,13 @@ func checkOriginPattern(pat string) error {
 		return fmt.Errorf("%q would match any site: a wildcard must stand before a domain of two labels or more, as in *.example.com", pat)
 	}
 	return nil
+}
+
+// advertisable reports whether u can be a node's base URL: http or https,
+// a host, no query or fragment (an IPv6 address may be written bare, as a
+// template writes $(POD_IP); server.BracketIPv6 puts it in brackets).
+func advertisable(u string) bool {
+	p, err := url.Parse(server.BracketIPv6(u))
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Hostname() != "" &&
+		p.RawQuery == "" && p.Fragment == "" && p.User == nil
 }

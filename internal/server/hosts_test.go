@@ -30,3 +30,21 @@ func TestAllowedHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestBracketIPv6: a template's http://$(POD_IP):8080 with an IPv6 pod
+// address becomes the URL a dialer and a Host header take; other URLs stay.
+func TestBracketIPv6(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://fd00:10:244::5:8080":    "http://[fd00:10:244::5]:8080",
+		"https://fd00:10:244::5:8443/x": "https://[fd00:10:244::5]:8443/x",
+		"http://[fd00::5]:8080":         "http://[fd00::5]:8080",
+		"http://fd00::1":                "http://[fd00::1]",
+		"http://10.0.0.5:8080":          "http://10.0.0.5:8080",
+		"http://node-1.sluice:8080":     "http://node-1.sluice:8080",
+		"not a url":                     "not a url",
+	} {
+		if got := BracketIPv6(in); got != want {
+			t.Errorf("BracketIPv6(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
