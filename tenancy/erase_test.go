@@ -44,7 +44,10 @@ func TestPseudonymisedListedKeys(t *testing.T) {
 	if _, err := s.Lift(ctx, alice, "globex", LiftRequest{Policy: "chat", Key: &raw}, nil); field(err) != "key" {
 		t.Errorf("a lift of a raw listed key: %v, want a refusal naming key", err)
 	}
-	noErase := func(context.Context, string, string, []sluice.Check) (int, error) { t.Error("erase called"); return 0, nil }
+	noErase := func(context.Context, string, string, []sluice.Check) (int, error) {
+		t.Error("erase called")
+		return 0, nil
+	}
 	if _, err := s.Erase(ctx, alice, "globex", EraseRequest{Key: &raw}, noErase); field(err) != "key" {
 		t.Errorf("an erase of a raw listed key: %v, want a refusal naming key", err)
 	}
