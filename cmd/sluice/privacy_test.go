@@ -375,3 +375,45 @@ func TestPseudonymisedListedKeys(t *testing.T) {
 		t.Errorf("a lift of nothing: %q, want it said", r.stderr)
 	}
 }
+
+// TestErasePartialDynamoDB: an erase whose DynamoDB delete fails (a
+// throttle the SDK does not retry here) answers 503 and is recorded all
+// the same, marked partial; its retry finishes, and the key's next check
+// starts from a full limit.
+func TestErasePartialDynamoDB(t *testing.T) {
+	t.Setenv("SLUICE_KEY_SECRET", keySecret)
+	t.Setenv("AWS_MAX_ATTEMPTS", "1") // one try a request: one fault fails it
+	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(cfg, []byte(privacyConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	table := dynamotest.TableName(t)
+	px := dynamotest.NewFaultProxy(t, dynamotest.Get(t).Endpoint)
+	if err := dynamostore.CreateTable(dynamotest.Context(t), dynamotest.NewClient(px.Endpoint), table); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "--pseudonymise-keys", "--config", cfg, "--store", "dynamodb", "--dynamodb-endpoint", px.Endpoint, "--dynamodb-table", table)
+	for range 3 {
+		p.check(t, namedCheck)
+	}
+	erase := `{"parts":{"user":"` + rawKey + `"}}`
+	px.FailNext(1, "ThrottlingException") // the erase's first write: its first delete
+	if code, out := p.call(t, "", "POST", "/v1/tenants/acme/erase", erase); code != 503 {
+		t.Fatalf("an erase whose delete fails: %d %v, want 503", code, out)
+	}
+	_, audit := p.call(t, "", "GET", "/v1/tenants/acme/audit?n=1", "")
+	entries, _ := audit["entries"].([]any)
+	if len(entries) != 1 {
+		t.Fatalf("the trail after the failed erase: %v", audit)
+	}
+	e := entries[0].(map[string]any)
+	if after, _ := e["after"].(map[string]any); e["action"] != "erase" || after["partial"] != true || after["failed"] != "counters" {
+		t.Fatalf("the trail's last entry after the failed erase: %v, want an erase marked partial, failed in its counters", e)
+	}
+	if code, out := p.call(t, "", "POST", "/v1/tenants/acme/erase", erase); code != 200 || out["counters"].(float64) < 1 {
+		t.Fatalf("the retry: %d %v, want 200 and the counter deleted", code, out)
+	}
+	if resp := p.check(t, namedCheck); resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "4" {
+		t.Errorf("the first check after the retry: %d, %s remaining; want 200, 4", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+	}
+}
