@@ -5,11 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/pseudo"
 	"github.com/sluicehq/sluice/store/memstore"
 )
 
@@ -18,13 +15,7 @@ import (
 // block, a lift and an erase, and nothing is recorded; a lift by parts
 // finds the block made by parts, and a key as listed (a pseudonym) does.
 func TestPseudonymisedListedKeys(t *testing.T) {
-	cfg, err := config.Load("../examples/sluice.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _ := pseudo.New([]byte("0123456789abcdef"))
-	s := New(Options{Store: &memstore.Tenants{}, Secrets: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
-		Config: func() *config.Config { return cfg }, Now: func() time.Time { return t0 }, Pseudonyms: k})
+	s, k := newPseudoService(t)
 	ctx := context.Background()
 	alice := Actor{Principal: admin.Principal, Name: "alice"}
 	if _, err := s.CreateTenant(ctx, alice, TenantDoc{ID: "globex"}); err != nil {
