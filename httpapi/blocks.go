@@ -22,6 +22,7 @@ type boxLifter interface {
 //	GET    /v1/tenants/{id}/blocks                 the tenant's live blocks (its key or the admin)
 //	POST   /v1/tenants/{id}/blocks                 the admin blocks a key of a policy for a time
 //	DELETE /v1/tenants/{id}/blocks?policy=P&key=K  the admin ends a key's block and penalty
+//	DELETE /v1/tenants/{id}/blocks {"policy": P, "parts": {...}}  the same, by the key's parts
 //	GET    /v1/tenants/{id}/audit?n=50             the tenant's trail of changes, newest first
 func (h *Handler) routeBlocks() {
 	h.route("GET", "/v1/tenants/{id}/blocks", h.listBlocks)
@@ -67,16 +68,37 @@ func (h *Handler) lift(w http.ResponseWriter, r *http.Request, who principal) {
 		writeError(w, err)
 		return
 	}
-	q := r.URL.Query()
-	if !q.Has("key") {
-		writeError(w, sluice.Invalid("key", "is required: the key as the abuse view lists it"))
+	// The key as listed in the query (?policy=P&key=K), or in a body as
+	// a block names it: {"policy": P, "parts": {...}} or {"key": K}.
+	var in tenancy.LiftRequest
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
 		return
+	}
+	q := r.URL.Query()
+	switch {
+	case len(body) > 0:
+		if q.Has("key") || q.Has("policy") {
+			writeError(w, sluice.Invalid("key", "give the key in the query or in the body, not both"))
+			return
+		}
+		if err := wire.DecodeStrict(body, &in, ""); err != nil {
+			writeError(w, err)
+			return
+		}
+	case !q.Has("key"):
+		writeError(w, sluice.Invalid("key", "is required: the key as the abuse view lists it, or parts in the body"))
+		return
+	default:
+		key := q.Get("key")
+		in = tenancy.LiftRequest{Policy: q.Get("policy"), Key: &key}
 	}
 	var box func(ctx context.Context, tenant string, c sluice.Check) (bool, error)
 	if kk, ok := h.opts.Limiter.(boxLifter); ok {
 		box = kk.Lift
 	}
-	l, err := h.tenants.Lift(r.Context(), actor(r, who), r.PathValue("id"), q.Get("policy"), q.Get("key"), box)
+	l, err := h.tenants.Lift(r.Context(), actor(r, who), r.PathValue("id"), in, box)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -173,3 +173,23 @@ func TestBlocksAndAudit(t *testing.T) {
 }
 
 var long = strings.Repeat("x", 300)
+
+// TestLiftByParts: a lift names its key by parts in a body, as a block
+// does, and finds the block; a key both in the query and a body is
+// refused.
+func TestLiftByParts(t *testing.T) {
+	s := newService(t)
+	if code, out := s.do(t, adminKey, "POST", "/v1/tenants/acme/blocks", `{"policy":"chat","parts":{"user":"mallory"},"seconds":600}`); code != 201 {
+		t.Fatalf("block: %d %v", code, out)
+	}
+	if code, out := s.do(t, adminKey, "DELETE", "/v1/tenants/acme/blocks?policy=chat&key=user%3Dmallory", `{"policy":"chat","parts":{"user":"mallory"}}`); code != 400 || out["field"] != "key" {
+		t.Errorf("a lift with a key in the query and a body: %d %v, want 400 naming key", code, out)
+	}
+	code, out := s.do(t, adminKey, "DELETE", "/v1/tenants/acme/blocks", `{"policy":"chat","parts":{"user":"mallory"}}`)
+	if code != 200 || out["block"] != true {
+		t.Fatalf("a lift by parts: %d %v, want the block lifted", code, out)
+	}
+	if code, out := s.do(t, s.acme, "POST", "/v1/check", `{"endpoint":"chat","key":{"user":"mallory"}}`); code != 200 {
+		t.Errorf("mallory after the lift: %d %v", code, out)
+	}
+}

@@ -35,7 +35,7 @@ func TestAuditAndBlocks(t *testing.T) {
 	if err != nil || b.Key != "user=mallory" || b.By != "admin (alice)" {
 		t.Fatalf("a block: %+v, %v", b, err)
 	}
-	if _, err := s.Lift(ctx, key, "globex", "chat", "user=mallory", nil); err != ErrAdminOnly {
+	if _, err := s.Lift(ctx, key, "globex", LiftRequest{Policy: "chat", Key: new("user=mallory")}, nil); err != ErrAdminOnly {
 		t.Fatalf("a tenant's key lifting: %v, want ErrAdminOnly", err)
 	}
 	for _, tc := range []struct {
@@ -59,7 +59,7 @@ func TestAuditAndBlocks(t *testing.T) {
 	if _, err := s.Audit(ctx, Principal{Tenant: "initech", Key: "k2"}, "globex", 10); err != ErrForbidden {
 		t.Errorf("another tenant's key reading the trail: %v, want ErrForbidden", err)
 	}
-	l, err := s.Lift(ctx, alice, "globex", "chat", "user=mallory", nil)
+	l, err := s.Lift(ctx, alice, "globex", LiftRequest{Policy: "chat", Key: new("user=mallory")}, nil)
 	if err != nil || !l.Block {
 		t.Errorf("a lift: %+v, %v", l, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/pseudo"
 )
 
 // The operator's hand on single keys. A block lives in the tenant's
@@ -113,17 +114,27 @@ type Lifted struct {
 	Block, Penalty bool
 }
 
-// Lift ends the block of key (as the API lists it, or the counter's key)
-// under policy of tenant, for the admin, and records it in the audit
-// trail; with box (the engine's), it lifts the key's penalty box too. A
-// tenant of the file without a record has no block to lift, and gets
-// none: its penalty box is lifted all the same.
-func (s *Service) Lift(ctx context.Context, a Actor, tenant, policy, key string,
+// LiftRequest names the key whose block and penalty box a lift ends, as
+// BlockRequest names it: as the API lists it (Key) or by its parts.
+type LiftRequest struct {
+	Policy string            `json:"policy"`
+	Key    *string           `json:"key"`
+	Parts  map[string]string `json:"parts"`
+}
+
+// Lift ends the block of the key in names (as the API lists it, the
+// counter's key, or by its parts) under its policy of tenant, for the
+// admin, and records it in the audit trail; with box (the engine's), it
+// lifts the key's penalty box too. A tenant of the file without a record
+// has no block to lift, and gets none: its penalty box is lifted all the
+// same.
+func (s *Service) Lift(ctx context.Context, a Actor, tenant string, in LiftRequest,
 	box func(ctx context.Context, tenant string, c sluice.Check) (bool, error)) (Lifted, error) {
 	if err := a.AdminOnly(); err != nil {
 		return Lifted{}, err
 	}
-	key, err := s.blockKey(ctx, tenant, BlockRequest{Policy: policy, Key: &key})
+	policy := in.Policy
+	key, err := s.blockKey(ctx, tenant, BlockRequest{Policy: policy, Key: in.Key, Parts: in.Parts})
 	if err != nil {
 		return Lifted{}, err
 	}
@@ -174,6 +185,9 @@ func (s *Service) blockKey(ctx context.Context, tenant string, in BlockRequest) 
 		if raw, ok := ParseReadableKey(cfg.Policies[in.Policy].Key, key); ok {
 			key = raw
 		}
+		if err := s.listedPseudonyms(key); err != nil {
+			return "", err
+		}
 	case in.Parts != nil:
 		t, _ := s.View(ctx, tenant)
 		rs, err := t.Resolve("", []string{in.Policy})
@@ -202,6 +216,25 @@ func (s *Service) blockKey(ctx context.Context, tenant string, in BlockRequest) 
 		return "", sluice.Invalid("key", "is not valid UTF-8 (a key part of 128 bytes or more is, in its length): such keys cannot be blocked yet")
 	}
 	return key, nil
+}
+
+// listedPseudonyms refuses, under pseudonymised keys, a counter key given
+// as the API lists it whose values are not pseudonyms: a raw key there
+// would name no counter, and be kept as given in the tenant's record and
+// the audit trail. The caller gives the raw key as parts, which the
+// server makes pseudonyms. The message does not repeat the key.
+func (s *Service) listedPseudonyms(key string) error {
+	if !s.Pseudonymised() {
+		return nil
+	}
+	for raw := key; raw != ""; {
+		_, v, rest, ok := nextPart(raw)
+		if !ok || !pseudo.Is(v) {
+			return sluice.Invalid("key", "is not a pseudonymised key (keys are pseudonymised, and the API lists them as user=~Ab3…): give parts, the raw key, which the server makes a pseudonym")
+		}
+		raw = rest
+	}
+	return nil
 }
 
 // changeBlocks rewrites tenant's live blocks with change, dropping the

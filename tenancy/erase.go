@@ -2,8 +2,6 @@ package tenancy
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,7 +13,8 @@ import (
 // Erasing one key's state on request (docs/privacy.md): its counters and
 // penalty boxes (the engine's, through the store), its blocks, what the
 // dashboard holds of it (OnKeyErased), and a record in the audit trail that
-// names the key by its pseudonym, or by a hash, never as given.
+// names the key by its pseudonym, or, without pseudonyms, by its parts'
+// names alone, never as given.
 
 // EraseRequest names one key of a tenant to erase: by its parts as a
 // check sends them (Parts; under pseudonymised keys the server makes
@@ -38,13 +37,23 @@ type InlineRef struct {
 }
 
 // Erased says what an erase deleted, as the API answers it and the audit
-// trail records it: the keys as the API lists them (pseudonymised, or, if
-// keys are not, hashes: Keys), the states the store deleted (counters,
-// penalty boxes; leases are in their counters) and the blocks lifted.
+// trail records it. Under pseudonymised keys, Keys are the keys as the API
+// lists them; without, it holds no trace of the key (not even a hash, which
+// a tenant reading its trail could reverse by trying addresses): the names
+// of its parts (PartNames: "user"; none for an inline key) and how many
+// counter keys it named (KeyCount). Counters are the states the store
+// deleted (counters, penalty boxes; leases are in their counters), Blocks
+// the blocks lifted. Partial marks an erase that failed part-way, Failed
+// saying where ("blocks", "counters"): what it had done is recorded, and a
+// retry does the rest.
 type Erased struct {
-	Keys     []string `json:"keys"`
-	Counters int      `json:"counters"`
-	Blocks   int      `json:"blocks"`
+	Keys      []string `json:"keys,omitempty"`
+	PartNames []string `json:"partNames"`
+	KeyCount  int      `json:"keyCount"`
+	Counters  int      `json:"counters"`
+	Blocks    int      `json:"blocks"`
+	Partial   bool     `json:"partial,omitempty"`
+	Failed    string   `json:"failed,omitempty"`
 }
 
 // EraseFunc deletes the state of tenant's key value: the engine's Erase.
@@ -54,6 +63,11 @@ type EraseFunc func(ctx context.Context, tenant, value string, checks []sluice.C
 // records it in the audit trail. A tenant's key may not: an erase starts
 // the key's counters anew and lifts its blocks, which would let a tenant
 // lift the operator's limits of its own keys.
+//
+// The blocks go first (one write of the tenant's record), then the
+// counters, key by key. An erase that fails part-way (a store down, a
+// deadline) is recorded all the same, marked partial with what it did; it
+// is idempotent, so the caller retries it.
 func (s *Service) Erase(ctx context.Context, a Actor, tenant string, in EraseRequest, erase EraseFunc) (Erased, error) {
 	if err := a.AdminOnly(); err != nil {
 		return Erased{}, err
@@ -69,28 +83,54 @@ func (s *Service) Erase(ctx context.Context, a Actor, tenant string, in EraseReq
 	if err != nil {
 		return Erased{}, err
 	}
-	var out Erased
 	values := slices.Sorted(maps.Keys(keys))
-	for _, v := range values {
-		n, err := erase(ctx, tenant, v, keys[v])
-		out.Counters += n
-		if err != nil {
-			return out, err
+	out := Erased{PartNames: []string{}, KeyCount: len(values)}
+	if in.KeyValue == nil { // a configured policy's key, of parts
+		out.PartNames = partNames(values[0])
+	}
+	if s.Pseudonymised() {
+		for _, v := range values {
+			out.Keys = append(out.Keys, s.erasedLabel(v, keys[v]))
 		}
-		out.Keys = append(out.Keys, s.erasedLabel(tenant, v, keys[v]))
+	}
+	failed := func(where string, err error) (Erased, error) {
+		out.Partial, out.Failed = true, where
+		s.audit(ctx, a, "erase", tenant, nil, out)
+		return out, err
 	}
 	if t.Record != nil && len(t.Record.Blocks) > 0 {
 		before, after, err := s.changeBlocks(ctx, tenant, func(bs []sluice.KeyBlock) []sluice.KeyBlock {
 			return slices.DeleteFunc(bs, func(b sluice.KeyBlock) bool { _, ok := keys[b.Key]; return ok })
 		})
 		if err != nil {
-			return out, err
+			return failed("blocks", err)
 		}
 		out.Blocks = len(before) - len(after)
 	}
 	s.keyErased(tenant, values)
+	for _, v := range values {
+		n, err := erase(ctx, tenant, v, keys[v])
+		out.Counters += n
+		if err != nil {
+			return failed("counters", err)
+		}
+	}
 	s.audit(ctx, a, "erase", tenant, nil, out)
 	return out, nil
+}
+
+// partNames are the names of a configured policy's counter key's parts,
+// in order.
+func partNames(key string) []string {
+	names := []string{}
+	for raw := key; raw != ""; {
+		name, _, rest, ok := nextPart(raw)
+		if !ok {
+			return []string{}
+		}
+		names, raw = append(names, name), rest
+	}
+	return names
 }
 
 // erasedKeys resolves in into the counter keys it names, each with the
@@ -133,7 +173,11 @@ func (s *Service) erasedKeys(t Tenant, in EraseRequest) (map[string][]sluice.Che
 		var v string
 		var ok bool
 		if in.Key != nil {
-			v, ok = ParseReadableKey(l.Key, *in.Key)
+			if v, ok = ParseReadableKey(l.Key, *in.Key); ok {
+				if err := s.listedPseudonyms(v); err != nil {
+					return nil, err
+				}
+			}
 		} else if ok = len(l.Key) == len(in.Parts) && len(l.Key) > 0; ok {
 			for _, name := range l.Key {
 				_, has := in.Parts[name]
@@ -158,17 +202,11 @@ func (s *Service) erasedKeys(t Tenant, in EraseRequest) (map[string][]sluice.Che
 	return keys, nil
 }
 
-// erasedLabel names an erased key in the answer and the audit trail: as
-// the API lists it if keys are pseudonymised, else by a hash (SHA-256 of
-// the tenant and the key, 128 bits in hex), which tells two erases of one
-// key apart without holding it.
-func (s *Service) erasedLabel(tenant, value string, checks []sluice.Check) string {
-	if s.Pseudonymised() {
-		if len(checks) > 0 {
-			return s.KeyLabel(checks[0].Policy.Name, value)
-		}
-		return value
+// erasedLabel names an erased key, under pseudonymised keys, in the
+// answer and the audit trail: as the API lists it.
+func (s *Service) erasedLabel(value string, checks []sluice.Check) string {
+	if len(checks) > 0 {
+		return s.KeyLabel(checks[0].Policy.Name, value)
 	}
-	sum := sha256.Sum256([]byte(tenant + "\x00" + value))
-	return "sha256:" + hex.EncodeToString(sum[:16])
+	return value
 }

@@ -17,16 +17,7 @@ import (
 // the client's address included, and tenant by tenant; an inline check's
 // key is made whole, and the empty key stays empty.
 func TestPseudonymisedChecks(t *testing.T) {
-	cfg, err := config.Load("../examples/sluice.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := pseudo.New([]byte("0123456789abcdef"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Options{Store: &memstore.Tenants{}, Secrets: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
-		Config: func() *config.Config { return cfg }, Now: func() time.Time { return t0 }, Pseudonyms: k})
+	s, k := newPseudoService(t)
 	ctx := context.Background()
 	parts := KeyParts{Parts: map[string]string{"user": "alice@example.com"}}
 	checks, _, err := s.Checks(ctx, "acme", "search", nil, parts)
@@ -53,4 +44,20 @@ func TestPseudonymisedChecks(t *testing.T) {
 	if inline[0].Key != k.Value("acme", "", "alice@example.com") || inline[1].Key != "" {
 		t.Errorf("inline keys %q, want the first's pseudonym and the empty key", []string{inline[0].Key, inline[1].Key})
 	}
+}
+
+// newPseudoService is a service of examples/sluice.yaml with pseudonymised
+// keys, and the keyer of its secret.
+func newPseudoService(t *testing.T) (*Service, *pseudo.Keyer) {
+	t.Helper()
+	cfg, err := config.Load("../examples/sluice.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := pseudo.New([]byte("0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Options{Store: &memstore.Tenants{}, Secrets: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
+		Config: func() *config.Config { return cfg }, Now: func() time.Time { return t0 }, Pseudonyms: k}), k
 }

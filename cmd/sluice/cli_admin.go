@@ -449,8 +449,10 @@ Blocks one key of a tenant: until the block ends, every request that
 checks a blocked policy for that key is denied. Without --policy, the
 key is blocked (or lifted) in every configured policy keyed by exactly the
 parts given (--key user=u1: every policy keyed by user). remove lifts the
-key's block and its penalty box. Blocks and lifts are the admin's, and
-recorded in the tenant's audit trail.
+key's block and its penalty box, and exits 2 if it found neither. The key
+is sent as its parts, which the server makes the key it stores (a
+pseudonym under --pseudonymise-keys). Blocks and lifts are the admin's,
+and recorded in the tenant's audit trail.
 
 Flags:
 `
@@ -578,24 +580,33 @@ func removeBlock(ctx context.Context, a *api, b blockFlags, operands []string, o
 	if err != nil {
 		return err
 	}
-	key := b.parts.String() // as the API lists it: user=u1
+	key := b.parts.String() // as given: user=u1
 	var answers []json.RawMessage
+	lifted := false
 	for _, p := range policies {
 		var got struct {
 			Block   bool `json:"block"`
 			Penalty bool `json:"penalty"`
 		}
-		q := url.Values{"policy": {p}, "key": {key}}
-		body, err := a.do(ctx, "DELETE", tenantPath(b.tenant, "/blocks?"+q.Encode()), nil, &got)
+		// By its parts, as the block was made: the server makes them
+		// the key it stores (a pseudonym under --pseudonymise-keys).
+		body, err := a.do(ctx, "DELETE", tenantPath(b.tenant, "/blocks"), map[string]any{"policy": p, "parts": b.parts}, &got)
 		if err != nil {
 			return fmt.Errorf("tenant %q, policy %s: %w", b.tenant, p, err)
 		}
 		answers = append(answers, body)
+		lifted = lifted || got.Block || got.Penalty
 		if !out.json {
 			fmt.Fprintf(out.w, "lifted tenant=%s policy=%s key=%s block=%t penalty=%t\n", b.tenant, p, key, got.Block, got.Penalty)
 		}
 	}
-	return out.list(answers)
+	if err := out.list(answers); err != nil {
+		return err
+	}
+	if !lifted {
+		return fmt.Errorf("tenant %q: no block or penalty of key %s to lift in %s (sluice block list shows the blocks)", b.tenant, key, strings.Join(policies, ", "))
+	}
+	return nil
 }
 
 func listBlocks(ctx context.Context, a *api, tenant string, operands []string, out *output) error {

@@ -284,6 +284,11 @@ func TestCLI(t *testing.T) {
 		if !strings.Contains(r.stdout, "lifted tenant=blocky policy=chat key=user=u9 block=true") {
 			t.Fatalf("block remove: %q", r.stdout)
 		}
+		// A lift that finds nothing says so, and fails.
+		r = cli(t, p, 2, "block", "remove", "--tenant", "blocky", "--key", "user=u9")
+		if !strings.Contains(r.stderr, "no block or penalty of key user=u9 to lift") {
+			t.Fatalf("a second block remove: %q", r.stderr)
+		}
 		r = cli(t, p, 0, check...)
 		if remaining(t, r.stdout) != 1 {
 			t.Fatalf("after the lift: %q, want remaining=1 (the blocked request consumed nothing)", r.stdout)

@@ -330,3 +330,90 @@ func attrText(v types.AttributeValue) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// TestPseudonymisedListedKeys: with --pseudonymise-keys, a key given as
+// the API lists it but raw (user=RAWBLOCKKEY) is refused, naming key, by a
+// block, a lift and an erase, and reaches neither the blocks nor the audit
+// trail; the CLI blocks and lifts by parts, so that its lift finds the
+// block, and a lift that finds nothing exits 2.
+func TestPseudonymisedListedKeys(t *testing.T) {
+	t.Setenv("SLUICE_KEY_SECRET", keySecret)
+	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(cfg, []byte(privacyConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "--pseudonymise-keys", "--config", cfg, "--store", "memory")
+	for _, r := range [][3]string{
+		{"POST", "/v1/tenants/acme/blocks", `{"policy":"api","key":"user=RAWBLOCKKEY","seconds":600}`},
+		{"DELETE", "/v1/tenants/acme/blocks?policy=api&key=user%3DRAWLIFTKEY", ""},
+		{"DELETE", "/v1/tenants/acme/blocks", `{"policy":"api","key":"user=RAWLIFTKEY"}`},
+		{"POST", "/v1/tenants/acme/erase", `{"key":"user=RAWERASEKEY"}`},
+	} {
+		if code, out := p.call(t, "", r[0], r[1], r[2]); code != 400 || out["field"] != "key" || !strings.Contains(fmt.Sprint(out["message"]), "parts") {
+			t.Errorf("%s %s %s: %d %v, want 400 naming key and telling of parts", r[0], r[1], r[2], code, out)
+		}
+	}
+	for what, body := range dashboardAnswers(t, p) {
+		if strings.Contains(body, "RAW") {
+			t.Errorf("%s holds a refused raw key: %s", what, body)
+		}
+	}
+
+	env := []string{"SLUICE_SERVER=http://" + p.addr}
+	r := sluiceCLI(t, env, "block", "--tenant", "acme", "--policy", "api", "--key", "user=dave", "--for", "10m").want(t, 0, "block")
+	if !strings.Contains(r.stdout, "key=user=~") {
+		t.Fatalf("block: %q, want the key as its pseudonym", r.stdout)
+	}
+	remove := []string{"block", "remove", "--tenant", "acme", "--policy", "api", "--key", "user=dave"}
+	if r := sluiceCLI(t, env, remove...).want(t, 0, remove...); !strings.Contains(r.stdout, "block=true") {
+		t.Errorf("block remove: %q, want the block lifted", r.stdout)
+	}
+	if _, out := p.call(t, "", "GET", "/v1/tenants/acme/blocks", ""); len(out["blocks"].([]any)) != 0 {
+		t.Errorf("blocks after the lift: %v, want none", out)
+	}
+	if r := sluiceCLI(t, env, remove...).want(t, 2, remove...); !strings.Contains(r.stderr, "no block or penalty") {
+		t.Errorf("a lift of nothing: %q, want it said", r.stderr)
+	}
+}
+
+// TestErasePartialDynamoDB: an erase whose DynamoDB delete fails (a
+// throttle the SDK does not retry here) answers 503 and is recorded all
+// the same, marked partial; its retry finishes, and the key's next check
+// starts from a full limit.
+func TestErasePartialDynamoDB(t *testing.T) {
+	t.Setenv("SLUICE_KEY_SECRET", keySecret)
+	t.Setenv("AWS_MAX_ATTEMPTS", "1") // one try a request: one fault fails it
+	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(cfg, []byte(privacyConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	table := dynamotest.TableName(t)
+	px := dynamotest.NewFaultProxy(t, dynamotest.Get(t).Endpoint)
+	if err := dynamostore.CreateTable(dynamotest.Context(t), dynamotest.NewClient(px.Endpoint), table); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "--pseudonymise-keys", "--config", cfg, "--store", "dynamodb", "--dynamodb-endpoint", px.Endpoint, "--dynamodb-table", table)
+	for range 3 {
+		p.check(t, namedCheck)
+	}
+	erase := `{"parts":{"user":"` + rawKey + `"}}`
+	px.FailNext(1, "ThrottlingException") // the erase's first write: its first delete
+	if code, out := p.call(t, "", "POST", "/v1/tenants/acme/erase", erase); code != 503 {
+		t.Fatalf("an erase whose delete fails: %d %v, want 503", code, out)
+	}
+	_, audit := p.call(t, "", "GET", "/v1/tenants/acme/audit?n=1", "")
+	entries, _ := audit["entries"].([]any)
+	if len(entries) != 1 {
+		t.Fatalf("the trail after the failed erase: %v", audit)
+	}
+	e := entries[0].(map[string]any)
+	if after, _ := e["after"].(map[string]any); e["action"] != "erase" || after["partial"] != true || after["failed"] != "counters" {
+		t.Fatalf("the trail's last entry after the failed erase: %v, want an erase marked partial, failed in its counters", e)
+	}
+	if code, out := p.call(t, "", "POST", "/v1/tenants/acme/erase", erase); code != 200 || out["counters"].(float64) < 1 {
+		t.Fatalf("the retry: %d %v, want 200 and the counter deleted", code, out)
+	}
+	if resp := p.check(t, namedCheck); resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "4" {
+		t.Errorf("the first check after the retry: %d, %s remaining; want 200, 4", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+	}
+}

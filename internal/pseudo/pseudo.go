@@ -84,3 +84,15 @@ func (k *Keyer) Value(tenant, name, value string) string {
 	base64.RawURLEncoding.Encode(m.out[len(Prefix):], m.sum[:16])
 	return string(m.out[:])
 }
+
+// Is reports whether s has a pseudonym's form: Prefix and 22 characters
+// of base64url, as Value writes them. A raw value of that form is
+// possible, but no person's id or address has it.
+func Is(s string) bool {
+	if len(s) != Len || s[:len(Prefix)] != Prefix {
+		return false
+	}
+	var sum [16]byte
+	n, err := base64.RawURLEncoding.Strict().Decode(sum[:], []byte(s[len(Prefix):]))
+	return err == nil && n == len(sum)
+}

@@ -55,3 +55,19 @@ func BenchmarkValue(b *testing.B) {
 		}
 	})
 }
+
+// TestIs: Is knows Value's pseudonyms, and nothing a person's key is.
+func TestIs(t *testing.T) {
+	k, _ := pseudo.New([]byte("0123456789abcdef"))
+	for _, v := range []string{"alice@example.com", "", "x", "RAWBLOCKKEY", "10.0.0.1"} {
+		if p := k.Value("acme", "user", v); !pseudo.Is(p) {
+			t.Errorf("Is(%q) = false for Value's pseudonym of %q", p, v)
+		}
+	}
+	p := k.Value("acme", "user", "alice")
+	for _, s := range []string{"alice", "", "~", p[1:], p + "A", "-" + p[1:], p[:22] + "!", p[:22] + "=", "~alice@example.com____"} {
+		if pseudo.Is(s) {
+			t.Errorf("Is(%q) = true, want false", s)
+		}
+	}
+}
