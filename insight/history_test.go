@@ -2,7 +2,9 @@ package insight
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -414,5 +416,37 @@ func TestHistoryForgetsATenantsInventedPolicies(t *testing.T) {
 	inline(rec, "evil", "mine", engine.Allowed, 1)
 	if pts := rec.Minutes("mine", true, 0, 0, now); sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 1 {
 		t.Errorf("the new evil's policy: %+v", pts)
+	}
+}
+
+// A file of the version before invented policies had tenants is read:
+// its policies' rows as configured ones.
+func TestHistoryReadsAVersion1File(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	minute := clk.t.Unix() / 60
+	b := []byte(historyMagicV1)
+	for _, v := range []uint64{uint64(Kinds), uint64(minute), 0, 1, 3} { // kinds, folded, no tenants, a policy
+		b = binary.AppendUvarint(b, v)
+	}
+	b = append(b, "api"...)
+	b = binary.AppendUvarint(b, 1) // a minute
+	b = binary.AppendUvarint(b, uint64(minute))
+	for k := range Kinds {
+		b = binary.AppendUvarint(b, uint64(b2i(k == int(engine.Denied))*7))
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	path := filepath.Join(t.TempDir(), "history")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := NewRecorder(RecorderOptions{Now: clk.now, History: HistoryOptions{Path: path}})
+	if err := rec.LoadHistory(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sumKind(rec.Minutes("api", true, 0, 0, minute), engine.Denied); got != 7 {
+		t.Errorf("the policy's denials read: %d, want 7", got)
+	}
+	if _, ok := rec.hist.inv["api"]; ok {
+		t.Error("a version 1 policy row is counted as invented")
 	}
 }
