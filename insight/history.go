@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,12 +25,17 @@ type HistoryOptions struct {
 	// 1440: a day); a minute older than that before the latest folded is
 	// dropped.
 	Minutes int
-	// Tenants and Policies bound the labels with a history of their own
-	// (default 500 and 300); past them a label's minutes count under
-	// Other. A label without a count in the last Minutes gives its place
+	// Tenants bounds the tenants with a history of their own (default
+	// 500); Policies the policies tenants invent (inline checks) with one,
+	// over all tenants (default 300), and TenantPolicies those of one
+	// tenant over the span (default: the Recorder's TenantPolicies, 16). Past them a label's minutes
+	// count under Other. A configured policy (RecorderOptions.Configured)
+	// always has its row, and is not counted: the configuration bounds
+	// them. A label without a count in the last Minutes gives its place
 	// up.
-	Tenants  int
-	Policies int
+	Tenants        int
+	Policies       int
+	TenantPolicies int
 	// Path is the file the history is kept in, written every SaveEvery
 	// (KeepHistory) and read at the start (LoadHistory). Empty: in
 	// memory only, gone at a restart.
@@ -54,6 +60,20 @@ type history struct {
 	folded int64                  // the latest minute folded (unix seconds / 60); 0: none
 	rows   [2]map[string]*minutes // tenants, policies
 	saved  bool                   // the last save succeeded (for logging a change only)
+
+	// The invented policies' rows: each one's tenants, charged a place
+	// each (of TenantPolicies) while it has a row. A policy row not in
+	// inv is reserved: a configured policy's, or Other.
+	inv     map[string][]string
+	charged map[string]int
+}
+
+// owner is whom a policy's minutes are for: a configured policy (and
+// Other) is reserved, always with its row; an invented one is of the
+// tenants holding it, each within its bound.
+type owner struct {
+	reserved bool
+	tenants  []string
 }
 
 const (
@@ -80,29 +100,33 @@ func newHistory(o HistoryOptions) *history {
 	if o.Policies <= 0 {
 		o.Policies = 300
 	}
+	if o.TenantPolicies <= 0 {
+		o.TenantPolicies = 16
+	}
 	if o.SaveEvery <= 0 || o.SaveEvery > time.Minute {
 		o.SaveEvery = time.Minute
 	}
-	return &history{o: o, saved: true, rows: [2]map[string]*minutes{{}, {}}}
-}
-
-func (h *history) cap(which int) int {
-	if which == histTenants {
-		return h.o.Tenants
-	}
-	return h.o.Policies
+	return &history{o: o, saved: true, rows: [2]map[string]*minutes{{}, {}}, inv: map[string][]string{}, charged: map[string]int{}}
 }
 
 // addLocked adds n to label's minute: under Other past the bound on
-// labels. h.mu is held.
-func (h *history) addLocked(which int, label string, minute int64, n *[Kinds]int32) {
+// labels. A policy's is for o. h.mu is held.
+func (h *history) addLocked(which int, label string, minute int64, n *[Kinds]int32, o owner) {
 	rows := h.rows[which]
 	m := rows[label]
-	if m == nil {
-		if label != Other && len(rows)-b2i(rows[Other] != nil) >= h.cap(which) {
-			h.addLocked(which, Other, minute, n)
-			return
+	switch {
+	case which == histTenants:
+		if m == nil && label != Other && len(rows)-b2i(rows[Other] != nil) >= h.o.Tenants {
+			label, m = Other, rows[Other]
 		}
+	case label == Other || o.reserved:
+		if _, ok := h.inv[label]; ok {
+			h.releaseLocked(label) // configured by a reload
+		}
+	case !h.chargeLocked(label, m != nil, o.tenants):
+		label, m = Other, rows[Other]
+	}
+	if m == nil {
 		m = &minutes{}
 		rows[label] = m
 	}
@@ -115,15 +139,53 @@ func (h *history) addLocked(which int, label string, minute int64, n *[Kinds]int
 	}
 }
 
+// chargeLocked reports whether an invented policy has a row, made if
+// its tenants have room: each tenant holding it is charged a place, up
+// to TenantPolicies, and the rows invented up to Policies. h.mu is held.
+func (h *history) chargeLocked(label string, exists bool, tenants []string) bool {
+	owners, invented := h.inv[label]
+	if exists && !invented {
+		return true // a configured policy's before a reload: it gives its place up once idle
+	}
+	if !exists && len(h.inv) >= h.o.Policies {
+		return false
+	}
+	for _, t := range tenants {
+		if h.charged[t] < h.o.TenantPolicies && !slices.Contains(owners, t) {
+			owners = append(owners, t)
+			h.charged[t]++
+		}
+	}
+	if len(owners) == 0 {
+		return false
+	}
+	h.inv[label] = owners
+	return true
+}
+
+// releaseLocked gives an invented policy's places back to its tenants.
+// h.mu is held.
+func (h *history) releaseLocked(label string) {
+	for _, t := range h.inv[label] {
+		if h.charged[t]--; h.charged[t] <= 0 {
+			delete(h.charged, t)
+		}
+	}
+	delete(h.inv, label)
+}
+
 // pruneLocked drops the minutes older than the span before newest, and
 // the labels left without any. h.mu is held.
 func (h *history) pruneLocked(newest int64) {
 	oldest := newest - int64(h.o.Minutes) + 1
-	for _, rows := range h.rows {
+	for which, rows := range h.rows {
 		for label, m := range rows {
 			i, _ := slices.BinarySearchFunc(*m, oldest, func(c minuteCounts, t int64) int { return int(c.minute - t) })
 			if i == len(*m) {
 				delete(rows, label)
+				if which == histPolicies {
+					h.releaseLocked(label)
+				}
 				continue
 			}
 			if i > 0 {
@@ -141,9 +203,12 @@ func (r *Recorder) FoldHistory(now time.Time) {
 	upTo := now.Add(-foldGrace).Unix()/60 - 1
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// Taken under h.mu: a tenant forgotten meanwhile (Forget drops its
+	// sketches, then its rows) is not folded back.
+	owners := r.policyOwners()
 	from := max(h.folded+1, upTo-int64(r.span/time.Minute)+1)
 	for m := from; m <= upTo; m++ {
-		r.foldLocked(h, m)
+		r.foldInto(h, m, owners)
 	}
 	if upTo > h.folded {
 		h.folded = upTo
@@ -151,14 +216,46 @@ func (r *Recorder) FoldHistory(now time.Time) {
 	}
 }
 
-// foldLocked adds minute m of the Recorder's seconds into h. h.mu is held.
-func (r *Recorder) foldLocked(h *history, m int64) {
+// foldInto adds minute m of the Recorder's seconds into h, the
+// policies' for their owners (policyOwners). h.mu is held, or h is the
+// caller's own.
+func (r *Recorder) foldInto(h *history, m int64, owners func(string) owner) {
 	for which, s := range [2]*Series{r.tenants, r.policies} {
 		for _, label := range s.Labels() {
 			if n, ok := minuteOf(s, label, m); ok {
-				h.addLocked(which, label, m, &n)
+				h.addLocked(which, label, m, &n, owners(label))
 			}
 		}
+	}
+}
+
+// policyOwners returns whom each policy's minutes are for: a configured
+// policy (the Recorder's Configured, as of now: a reload changes it)
+// and Other reserved; an invented one the tenants with its sketches,
+// which the Recorder bounds. It takes r.mu, once a fold.
+func (r *Recorder) policyOwners() func(string) owner {
+	r.mu.Lock()
+	m := make(map[string]owner, len(r.sketch))
+	for id := range r.sketch {
+		o := m[id.policy]
+		if id.invented() {
+			o.tenants = append(o.tenants, id.tenant)
+		} else {
+			o.reserved = true
+		}
+		m[id.policy] = o
+	}
+	r.mu.Unlock()
+	for _, o := range m {
+		slices.Sort(o.tenants)
+	}
+	return func(policy string) owner {
+		o := m[policy]
+		if r.configured != nil {
+			o.reserved = r.configured(policy)
+		}
+		o.reserved = o.reserved || policy == Other
+		return o
 	}
 }
 
@@ -262,17 +359,39 @@ func (r *Recorder) HistorySpan() (minutes int, kept bool) {
 	return r.hist.o.Minutes, r.hist.o.Path != ""
 }
 
-// forgetHistory drops a tenant's minutes.
+// forget drops a tenant's minutes, and its invented policies' that no
+// other tenant holds.
 func (h *history) forget(tenant string) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	delete(h.rows[histTenants], tenant)
-	h.mu.Unlock()
+	delete(h.charged, tenant)
+	for label, owners := range h.inv {
+		if i := slices.Index(owners, tenant); i >= 0 {
+			if owners = slices.Delete(owners, i, i+1); len(owners) > 0 {
+				h.inv[label] = owners
+				continue
+			}
+			delete(h.inv, label)
+			delete(h.rows[histPolicies], label)
+		}
+	}
 }
 
-// The history's file: a header, then each label's minutes as varints,
-// then a CRC-32 of all that. Written whole to a temporary file, synced,
+// ownerLocked is whom label's minutes in h are for: its tenants if an
+// invented policy's. h.mu is held.
+func (h *history) ownerLocked(which int, label string) owner {
+	owners, invented := h.inv[label]
+	return owner{reserved: which == histPolicies && !invented, tenants: owners}
+}
+
+// The history's file: a header, then each label's minutes as varints (a
+// policy's after its tenants if invented), then a CRC-32 of all that. Written whole to a temporary file, synced,
 // and renamed over the last: a crash leaves the last file or the new one.
-const historyMagic = "sluice-insight-history-1\n"
+const (
+	historyMagic   = "sluice-insight-history-2\n"
+	historyMagicV1 = "sluice-insight-history-1\n" // read: no policy's tenants
+)
 
 // SaveHistory writes the history to its file (HistoryOptions.Path), with
 // the minutes not folded yet summed from the seconds: what a restart then
@@ -291,17 +410,16 @@ func (r *Recorder) SaveHistory(now time.Time) error {
 			snap.rows[which][label] = &c
 		}
 	}
+	for label, owners := range h.inv {
+		snap.inv[label] = slices.Clone(owners)
+	}
+	maps.Copy(snap.charged, h.charged)
 	h.mu.Unlock()
 	// The minutes since the last fold, up to now's, as far as they are
 	// counted: a restart adds its own seconds of them to these.
+	owners := r.policyOwners()
 	for m := snap.folded + 1; m <= now.Unix()/60; m++ {
-		for which, s := range [2]*Series{r.tenants, r.policies} {
-			for _, label := range s.Labels() {
-				if n, ok := minuteOf(s, label, m); ok {
-					snap.addLocked(which, label, m, &n)
-				}
-			}
-		}
+		r.foldInto(snap, m, owners)
 	}
 	return snap.write()
 }
@@ -313,7 +431,11 @@ func (h *history) write() error {
 	uv := func(v uint64) { buf.Write(binary.AppendUvarint(tmp[:0], v)) }
 	uv(uint64(Kinds))
 	uv(uint64(h.folded))
-	for _, rows := range h.rows {
+	str := func(s string) {
+		uv(uint64(len(s)))
+		buf.WriteString(s)
+	}
+	for which, rows := range h.rows {
 		uv(uint64(len(rows)))
 		labels := make([]string, 0, len(rows))
 		for l := range rows {
@@ -322,8 +444,14 @@ func (h *history) write() error {
 		slices.Sort(labels)
 		for _, label := range labels {
 			m := *rows[label]
-			uv(uint64(len(label)))
-			buf.WriteString(label)
+			str(label)
+			if which == histPolicies {
+				owners := h.inv[label]
+				uv(uint64(len(owners)))
+				for _, t := range owners {
+					str(t)
+				}
+			}
 			uv(uint64(len(m)))
 			prev := int64(0)
 			for _, c := range m {
@@ -395,8 +523,9 @@ func (r *Recorder) LoadHistory() error {
 	h.folded = max(h.folded, loaded.folded)
 	for which, rows := range loaded.rows {
 		for label, m := range rows {
+			o := loaded.ownerLocked(which, label)
 			for i := range *m {
-				h.addLocked(which, label, (*m)[i].minute, &(*m)[i].n)
+				h.addLocked(which, label, (*m)[i].minute, &(*m)[i].n, o)
 			}
 		}
 	}
@@ -407,7 +536,11 @@ func (r *Recorder) LoadHistory() error {
 var errHistoryDamaged = errors.New("damaged: not a history file, or cut short")
 
 func decodeHistory(b []byte, o HistoryOptions) (*history, error) {
-	if len(b) < len(historyMagic)+4 || string(b[:len(historyMagic)]) != historyMagic {
+	if len(b) < len(historyMagic)+4 {
+		return nil, errHistoryDamaged
+	}
+	v1 := string(b[:len(historyMagicV1)]) == historyMagicV1
+	if !v1 && string(b[:len(historyMagic)]) != historyMagic {
 		return nil, errHistoryDamaged
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
@@ -434,13 +567,24 @@ func decodeHistory(b []byte, o HistoryOptions) (*history, error) {
 			if bad != nil {
 				return nil, bad
 			}
-			l := uv()
-			if l > 1<<16 {
-				return nil, errHistoryDamaged
+			label, err := readString(rd, uv)
+			if err != nil {
+				return nil, err
 			}
-			label := make([]byte, l)
-			if _, err := io.ReadFull(rd, label); err != nil {
-				return nil, errHistoryDamaged
+			own := owner{reserved: which == histPolicies}
+			if which == histPolicies && !v1 {
+				n := uv()
+				if n > 1<<16 {
+					return nil, errHistoryDamaged
+				}
+				for range n {
+					t, err := readString(rd, uv)
+					if err != nil {
+						return nil, err
+					}
+					own.tenants = append(own.tenants, t)
+				}
+				own.reserved = n == 0
 			}
 			count := uv()
 			if count > uint64(o.Minutes)+2 && count > 1<<20 {
@@ -456,7 +600,7 @@ func decodeHistory(b []byte, o HistoryOptions) (*history, error) {
 				if bad != nil {
 					return nil, bad
 				}
-				h.addLocked(which, string(label), minute, &n)
+				h.addLocked(which, label, minute, &n, own)
 			}
 		}
 	}
@@ -464,6 +608,18 @@ func decodeHistory(b []byte, o HistoryOptions) (*history, error) {
 		return nil, bad
 	}
 	return h, nil
+}
+
+func readString(rd io.Reader, uv func() uint64) (string, error) {
+	l := uv()
+	if l > 1<<16 {
+		return "", errHistoryDamaged
+	}
+	b := make([]byte, l)
+	if _, err := io.ReadFull(rd, b); err != nil {
+		return "", errHistoryDamaged
+	}
+	return string(b), nil
 }
 
 // KeepHistory folds the minutes as they end and, with a Path, writes the

@@ -2,9 +2,13 @@ package insight
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -208,6 +212,7 @@ func BenchmarkFoldHistory(b *testing.B) {
 		rec.hist.mu.Lock()
 		rec.hist.folded = at.Add(-foldGrace).Unix()/60 - 2 // one minute to fold
 		rec.hist.rows = [2]map[string]*minutes{{}, {}}
+		rec.hist.inv, rec.hist.charged = map[string][]string{}, map[string]int{}
 		rec.hist.mu.Unlock()
 		rec.FoldHistory(at)
 	}
@@ -275,5 +280,173 @@ func TestKeepHistorySavesEvery(t *testing.T) {
 			cancel()
 			<-done
 		})
+	}
+}
+
+// inline counts n decisions of an inline check (a policy the tenant
+// invents) named policy.
+func inline(rec *Recorder, tenant, policy string, o engine.Outcome, n int) {
+	c := sluice.Check{Policy: sluice.Policy{Name: policy}, Key: "k", Space: sluice.SpaceInline}
+	for range n {
+		rec.DecidedKey(tenant, &c, 1, o)
+	}
+}
+
+// hours advances clk by h hours, a fold every ten minutes.
+func hours(rec *Recorder, clk *clock, h int) {
+	for range h * 6 {
+		clk.t = clk.t.Add(10 * time.Minute)
+		rec.FoldHistory(clk.t.Add(foldGrace))
+	}
+}
+
+// One tenant inventing 16 inline policies an hour (the Recorder recycles
+// them hourly) for 20 hours takes neither a configured policy's row nor
+// another tenant's: it holds its 16 rows, the rest of it counts under
+// Other.
+func TestHistoryInventedPoliciesTakeNoOthersRows(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Hour)}
+	rec := NewRecorder(RecorderOptions{Now: clk.now, Configured: func(p string) bool { return p == "chat" }})
+	for h := range 20 {
+		for j := range 16 {
+			inline(rec, "evil", fmt.Sprintf("evil-%d-%d", h, j), engine.Denied, 1)
+		}
+		hours(rec, clk, 1)
+	}
+	decide(rec, "acme", "chat", engine.Denied, 5)
+	for j := range 3 {
+		inline(rec, "globex", fmt.Sprint("globex-", j), engine.Denied, j+1)
+	}
+	clk.t = clk.t.Add(time.Minute)
+	rec.FoldHistory(clk.t.Add(foldGrace))
+	now := clk.t.Unix() / 60
+	if got := sumKind(rec.Minutes("chat", true, 0, 0, now), engine.Denied); got != 5 {
+		t.Errorf("the configured policy's row holds %d denials, want acme's 5 (Other holds %d)",
+			got, sumKind(rec.Minutes(Other, true, 0, 0, now), engine.Denied))
+	}
+	for j := range 3 {
+		if got := sumKind(rec.Minutes(fmt.Sprint("globex-", j), true, 0, 0, now), engine.Denied); got != j+1 {
+			t.Errorf("globex's inline policy %d: %d denials in its row, want %d", j, got, j+1)
+		}
+	}
+	evil := 0
+	for l := range rec.hist.rows[histPolicies] {
+		if strings.HasPrefix(l, "evil-") {
+			evil++
+		}
+	}
+	if evil != 16 {
+		t.Errorf("evil holds %d rows, want the 16 of its bound", evil)
+	}
+	if got := sumKind(rec.Minutes(Other, true, 0, 0, now), engine.Denied); got != 20*16-16 {
+		t.Errorf("Other holds %d denials, want evil's %d past its bound", got, 20*16-16)
+	}
+}
+
+// A configured policy has its row past the bound on invented ones, and
+// one configured by a reload too.
+func TestHistoryConfiguredPoliciesPastTheBound(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	configured := map[string]bool{"a": true}
+	rec := NewRecorder(RecorderOptions{Now: clk.now, Configured: func(p string) bool { return configured[p] },
+		History: HistoryOptions{Policies: 2}})
+	for j := range 3 {
+		inline(rec, fmt.Sprint("t", j), fmt.Sprint("inv", j), engine.Allowed, 1)
+	}
+	decide(rec, "acme", "a", engine.Allowed, 1)
+	configured["b"] = true // a reload
+	decide(rec, "acme", "b", engine.Allowed, 2)
+	clk.t = clk.t.Add(time.Minute)
+	rec.FoldHistory(clk.t.Add(foldGrace))
+	now := clk.t.Unix() / 60
+	for p, want := range map[string]int{"a": 1, "b": 2, Other: 1} {
+		if got := sumKind(rec.Minutes(p, true, 0, 0, now), engine.Allowed); got != want {
+			t.Errorf("%s: %d, want %d", p, got, want)
+		}
+	}
+}
+
+// A deleted tenant's invented policies are forgotten with it, in memory
+// and in the file; the tenant created again starts empty.
+func TestHistoryForgetsATenantsInventedPolicies(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	path := filepath.Join(t.TempDir(), "history")
+	opts := RecorderOptions{Now: clk.now, History: HistoryOptions{Path: path}}
+	rec := NewRecorder(opts)
+	inline(rec, "evil", "mine", engine.Denied, 4)
+	inline(rec, "globex", "theirs", engine.Denied, 2)
+	decide(rec, "acme", "api", engine.Denied, 1)
+	clk.t = clk.t.Add(time.Minute)
+	rec.FoldHistory(clk.t.Add(foldGrace))
+	if err := rec.SaveHistory(clk.t); err != nil {
+		t.Fatal(err)
+	}
+	// The file keeps whose the invented policies are: a restart forgets
+	// them too.
+	restarted := NewRecorder(opts)
+	if err := restarted.LoadHistory(); err != nil {
+		t.Fatal(err)
+	}
+	restarted.Forget("evil")
+	rec.Forget("evil")
+	now := clk.t.Unix() / 60
+	check := func(rec *Recorder, when string) {
+		t.Helper()
+		if got := rec.HistoryLabels(true); slices.Contains(got, "mine") {
+			t.Errorf("%s: the deleted tenant's policy is still there: %v", when, got)
+		}
+		if pts := rec.Minutes("mine", true, 0, 0, now); len(pts) != 0 {
+			t.Errorf("%s: the deleted tenant's policy's minutes: %+v", when, pts)
+		}
+		if got := sumKind(rec.Minutes("theirs", true, 0, 0, now), engine.Denied); got != 2 {
+			t.Errorf("%s: globex's policy: %d denials, want 2", when, got)
+		}
+	}
+	check(rec, "in memory")
+	check(restarted, "forgotten after a restart")
+	if err := rec.SaveHistory(clk.t); err != nil {
+		t.Fatal(err)
+	}
+	again := NewRecorder(opts)
+	if err := again.LoadHistory(); err != nil {
+		t.Fatal(err)
+	}
+	check(again, "after a restart")
+	// evil created again, inventing the same name: it starts empty.
+	inline(rec, "evil", "mine", engine.Allowed, 1)
+	if pts := rec.Minutes("mine", true, 0, 0, now); sumKind(pts, engine.Denied) != 0 || sumKind(pts, engine.Allowed) != 1 {
+		t.Errorf("the new evil's policy: %+v", pts)
+	}
+}
+
+// A file of the version before invented policies had tenants is read:
+// its policies' rows as configured ones.
+func TestHistoryReadsAVersion1File(t *testing.T) {
+	clk := &clock{t: time.Unix(1_800_000_000, 0).Truncate(time.Minute)}
+	minute := clk.t.Unix() / 60
+	b := []byte(historyMagicV1)
+	for _, v := range []uint64{uint64(Kinds), uint64(minute), 0, 1, 3} { // kinds, folded, no tenants, a policy
+		b = binary.AppendUvarint(b, v)
+	}
+	b = append(b, "api"...)
+	b = binary.AppendUvarint(b, 1) // a minute
+	b = binary.AppendUvarint(b, uint64(minute))
+	for k := range Kinds {
+		b = binary.AppendUvarint(b, uint64(b2i(k == int(engine.Denied))*7))
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	path := filepath.Join(t.TempDir(), "history")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := NewRecorder(RecorderOptions{Now: clk.now, History: HistoryOptions{Path: path}})
+	if err := rec.LoadHistory(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sumKind(rec.Minutes("api", true, 0, 0, minute), engine.Denied); got != 7 {
+		t.Errorf("the policy's denials read: %d, want 7", got)
+	}
+	if _, ok := rec.hist.inv["api"]; ok {
+		t.Error("a version 1 policy row is counted as invented")
 	}
 }

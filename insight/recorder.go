@@ -117,6 +117,9 @@ func NewRecorder(o RecorderOptions) *Recorder {
 	if o.TenantPolicies <= 0 {
 		o.TenantPolicies = 16
 	}
+	if o.History.TenantPolicies <= 0 {
+		o.History.TenantPolicies = o.TenantPolicies
+	}
 	if o.TopK <= 0 {
 		o.TopK = 100
 	}
@@ -323,11 +326,18 @@ func (r *Recorder) dropLocked(id sketchID, ps *policySketch) {
 }
 
 // Forget drops what the Recorder holds of tenant (deleted): its series,
-// its minutes (from the history's file at its next write), its invented policies, and its keys in the configured policies'
-// sketches and samples.
+// its invented policies, its keys in the configured policies' sketches
+// and samples, and its minutes and its invented policies' (from the
+// history's file at its next write).
 func (r *Recorder) Forget(tenant string) {
 	r.tenants.Forget(tenant)
+	r.forgetSketches(tenant)
+	// After its sketches: a fold now no longer finds the tenant's
+	// invented policies, and one under way has ended.
 	r.hist.forget(tenant)
+}
+
+func (r *Recorder) forgetSketches(tenant string) {
 	prefix := keyID(tenant, "")
 	mine := func(it Item) bool { return strings.HasPrefix(it.Key, prefix) }
 	r.mu.Lock()
