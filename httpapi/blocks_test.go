@@ -23,6 +23,14 @@ func TestBlocksAndAudit(t *testing.T) {
 	if check("mallory") != 200 {
 		t.Fatal("mallory refused before any block")
 	}
+	// A tenant of the file alone, never blocked, has no blocks; a tenant
+	// no one knows is not found.
+	if code, out := s.do(t, adminKey, "GET", "/v1/tenants/demo/blocks", ""); code != 200 || len(out["blocks"].([]any)) != 0 {
+		t.Fatalf("the file's tenant demo's blocks: %d %v, want 200 and none", code, out)
+	}
+	if code, out := s.do(t, adminKey, "GET", "/v1/tenants/nosuch/blocks", ""); code != 404 {
+		t.Fatalf("an unknown tenant's blocks: %d %v, want 404", code, out)
+	}
 	req := s.request(t, adminKey, "POST", "/v1/tenants/acme/blocks", `{"policy":"chat","parts":{"user":"mallory"},"seconds":600,"reason":"scraping"}`)
 	req.Body.Close()
 	if req.StatusCode != 201 {

@@ -62,13 +62,17 @@ func (s *Service) Blocks(ctx context.Context, who Principal, tenant string) ([]B
 	if !who.Can(tenant) {
 		return nil, ErrForbidden
 	}
-	t, err := s.Stored(ctx, tenant)
+	// A tenant of the file alone has no record, and so no blocks yet.
+	t, err := s.Lookup(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
 	now := s.opts.Now()
 	out := []Block{}
-	for _, b := range t.Blocks {
+	if t.Record == nil {
+		return out, nil
+	}
+	for _, b := range t.Record.Blocks {
 		if now.Before(b.Until) {
 			if !who.Admin {
 				b.By = operator(b.By)

@@ -146,7 +146,7 @@ func (s *Service) erasedKeys(t Tenant, in EraseRequest) (map[string][]sluice.Che
 		}
 	}
 	if given != 1 {
-		return nil, sluice.Invalid("parts", "give one of parts (a check's key parts), key (as the API lists it) or keyValue (an inline check's key)")
+		return nil, sluice.Invalid("parts", "is missing: give one of parts (a check's key parts), key (as the API lists it) or keyValue (an inline check's key)")
 	}
 	if in.KeyValue != nil {
 		if len(*in.KeyValue) > sluice.MaxKeyLen {

@@ -241,3 +241,25 @@ func TestReadableKey(t *testing.T) {
 		t.Error("an inline key read as a configured policy's")
 	}
 }
+
+// A configuration of no policies (serve without --config) limits nothing:
+// a tenant's limits are none, not an error.
+func TestLimitsWithoutPolicies(t *testing.T) {
+	cfg, err := config.Parse("empty.yaml", []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &memstore.Tenants{}
+	s := New(Options{Store: store, Secrets: &memstore.Tenants{}, Sessions: &memstore.Sessions{}, Audit: &memstore.Audit{},
+		Config: func() *config.Config { return cfg }, Now: func() time.Time { return t0 }})
+	if err := store.CreateTenant(context.Background(), sluice.Tenant{ID: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	tn, err := s.Lookup(context.Background(), "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := tn.Limits(); err != nil || ls == nil || len(ls) != 0 {
+		t.Fatalf("limits without policies: %v %v, want none", ls, err)
+	}
+}
