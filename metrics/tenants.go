@@ -66,17 +66,17 @@ func (l *tenantLabels) label(t string, add bool) string {
 	if max == 0 {
 		return ""
 	}
-	now := time.Now()
 	l.mu.RLock()
 	p := l.seen[t]
 	l.mu.RUnlock()
 	if p != nil {
-		p.use(now.Unix())
+		p.use(time.Now().Unix())
 		return t
 	}
 	if !add {
 		return overflow
 	}
+	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if p := l.seen[t]; p != nil {
