@@ -61,10 +61,13 @@ func NewDecisions(known func(policy string) bool) *Decisions {
 
 // NewDecisionsByTenant returns the engine's metrics with the decisions
 // labelled by tenant as well, for the first n tenants decided on; the
-// rest count as "other". Zero labels none, as NewDecisions: the series
-// have no tenant label at all. Any tenant id a caller may name can take a
-// place, as on an open server's /v1/check: the label set stays bounded
-// at n+1, and a deleted tenant's place is freed (ForgetTenant).
+// rest count as "(other)", which no tenant id can be. Zero labels none,
+// as NewDecisions: the series have no tenant label at all. Any tenant id
+// a caller may name can take a place, as on an open server's /v1/check:
+// the label set stays bounded at n+1, a deleted tenant's place is freed
+// (ForgetTenant), and so is the place of a tenant with no decision for an
+// hour or two (idleAfter), with its series, at a scrape or when another
+// tenant asks for a place.
 func NewDecisionsByTenant(known func(policy string) bool, n int) *Decisions {
 	labels := []string{"policy", "outcome"}
 	if n > 0 {
@@ -92,8 +95,16 @@ func NewDecisionsByTenant(known func(policy string) bool, n int) *Decisions {
 		d.reloads.WithLabelValues(result)
 	}
 	d.collectorSet = collectorSet{d.decisions, d.store, d.storeErrs, d.reloads}
+	d.tenants.drop = d.drop
 	d.tenants.setMax(n)
 	return d
+}
+
+// Collect implements prometheus.Collector: it frees the tenants' places
+// idle for long (tenantLabels.sweep) before collecting.
+func (d *Decisions) Collect(ch chan<- prometheus.Metric) {
+	d.tenants.sweep()
+	d.collectorSet.Collect(ch)
 }
 
 // ForgetTenant deletes a deleted tenant's series and frees its label, so
@@ -101,9 +112,15 @@ func NewDecisionsByTenant(known func(policy string) bool, n int) *Decisions {
 // decision of the tenant racing the deletion may count once more, under
 // a series that then stays.
 func (d *Decisions) ForgetTenant(id string) {
-	if !d.tenants.forget(id) {
-		return
+	if d.tenants.forget(id) {
+		d.drop(id)
 	}
+}
+
+// drop deletes tenant id's series. A decision of the tenant racing it may
+// count once more, under a series that then stays until the tenant's
+// label is freed again.
+func (d *Decisions) drop(id string) {
 	d.counted.Range(func(k, _ any) bool {
 		if k.(counterKey).tenant == id {
 			d.counted.Delete(k)

@@ -25,8 +25,10 @@ import (
 //
 // The tenant label is "" unless tenant labels are asked for
 // (LabelTenants): the first n tenants seen get their own, the rest share
-// "other", so that tenants cannot grow the label set; a deleted tenant's
-// series go (ForgetTenant).
+// "(other)", which no tenant id can be, so that tenants cannot grow the
+// label set; a deleted tenant's series go (ForgetTenant), and so do those
+// of a tenant with no connect or message for an hour or two (idleAfter),
+// at a scrape or when another tenant asks for a place.
 type Gateway struct {
 	collectorSet       // the metrics below, for prometheus.Collector
 	connects, messages *prometheus.CounterVec
@@ -72,7 +74,15 @@ func NewGateway() *Gateway {
 		refused: map[string]int64{},
 	}
 	g.collectorSet = collectorSet{g.connects, g.messages, g.closes, g.wait, g.fanout}
+	g.tenants.drop = g.drop
 	return g
+}
+
+// Collect implements prometheus.Collector: it frees the tenants' places
+// idle for long (tenantLabels.sweep) before collecting.
+func (g *Gateway) Collect(ch chan<- prometheus.Metric) {
+	g.tenants.sweep()
+	g.collectorSet.Collect(ch)
 }
 
 func (g *Gateway) refuse(what, outcome string) {
@@ -95,7 +105,7 @@ func (g *Gateway) Refusals() map[string]int64 {
 
 // tenant is the label of tenant: "" unless tenant labels are on; its own
 // once a connect of it was admitted (so that no one can take the labels
-// with made-up tenant ids), while fewer than the cap have one; "other"
+// with made-up tenant ids), while fewer than the cap have one; "(other)"
 // otherwise.
 func (g *Gateway) tenant(t string, admitted bool) string {
 	return g.tenants.label(t, admitted)
@@ -106,16 +116,22 @@ func (g *Gateway) tenant(t string, admitted bool) string {
 var closeCodes = map[websocket.StatusCode]bool{1000: true, 1001: true, 1006: true, 1007: true, 1008: true, 1009: true, 1011: true, 1013: true, 4000: true, 4001: true}
 
 // LabelTenants labels the gateway's metrics by tenant, for the first n
-// tenants seen; the rest count as "other". Zero (the default) labels none.
+// tenants seen; the rest count as "(other)". Zero (the default) labels
+// none.
 func (g *Gateway) LabelTenants(n int) { g.tenants.setMax(n) }
 
 // ForgetTenant deletes a deleted tenant's series and frees its label, so
 // that a tenant created again under its id starts from nothing.
 func (g *Gateway) ForgetTenant(id string) {
 	if g.tenants.forget(id) {
-		g.connects.DeletePartialMatch(prometheus.Labels{"tenant": id})
-		g.messages.DeletePartialMatch(prometheus.Labels{"tenant": id})
+		g.drop(id)
 	}
+}
+
+// drop deletes tenant id's series.
+func (g *Gateway) drop(id string) {
+	g.connects.DeletePartialMatch(prometheus.Labels{"tenant": id})
+	g.messages.DeletePartialMatch(prometheus.Labels{"tenant": id})
 }
 
 // Connect implements gateway.Observer.

@@ -8,7 +8,7 @@
 //
 // Label sets are bounded whatever clients send: policy names a
 // configuration does not know count as "inline", tenants beyond a cap as
-// "other", close codes a client chose as "other", paths that matched no
+// "(other)" (and a tenant idle for long frees its place), close codes a client chose as "other", paths that matched no
 // route as "unmatched", gRPC methods no service has as "unknown"; a
 // deleted tenant's series go.
 package metrics

@@ -229,7 +229,7 @@ func TestRequestMetricsServe(t *testing.T) {
 
 // TestDecisionTenantLabelsServe: with --metrics-tenant-labels 2, a real
 // server's decisions carry their tenant for the first two tenants decided
-// on and "other" for the rest, never a third tenant; a deleted tenant's
+// on and "(other)" for the rest, never a third tenant; a deleted tenant's
 // series go. Without the flag, no decision has a tenant.
 func TestDecisionTenantLabelsServe(t *testing.T) {
 	check := func(p *process, tenant string) {
@@ -263,8 +263,8 @@ func TestDecisionTenantLabelsServe(t *testing.T) {
 	for _, tenant := range []string{"acme", "acme", "globex", "initech", "umbrella", "initech"} {
 		check(p, tenant)
 	}
-	want := map[string]float64{"acme": 2, "globex": 1, "other": 3}
-	if got := tenantsOf(p); len(got) != len(want) || got["acme"] != 2 || got["globex"] != 1 || got["other"] != 3 {
+	want := map[string]float64{"acme": 2, "globex": 1, "(other)": 3}
+	if got := tenantsOf(p); len(got) != len(want) || got["acme"] != 2 || got["globex"] != 1 || got["(other)"] != 3 {
 		t.Errorf("decisions by tenant %v, want %v", got, want)
 	}
 	if code, out := p.call(t, "", "DELETE", "/v1/tenants/acme", ""); code != 200 {
@@ -272,8 +272,8 @@ func TestDecisionTenantLabelsServe(t *testing.T) {
 	}
 	// acme's place is free: the next tenant decided on takes it.
 	check(p, "hooli")
-	want = map[string]float64{"globex": 1, "hooli": 1, "other": 3}
-	if got := tenantsOf(p); len(got) != len(want) || got["globex"] != 1 || got["hooli"] != 1 || got["other"] != 3 {
+	want = map[string]float64{"globex": 1, "hooli": 1, "(other)": 3}
+	if got := tenantsOf(p); len(got) != len(want) || got["globex"] != 1 || got["hooli"] != 1 || got["(other)"] != 3 {
 		t.Errorf("after acme's deletion: decisions by tenant %v, want %v", got, want)
 	}
 }

@@ -422,7 +422,49 @@ func (r *rendered) checkService(t *testing.T, s *server) {
 		t.Errorf("ServiceMonitor looks in namespaces %v, not the release's", ns)
 	}
 	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {
-		t.Errorf("ServiceMonitor endpoints %+v, want /metrics on the Service's http port", sm.Spec.Endpoints)
+		t.Fatalf("ServiceMonitor endpoints %+v, want /metrics on the Service's http port", sm.Spec.Endpoints)
+	}
+	// With tenant labels, /metrics answers only the admin key: the
+	// ServiceMonitor sends the one the pods read, from the same Secret.
+	auth := sm.Spec.Endpoints[0].Authorization
+	n, _ := strconv.Atoi(s.flags["metrics-tenant-labels"])
+	switch {
+	case n == 0 && auth != nil:
+		t.Errorf("without tenant labels the ServiceMonitor sends a key: %+v", auth)
+	case n > 0:
+		admin := s.volumeOf(t, "admin-key-file")
+		if auth == nil || auth.Type != "Bearer" || auth.Credentials == nil || admin.Secret == nil ||
+			auth.Credentials.Name != admin.Secret.SecretName || auth.Credentials.Key != path.Base(s.flags["admin-key-file"]) {
+			t.Errorf("with tenant labels the ServiceMonitor's authorization is %+v, want Bearer from the admin key's Secret %+v", auth, admin.Secret)
+		}
+	}
+}
+
+// TestMetricsTenantLabels: metrics.tenantLabels passes
+// --metrics-tenant-labels, and then the ServiceMonitor scrapes /metrics
+// with the admin key (checkService), in every shape; by default neither.
+func TestMetricsTenantLabels(t *testing.T) {
+	for _, shape := range Shapes {
+		t.Run(shape.Name, func(t *testing.T) {
+			values, err := Values(ChartDir, shape)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := render(t, values).checkPod(t)
+			if v, ok := s.flags["metrics-tenant-labels"]; ok {
+				t.Errorf("by default --metrics-tenant-labels=%s", v)
+			}
+			values["metrics"] = map[string]any{"tenantLabels": 20}
+			values["adminKey"] = map[string]any{"secretName": "ops-admin", "secretKey": "key"}
+			r := render(t, values)
+			s = r.checkPod(t) // checks the ServiceMonitor's key
+			if s.flags["metrics-tenant-labels"] != "20" {
+				t.Errorf("metrics.tenantLabels 20: --metrics-tenant-labels=%q", s.flags["metrics-tenant-labels"])
+			}
+			if auth := r.monitors[0].Spec.Endpoints[0].Authorization; auth == nil || auth.Credentials == nil || auth.Credentials.Name != "ops-admin" || auth.Credentials.Key != "key" {
+				t.Errorf("ServiceMonitor's authorization %+v, want the Secret ops-admin's key", auth)
+			}
+		})
 	}
 }
 

@@ -333,6 +333,12 @@ func (s *Server) liveness() gateway.Liveness {
 // node-to-node protocol's server half) and the dashboard's insight routes
 // behind its authentication.
 func (s *Server) api() *httpapi.Handler {
+	// With tenant labels, /metrics names tenants and their traffic,
+	// which no tenant may read of another: it needs the admin key then.
+	metricsKey := ""
+	if s.c.TenantLabels > 0 {
+		metricsKey = s.c.AdminKey
+	}
 	api := httpapi.New(httpapi.Options{
 		Limiter:        s.eng,
 		Tenancy:        s.tenants,
@@ -342,7 +348,7 @@ func (s *Server) api() *httpapi.Handler {
 		TrustedProxies: s.c.TrustedProxies,
 		Upstreams:      s.ups,
 		Ready:          s.st.ready,
-		Metrics:        s.metrics.Handler(),
+		Metrics:        metrics.RequireKey(s.metrics.Handler(), metricsKey),
 		Page:           web.Handler(),
 		Dashboard:      web.Dashboard(),
 		Logger:         s.log,

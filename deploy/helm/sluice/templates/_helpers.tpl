@@ -126,6 +126,9 @@ spec:
         - --shutdown-timeout={{ .Values.shutdownTimeoutSeconds }}s
         - --log-format={{ .Values.logFormat }}
         - --log-level={{ .Values.logLevel }}
+        {{- with (.Values.metrics).tenantLabels }}
+        - --metrics-tenant-labels={{ . }}
+        {{- end }}
         {{- if .Values.envoy.enabled }}
         - --grpc-addr=:{{ .Values.envoy.grpcPort }}
         {{- if .Values.envoy.domains }}
