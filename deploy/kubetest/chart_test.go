@@ -299,7 +299,11 @@ func (r *rendered) checkPod(t *testing.T) *server {
 	}) {
 		t.Error("no POD_IP from the downward API")
 	}
-	if want := fmt.Sprintf("http://$(POD_IP):%d", s.httpPort(t)); s.flags["advertise-url"] != want {
+	scheme := "http"
+	if _, tls := s.flags["tls-cert"]; tls {
+		scheme = "https"
+	}
+	if want := fmt.Sprintf("%s://$(POD_IP):%d", scheme, s.httpPort(t)); s.flags["advertise-url"] != want {
 		t.Errorf("--advertise-url %q, want %q", s.flags["advertise-url"], want)
 	}
 	for _, e := range c.Env {
@@ -685,5 +689,64 @@ func TestMemoryOneNode(t *testing.T) {
 	}
 	if _, ok := s.flags["data-dir"]; ok || s.flags["store"] != "memory" {
 		t.Errorf("memory store: flags %v", s.flags)
+	}
+}
+
+// TestTLSAndPseudonyms: tls.secretName serves HTTPS and gRPC over TLS from
+// the Secret's files, with the probes, the nodes' URLs and the
+// ServiceMonitor on https; pseudonymiseKeys.secretName passes the secret
+// by file, never on the command line; extraEnv, extraVolumes and
+// extraVolumeMounts reach the container. In every shape.
+func TestTLSAndPseudonyms(t *testing.T) {
+	for _, shape := range Shapes {
+		t.Run(shape.Name, func(t *testing.T) {
+			values, err := Values(ChartDir, shape)
+			if err != nil {
+				t.Fatal(err)
+			}
+			values["tls"] = map[string]any{"secretName": "sluice-tls"}
+			values["pseudonymiseKeys"] = map[string]any{"secretName": "sluice-keys", "secretKey": "secret"}
+			values["extraEnv"] = []any{map[string]any{"name": "SSL_CERT_FILE", "value": "/etc/sluice/ca/ca.crt"}}
+			// The CA's ConfigMap is the user's; a Secret, which the test
+			// does not ask the chart to render.
+			values["extraVolumes"] = []any{map[string]any{"name": "ca", "secret": map[string]any{"secretName": "sluice-ca"}}}
+			values["extraVolumeMounts"] = []any{map[string]any{"name": "ca", "mountPath": "/etc/sluice/ca", "readOnly": true}}
+			sm, _ := values["serviceMonitor"].(map[string]any) // the chart's defaults fill the rest
+			if sm == nil {
+				sm = map[string]any{}
+				values["serviceMonitor"] = sm
+			}
+			sm["tlsConfig"] = map[string]any{"serverName": "sluice.sluice.svc"}
+			r := render(t, values)
+			s := r.checkPod(t)
+			for flag, secret := range map[string]string{"tls-cert": "sluice-tls", "tls-key": "sluice-tls", "key-secret-file": "sluice-keys"} {
+				if v := s.volumeOf(t, flag); v.Secret == nil || v.Secret.SecretName != secret {
+					t.Errorf("--%s %s is not on the Secret %s: %+v", flag, s.flags[flag], secret, v.VolumeSource)
+				}
+			}
+			if _, ok := s.flags["pseudonymise-keys"]; !ok {
+				t.Error("no --pseudonymise-keys with pseudonymiseKeys.secretName")
+			}
+			if !strings.HasPrefix(s.flags["advertise-url"], "https://") {
+				t.Errorf("--advertise-url %s, want https:// with TLS", s.flags["advertise-url"])
+			}
+			for name, p := range map[string]*corev1.Probe{"startup": s.c.StartupProbe, "liveness": s.c.LivenessProbe, "readiness": s.c.ReadinessProbe} {
+				if p == nil || p.HTTPGet == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+					t.Errorf("the %s probe is not on HTTPS: %+v", name, p)
+				}
+			}
+			if !slices.ContainsFunc(s.c.Env, func(e corev1.EnvVar) bool { return e.Name == "SSL_CERT_FILE" }) {
+				t.Error("extraEnv did not reach the container")
+			}
+			if v, ok := s.mounts["/etc/sluice/ca"]; !ok || v.Secret == nil || v.Secret.SecretName != "sluice-ca" {
+				t.Errorf("extraVolumes/extraVolumeMounts did not reach the pod: %+v", v)
+			}
+			if len(r.monitors) == 1 {
+				ep := r.monitors[0].Spec.Endpoints[0]
+				if ep.Scheme == nil || string(*ep.Scheme) != "https" || ep.TLSConfig == nil || ep.TLSConfig.ServerName == nil || *ep.TLSConfig.ServerName != "sluice.sluice.svc" {
+					t.Errorf("the ServiceMonitor scrapes %v with %+v, want https and the tlsConfig given", ep.Scheme, ep.TLSConfig)
+				}
+			}
+		})
 	}
 }

@@ -189,7 +189,9 @@ func runServe(t *testing.T, bin string, env []string, r *rendered, srv *server) 
 		{"/metrics", podIP + ":" + port, 200}, // Prometheus, by the pod's IP
 		{"/readyz", "sluice.sluice.svc:" + port, 200},
 		{"/readyz", "sluice.sluice.svc.cluster.local", 200},
-		{"/readyz", "evil.example", 403},
+		{"/metrics", "sluice.sluice.svc:" + port, 200},
+		{"/readyz", "evil.example", 200}, // probes answer any host: they tell a page nothing
+		{"/metrics", "evil.example", 403},
 	} {
 		if got := get(c.path, c.host); got != c.want {
 			t.Errorf("GET %s with Host %s: %d, want %d", c.path, c.host, got, c.want)

@@ -59,6 +59,11 @@ DNS names, and those the values add. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* The HTTP listener's scheme: https with tls.secretName. */}}
+{{- define "sluice.scheme" -}}
+{{- if .Values.tls.secretName }}https{{ else }}http{{ end -}}
+{{- end -}}
+
 {{/* The pod template of every shape. */}}
 {{- define "sluice.podTemplate" -}}
 {{- include "sluice.check" . -}}
@@ -114,7 +119,7 @@ spec:
         - --dynamodb-endpoint={{ . }}
         {{- end }}
         {{- end }}
-        - --advertise-url=http://$(POD_IP):{{ .Values.http.port }}
+        - --advertise-url={{ include "sluice.scheme" . }}://$(POD_IP):{{ .Values.http.port }}
         - --allowed-hosts={{ include "sluice.allowedHosts" . }}
         - --admin-key-file=/etc/sluice/admin/{{ .Values.adminKey.secretKey }}
         {{- if .Values.config }}
@@ -144,6 +149,14 @@ spec:
         - --grpc-token-file=/etc/sluice/grpc-token/{{ .Values.envoy.tokenSecretKey }}
         {{- end }}
         {{- end }}
+        {{- if .Values.tls.secretName }}
+        - --tls-cert=/etc/sluice/tls/tls.crt
+        - --tls-key=/etc/sluice/tls/tls.key
+        {{- end }}
+        {{- if .Values.pseudonymiseKeys.secretName }}
+        - --pseudonymise-keys
+        - --key-secret-file=/etc/sluice/key-secret/{{ .Values.pseudonymiseKeys.secretKey }}
+        {{- end }}
         {{- with .Values.extraArgs }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -153,6 +166,9 @@ spec:
           valueFrom:
             fieldRef:
               fieldPath: status.podIP
+        {{- with .Values.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
       ports:
         - name: http
           containerPort: {{ .Values.http.port }}
@@ -166,17 +182,20 @@ spec:
         httpGet:
           path: /healthz
           port: http
+          scheme: {{ include "sluice.scheme" . | upper }}
         periodSeconds: 2
         failureThreshold: 60
       livenessProbe:
         httpGet:
           path: /healthz
           port: http
+          scheme: {{ include "sluice.scheme" . | upper }}
         {{- toYaml .Values.probes.liveness | nindent 8 }}
       readinessProbe:
         httpGet:
           path: /readyz
           port: http
+          scheme: {{ include "sluice.scheme" . | upper }}
         {{- toYaml .Values.probes.readiness | nindent 8 }}
       lifecycle:
         preStop:
@@ -215,6 +234,19 @@ spec:
           mountPath: /etc/sluice/grpc-token
           readOnly: true
         {{- end }}
+        {{- if .Values.tls.secretName }}
+        - name: tls
+          mountPath: /etc/sluice/tls
+          readOnly: true
+        {{- end }}
+        {{- if .Values.pseudonymiseKeys.secretName }}
+        - name: key-secret
+          mountPath: /etc/sluice/key-secret
+          readOnly: true
+        {{- end }}
+        {{- with .Values.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
   volumes:
     - name: tmp
       emptyDir:
@@ -249,6 +281,26 @@ spec:
         items:
           - key: {{ .Values.envoy.tokenSecretKey }}
             path: {{ .Values.envoy.tokenSecretKey }}
+    {{- end }}
+    {{- if .Values.tls.secretName }}
+    - name: tls
+      # Mounted whole, not by items: a renewed certificate (cert-manager)
+      # reaches the files, which serve reloads on change.
+      secret:
+        secretName: {{ .Values.tls.secretName }}
+        defaultMode: 0440
+    {{- end }}
+    {{- if .Values.pseudonymiseKeys.secretName }}
+    - name: key-secret
+      secret:
+        secretName: {{ .Values.pseudonymiseKeys.secretName }}
+        defaultMode: 0440
+        items:
+          - key: {{ .Values.pseudonymiseKeys.secretKey }}
+            path: {{ .Values.pseudonymiseKeys.secretKey }}
+    {{- end }}
+    {{- with .Values.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
     {{- end }}
   {{- with .Values.nodeSelector }}
   nodeSelector:
