@@ -16,6 +16,18 @@ const testAdminKey = "test-admin-key-0123456789"
 
 func (p *process) call(t *testing.T, key, method, path, body string) (int, map[string]any) {
 	t.Helper()
+	code, b := p.raw(t, key, method, path, body)
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s %s: %s", method, path, b)
+	}
+	return code, out
+}
+
+// raw sends a request to p with key as its bearer token (none if empty),
+// and returns the answer's status and body as sent.
+func (p *process) raw(t *testing.T, key, method, path, body string) (int, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, "http://"+p.addr+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -29,11 +41,7 @@ func (p *process) call(t *testing.T, key, method, path, body string) (int, map[s
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("%s %s: %s", method, path, b)
-	}
-	return resp.StatusCode, out
+	return resp.StatusCode, b
 }
 
 // kill9 kills the process with SIGKILL and waits for it.

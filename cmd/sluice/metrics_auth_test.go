@@ -1,8 +1,6 @@
 package main
 
 import (
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -15,20 +13,8 @@ func TestMetricsAuthServe(t *testing.T) {
 	const admin = "an-admin-key-for-the-metrics-tests"
 	get := func(p *process, path, key string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest("GET", "http://"+p.addr+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		code, b := p.raw(t, key, "GET", path, "")
+		return code, string(b)
 	}
 	decide := func(p *process, tenant string) {
 		t.Helper()
