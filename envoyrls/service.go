@@ -103,7 +103,6 @@ type target struct {
 	limits  []Limit // the rule's, or the request's override
 	key     string  // the counter's key: the descriptor's entries
 	hits    int64
-	over    bool // over a limit without asking the store: a limit of 0, or more hits than it holds
 	refs    []ref
 	outcome []sluice.Decision
 }
@@ -206,11 +205,6 @@ func (s *Service) resolve(cfg *Config, req *rlspb.RateLimitRequest, i int, d *ra
 		}
 	}
 	t.key = counterKey(entries, shared)
-	for i := range t.limits {
-		if l := &t.limits[i]; !l.Policy.Shadow && l.over(t.hits) {
-			t.over = true
-		}
-	}
 	return t, nil
 }
 
@@ -301,11 +295,17 @@ func counterKey(entries []entry, shared []string) string {
 
 // decide asks the limiter about targets ts, all-or-nothing: one request
 // of every limit of every descriptor that adds hits, unless one of them is
-// over a limit already, and one request reading the others' state.
+// over a limit already, and one request reading the others' state. Only
+// the limits left to ts count: a replaced rule's limits, a 0 included, are
+// gone by then.
 func (s *Service) decide(ctx context.Context, tenant string, ts []target) error {
 	over := false
 	for i := range ts {
-		over = over || ts[i].over
+		for j := range ts[i].limits {
+			if l := &ts[i].limits[j]; !l.Policy.Shadow && l.over(ts[i].hits) {
+				over = true
+			}
+		}
 	}
 	consume := sluice.Request{Tenant: tenant, Hits: 1}
 	read := sluice.Request{Tenant: tenant}
@@ -459,13 +459,19 @@ func status1(t *target, now time.Time) *rlspb.RateLimitResponse_DescriptorStatus
 }
 
 // untilReset is how long until d's limit resets, in whole seconds rounded
-// up, as envoyproxy/ratelimit reports it; for a limit of 0, the end of its
-// fixed window.
+// up. A fixed window (a limit of 0 too) resets at the end of the window,
+// aligned to the Unix epoch, as envoyproxy/ratelimit reports it, whether or
+// not anything was counted in it (a limit read, not consumed, has nothing
+// used yet); other algorithms when nothing is used any more.
 func untilReset(d *sluice.Decision, l *Limit, now time.Time) *durationpb.Duration {
 	reset := d.ResetAt
-	if l.Zero || reset.IsZero() {
-		w := l.Policy.Window
-		reset = now.Truncate(w).Add(w)
+	if l.Zero || l.Policy.Algorithm == sluice.FixedWindow || reset.IsZero() {
+		w := int64(l.Policy.Window)
+		n := now.UnixNano()
+		end := time.Unix(0, n-n%w+w)
+		if end.After(reset) {
+			reset = end
+		}
 	}
 	left := reset.Sub(now)
 	return &durationpb.Duration{Seconds: int64((max(left, 0) + time.Second - 1) / time.Second)}
