@@ -74,7 +74,7 @@ func (s *Store) erasePartition(ctx context.Context, pk string) (int, error) {
 			return n, err
 		}
 		for _, item := range out.Items {
-			if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]}}); err != nil {
+			if err := s.deleteItem(ctx, item[attrPK], item[attrSK]); err != nil {
 				return n, err
 			}
 			n++
@@ -96,4 +96,23 @@ func (s *Store) forgetLocal(pk string) {
 	s.allots.mu.Lock()
 	delete(s.allots.m, pk)
 	s.allots.mu.Unlock()
+}
+
+// deleteItem deletes one item, sent again after a backoff while DynamoDB
+// refuses it for now (throttled, or in conflict with a transaction on the
+// item: a decision's, which a healthy store has at any time), within the
+// store's write attempts: a delete is unconditional, so sending it again
+// is safe.
+func (s *Store) deleteItem(ctx context.Context, pk, sk types.AttributeValue) error {
+	in := &dynamodb.DeleteItemInput{TableName: &s.table, Key: map[string]types.AttributeValue{attrPK: pk, attrSK: sk}}
+	b := s.budget()
+	for {
+		if err := b.take(ctx, "erase"); err != nil {
+			return err
+		}
+		_, err := s.db.DeleteItem(ctx, in, noRetry)
+		if err == nil || !b.failed(ctx, err) {
+			return err
+		}
+	}
 }
