@@ -27,3 +27,11 @@ func newStore(t *testing.T, opts redisstore.Options) *redisstore.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) sluice.Store { return newStore(t, redisstore.Options{}) })
 }
+
+func TestTenants(t *testing.T) {
+	storetest.RunTenants(t, func(t *testing.T) sluice.TenantStore { return newStore(t, redisstore.Options{}) })
+}
+
+func TestAudit(t *testing.T) {
+	storetest.RunAudit(t, newStore(t, redisstore.Options{}))
+}
