@@ -35,3 +35,11 @@ func TestTenants(t *testing.T) {
 func TestAudit(t *testing.T) {
 	storetest.RunAudit(t, newStore(t, redisstore.Options{}))
 }
+
+func TestSessions(t *testing.T) {
+	storetest.RunSessions(t, func(t *testing.T) sluice.SessionStore { return newStore(t, redisstore.Options{}) })
+}
+
+func TestRegistry(t *testing.T) {
+	storetest.RunRegistry(t, func(t *testing.T) sluice.Registry { return newStore(t, redisstore.Options{}) })
+}
