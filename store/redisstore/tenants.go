@@ -29,7 +29,7 @@ var (
 // and never a tenant it cannot list.
 
 func (s *Store) tenantKey(id, kind string) string { return s.opts.Prefix + tag(id) + kind }
-func (s *Store) indexKey() string                { return s.opts.Prefix + "tenants" }
+func (s *Store) indexKey() string                 { return s.opts.Prefix + "tenants" }
 
 // createScript writes the tenant record KEYS[1] at version 1 unless it
 // exists: 1 if written.
