@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ func find() (string, error) {
 
 // Start runs redis-server from bin on a free loopback port, without
 // snapshots or an append-only file, and waits until it answers PING.
-func Start(bin string) (*Server, error) {
+func Start(bin string, args ...string) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -78,8 +79,8 @@ func Start(bin string) (*Server, error) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port)}
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", os.TempDir(), "--protected-mode", "no")
+	s.cmd = exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", os.TempDir(), "--protected-mode", "no"}, args...)...)
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting redis-server: %w", err)
 	}
@@ -105,6 +106,46 @@ func (s *Server) Stop() {
 	if s.cmd != nil && s.cmd.Process != nil && s.cmd.ProcessState == nil {
 		s.cmd.Process.Kill()
 		s.cmd.Wait()
+	}
+}
+
+// StartCluster starts a Redis Cluster of one node, of the test's own,
+// holding every slot, and stops it at the end of the test. One node is
+// enough to check a store's keys: Cluster refuses a script or command
+// whose keys are in different slots (CROSSSLOT) whatever node holds them.
+func StartCluster(t testing.TB) *Server {
+	t.Helper()
+	Get(t) // skip, or fail, as the package's server would
+	bin, err := find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s, err := Start(bin, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf", "--dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatalf("CLUSTER ADDSLOTSRANGE: %v", err)
+	}
+	for {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err != nil {
+			t.Fatalf("CLUSTER INFO: %v", err)
+		}
+		if strings.Contains(info, "cluster_state:ok") {
+			return s
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the cluster is not ok within 30s: %s", info)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 
