@@ -250,3 +250,32 @@ func TestPrefixWithBrace(t *testing.T) {
 		t.Fatal("a prefix with a brace was accepted")
 	}
 }
+
+// TestAuthURL: a store reaches a Redis that requires a password through
+// the URL form the server's --redis-url will take (redis.ParseURL), and a
+// wrong password fails as unavailable.
+func TestAuthURL(t *testing.T) {
+	srv := redistest.StartOwn(t, "--requirepass", "s3cret")
+	p := sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute}
+	ops := []sluice.Op{{Key: sluice.Key{Tenant: "a", Policy: "p"}, Policy: &p, Hits: 1}}
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{{"redis://:s3cret@" + srv.Addr + "/0", true}, {"redis://:wrong@" + srv.Addr + "/0", false}} {
+		o, err := redis.ParseURL(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := redis.NewClient(o)
+		defer c.Close()
+		s, err := redisstore.New(c, redisstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Apply(context.Background(), t0, ops, make([]sluice.Decision, 1))
+		var se *sluice.Error
+		if tc.ok && err != nil || !tc.ok && (!errors.As(err, &se) || se.Kind != sluice.KindUnavailable) {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -70,7 +71,8 @@ func find() (string, error) {
 }
 
 // Start runs redis-server from bin on a free loopback port, without
-// snapshots or an append-only file, and waits until it answers PING.
+// snapshots or an append-only file, with args added, and waits until it
+// answers PING (NOAUTH counts).
 func Start(bin string, args ...string) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -91,7 +93,8 @@ func Start(bin string, args ...string) (*Server, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := c.Ping(ctx).Err()
 		cancel()
-		if err == nil {
+		var answer redis.Error // NOAUTH, with --requirepass: it answers
+		if err == nil || errors.As(err, &answer) {
 			return s, nil
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -109,23 +112,31 @@ func (s *Server) Stop() {
 	}
 }
 
-// StartCluster starts a Redis Cluster of one node, of the test's own,
-// holding every slot, and stops it at the end of the test. One node is
-// enough to check a store's keys: Cluster refuses a script or command
-// whose keys are in different slots (CROSSSLOT) whatever node holds them.
-func StartCluster(t testing.TB) *Server {
+// StartOwn starts a redis-server of the test's own, with extra arguments
+// (such as --requirepass), and stops it at the end of the test.
+func StartOwn(t testing.TB, args ...string) *Server {
 	t.Helper()
 	Get(t) // skip, or fail, as the package's server would
 	bin, err := find()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	s, err := Start(bin, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf", "--dir", dir)
+	s, err := Start(bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
+	return s
+}
+
+// StartCluster starts a Redis Cluster of one node, of the test's own,
+// holding every slot, and stops it at the end of the test. One node is
+// enough to check a store's keys: Cluster refuses a script or command
+// whose keys are in different slots (CROSSSLOT) whatever node holds them.
+func StartCluster(t testing.TB) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	s := StartOwn(t, "--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf", "--dir", dir)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
