@@ -279,3 +279,26 @@ func TestAuthURL(t *testing.T) {
 		}
 	}
 }
+
+// TestPeekWritesNoKey: a request of zero hits on keys never seen leaves
+// Redis without them (algo's read of a fresh key is a state of count 0,
+// which is not worth a write).
+func TestPeekWritesNoKey(t *testing.T) {
+	c := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []sluice.Op
+	ps := storetest.Policies(5)
+	for i := range ps {
+		ops = append(ops, sluice.Op{Key: sluice.Key{Tenant: "acme", Algorithm: ps[i].Algorithm, Policy: ps[i].Name, Value: "peek"}, Policy: &ps[i]})
+	}
+	if err := s.Apply(context.Background(), t0, ops, make([]sluice.Decision, len(ops))); err != nil {
+		t.Fatal(err)
+	}
+	if keys := c.Keys(context.Background(), prefix+"*").Val(); len(keys) != 0 {
+		t.Fatalf("a peek wrote %d keys", len(keys))
+	}
+}

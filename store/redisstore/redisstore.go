@@ -323,23 +323,28 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	// Distinct keys, and for each op its key's index.
+	// An op of zero hits reads: the state a key is left with is its last
+	// op's of nonzero hits (none: nothing to write), as memstore and
+	// dynamostore store it.
 	keys := make([]string, 0, len(ops))
 	at := make([]int, len(ops))
-	last := make([]int, 0, len(ops)) // last op of each key
+	last := make([]int, 0, len(ops)) // last op of nonzero hits of each key, or -1
 	for i := range ops {
 		k := s.counterKey(&ops[i].Key)
 		at[i] = -1
 		for j, kk := range keys {
 			if kk == k {
 				at[i] = j
-				last[j] = i
 				break
 			}
 		}
 		if at[i] < 0 {
 			at[i] = len(keys)
 			keys = append(keys, k)
-			last = append(last, i)
+			last = append(last, -1)
+		}
+		if ops[i].Hits != 0 {
+			last[at[i]] = i
 		}
 	}
 	nowNs := now.UnixNano()
@@ -352,7 +357,7 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 		allowed := algo.DecideAll(ops, stored, next, nowNs, dst)
 		for j := range keys {
 			vals[j], ttls[j] = "", ""
-			if allowed {
+			if allowed && last[j] >= 0 {
 				vals[j], ttls[j] = s.write(&next[last[j]], nowNs)
 				if vals[j] == cur[j] {
 					vals[j], ttls[j] = "", "" // unchanged: nothing to write
