@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,8 +150,8 @@ func (s *Store) counterKey(k *sluice.Key) string {
 
 // casScript compares each KEYS[i]'s value with ARGV[3i-2] ("" for none)
 // and, only if every one matches, writes ARGV[3i-1] (nothing if "") with a
-// time to live of ARGV[3i] ms ("0": none; "-1": delete the key) and
-// answers 1. Otherwise it writes nothing and answers every key's value.
+// time to live of ARGV[3i] ms ("0": none) and answers 1. Otherwise it
+// writes nothing and answers every key's value.
 var casScript = redis.NewScript(`
 local cur = {}
 local ok = true
@@ -162,14 +163,27 @@ end
 if not ok then return cur end
 for i = 1, #KEYS do
   local v, ttl = ARGV[3*i-1], ARGV[3*i]
-  if ttl == '-1' then
-    redis.call('DEL', KEYS[i])
-  elseif v ~= '' then
+  if v ~= '' then
     if ttl == '0' then redis.call('SET', KEYS[i], v) else redis.call('SET', KEYS[i], v, 'PX', ttl) end
   end
 end
 return 1
 `)
+
+// A stored value is the state's encoding (algo.State.MarshalBinary)
+// followed by the id of the call that wrote it, idLen bytes, so that a
+// call whose answer was lost and whose script the client sent again
+// (go-redis retries a command on a broken connection) finds its own write
+// in the values the second run answers, and counts once.
+const idLen = 8
+
+// statePart is a stored value without its writer's id.
+func statePart(v string) string {
+	if len(v) < idLen {
+		return v
+	}
+	return v[:len(v)-idLen]
+}
 
 // errStore wraps a Redis failure as the unavailability the policies' fail
 // modes act on.
@@ -224,7 +238,8 @@ func (s *Store) forget(keys []string) {
 	s.mu.Unlock()
 }
 
-// decode reads a stored state; an unreadable one counts as none, logged.
+// decode reads a stored state (without its writer's id); an unreadable
+// one counts as none, logged.
 func (s *Store) decode(key, v string) algo.State {
 	var st algo.State
 	if v == "" {
@@ -240,9 +255,6 @@ func (s *Store) decode(key, v string) algo.State {
 // write is one key's part of a script run: the value to write ("" none)
 // and its time to live argument.
 func (s *Store) write(st *algo.State, now int64) (string, string) {
-	if st.Expires != 0 && st.Expires <= now {
-		return "", "-1"
-	}
 	b, err := st.MarshalBinary()
 	if err != nil {
 		panic(err) // AppendBinary never fails
@@ -250,28 +262,43 @@ func (s *Store) write(st *algo.State, now int64) (string, string) {
 	if st.Expires == 0 {
 		return string(b), "0"
 	}
-	ms := (st.Expires-now+int64(time.Millisecond)-1)/int64(time.Millisecond) + s.opts.ExpirySlack.Milliseconds()
+	// A state already worth nothing is kept for the slack alone: written,
+	// not deleted, so that it carries the call's id.
+	ms := (max(st.Expires-now, 0)+int64(time.Millisecond)-1)/int64(time.Millisecond) + s.opts.ExpirySlack.Milliseconds()
 	return string(b), strconv.FormatInt(ms, 10)
 }
 
 // cas runs one decision over keys: decide computes, from the keys' current
-// values, each key's new value and ttl argument ("" and "" to leave it),
-// and is called again with the values the script answers until the
-// script's comparison holds.
+// states (encoded, "" for none), each key's new state and ttl argument (""
+// to leave it), and is called again with the values the script answers
+// until the script's comparison holds.
 func (s *Store) cas(ctx context.Context, op string, keys []string, decide func(cur []string, vals, ttls []string)) error {
 	done, err := s.turns.take(ctx, keys)
 	if err != nil {
 		return errStore(op, err)
 	}
 	defer done()
-	cur := make([]string, len(keys))
+	var idb [idLen]byte
+	binary.LittleEndian.PutUint64(idb[:], rand.Uint64())
+	id := string(idb[:])
+	cur := make([]string, len(keys))    // stored values
+	states := make([]string, len(keys)) // their states
 	vals := make([]string, len(keys))
 	ttls := make([]string, len(keys))
 	args := make([]any, 3*len(keys))
 	s.view(keys, cur)
 	for {
-		decide(cur, vals, ttls)
+		for i := range cur {
+			states[i] = statePart(cur[i])
+		}
+		decide(states, vals, ttls)
 		for i := range keys {
+			if vals[i] == states[i] {
+				vals[i] = "" // unchanged: nothing to write
+			}
+			if vals[i] != "" {
+				vals[i] += id
+			}
 			args[3*i], args[3*i+1], args[3*i+2] = cur[i], vals[i], ttls[i]
 		}
 		res, err := casScript.Run(ctx, s.c, keys, args...).Result()
@@ -282,10 +309,7 @@ func (s *Store) cas(ctx context.Context, op string, keys []string, decide func(c
 		switch r := res.(type) {
 		case int64:
 			for i := range keys {
-				switch {
-				case ttls[i] == "-1":
-					cur[i] = ""
-				case vals[i] != "":
+				if vals[i] != "" {
 					cur[i] = vals[i]
 				}
 			}
@@ -303,6 +327,9 @@ func (s *Store) cas(ctx context.Context, op string, keys []string, decide func(c
 				cur[i] = str
 			}
 			s.remember(keys, cur)
+			if landed(cur, vals) {
+				return nil // an earlier run of this script wrote: its answer was lost
+			}
 			if err := ctx.Err(); err != nil {
 				return errStore(op, err)
 			}
@@ -310,6 +337,17 @@ func (s *Store) cas(ctx context.Context, op string, keys []string, decide func(c
 			return errStore(op, fmt.Errorf("script answered a %T", res))
 		}
 	}
+}
+
+// landed reports whether the values hold a write of this call: its id is
+// in every value it writes, which no other call writes.
+func landed(cur, vals []string) bool {
+	for i := range vals {
+		if vals[i] != "" && cur[i] == vals[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // Apply implements sluice.Store.
@@ -359,9 +397,6 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 			vals[j], ttls[j] = "", ""
 			if allowed && last[j] >= 0 {
 				vals[j], ttls[j] = s.write(&next[last[j]], nowNs)
-				if vals[j] == cur[j] {
-					vals[j], ttls[j] = "", "" // unchanged: nothing to write
-				}
 			}
 		}
 	})
