@@ -2,7 +2,8 @@
 // run one already: standalone, Sentinel or Cluster, as go-redis reaches it.
 //
 // The algorithms stay in package algo: a decision reads its keys' states
-// (algo.State's binary encoding, as pebblestore stores it), decides in Go
+// (algo.State's binary encoding, as pebblestore stores it, and the id of
+// the call that wrote it), decides in Go
 // with algo.DecideAll, and sends one Lua script (EVALSHA, loaded on first
 // use and again after NOSCRIPT) that compares every key's stored bytes with
 // those it decided from and, only if all match, writes every new state:
