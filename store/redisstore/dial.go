@@ -20,7 +20,9 @@ import (
 //     each addr= a seed node (redis.ParseClusterURL).
 //
 // The options are go-redis's (dial_timeout, read_timeout, pool_size, …).
-// The caller closes the client.
+// The client heeds its contexts' deadlines (ContextTimeoutEnabled), so
+// that Options.Timeout bounds a call's reads and writes, not only
+// read_timeout. The caller closes the client.
 func Dial(rawURL string) (redis.UniversalClient, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -38,18 +40,21 @@ func Dial(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: sentinel URL: %w", err)
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewFailoverClient(o), nil
 	case cluster || q.Has("addr"):
 		o, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: cluster URL: %w", err)
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(o), nil
 	default:
 		o, err := redis.ParseURL(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: redis URL: %w", err)
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o), nil
 	}
 }

@@ -215,7 +215,9 @@ func TestTenantHashTag(t *testing.T) {
 }
 
 // TestUnanswered: a Redis that never answers fails the call with the
-// unavailability the policies' fail modes act on, at the store's deadline.
+// unavailability the policies' fail modes act on, at the store's deadline:
+// a client from Dial heeds it even with no read timeout of its own (the
+// call would hang without ContextTimeoutEnabled; the test allows a minute).
 func TestUnanswered(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -231,14 +233,25 @@ func TestUnanswered(t *testing.T) {
 			defer conn.Close() // held open, never answered, until the listener closes
 		}
 	}()
-	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ReadTimeout: -1, ContextTimeoutEnabled: true})
+	c, err := redisstore.Dial("redis://" + ln.Addr().String() + "?read_timeout=-1&write_timeout=-1&max_retries=-1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 	s, err := redisstore.New(c, redisstore.Options{Timeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute}
-	err = s.Apply(context.Background(), t0, []sluice.Op{{Key: sluice.Key{Tenant: "a", Policy: "p"}, Policy: &p, Hits: 1}}, make([]sluice.Decision, 1))
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Apply(context.Background(), t0, []sluice.Op{{Key: sluice.Key{Tenant: "a", Policy: "p"}, Policy: &p, Hits: 1}}, make([]sluice.Decision, 1))
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Apply on a silent Redis did not end at its deadline")
+	}
 	var se *sluice.Error
 	if !errors.As(err, &se) || se.Kind != sluice.KindUnavailable {
 		t.Fatalf("Apply on a silent Redis: %v, want KindUnavailable", err)

@@ -81,8 +81,11 @@ var (
 
 // New returns a store on c: a *redis.Client (AUTH, TLS and the address in
 // its Options or redis.ParseURL), a *redis.ClusterClient, a Sentinel
-// client (redis.NewFailoverClient) or any redis.UniversalClient. The
-// caller owns c: Close does not close it.
+// client (redis.NewFailoverClient) or any redis.UniversalClient; Dial
+// makes one from a URL. go-redis heeds a context's deadline on the wire
+// only with ContextTimeoutEnabled set in its options (Dial sets it);
+// without, a call's reads are bounded by the client's ReadTimeout instead
+// of Options.Timeout. The caller owns c: Close does not close it.
 func New(c redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "sluice:"
