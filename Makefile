@@ -47,16 +47,17 @@ APT_LOCK := /tmp/sluice-apt.lock
 ## deps: install everything the tests need: Go modules, the DynamoDB
 ## emulator (dynoxide, pinned in tools/package-lock.json) from npm, and
 ## Debian's chromium for the demo page's browser test; Debian's umoci,
-## skopeo, podman and runc for the container image's (make image), and
-## systemd's systemd-analyze for the systemd unit's
-DEPLOY_TOOLS := umoci skopeo podman runc systemd-analyze
-DEPLOY_PKGS  := umoci skopeo podman runc systemd
+## skopeo, podman and runc for the container image's (make image),
+## systemd's systemd-analyze for the systemd unit's, and redis-server for
+## the Redis store's (store/redisstore)
+DEPLOY_TOOLS := umoci skopeo podman runc systemd-analyze redis-server
+DEPLOY_PKGS  := umoci skopeo podman runc systemd redis-server
 deps: $(DYNOXIDE)
 	@command -v chromium >/dev/null || flock $(APT_LOCK) sh -c 'command -v chromium >/dev/null || { \
 		echo "chromium is missing: installing it from Debian"; \
 		apt-get update && apt-get install -y --no-install-recommends chromium; }'
 	@(for t in $(DEPLOY_TOOLS); do command -v $$t >/dev/null || exit 1; done) || \
-		flock $(APT_LOCK) sh -c 'echo "installing $(DEPLOY_PKGS) from Debian for the image and the unit"; \
+		flock $(APT_LOCK) sh -c 'echo "installing $(DEPLOY_PKGS) from Debian for the image, the unit and the Redis store"; \
 		apt-get update && apt-get install -y --no-install-recommends $(DEPLOY_PKGS)'
 	$(GO) mod download
 	cd bench && $(GO) mod download
