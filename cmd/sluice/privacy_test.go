@@ -376,8 +376,8 @@ func TestPseudonymisedListedKeys(t *testing.T) {
 	}
 }
 
-// TestErasePartialDynamoDB: an erase whose DynamoDB delete fails (a
-// throttle the SDK does not retry here) answers 503 and is recorded all
+// TestErasePartialDynamoDB: an erase whose DynamoDB delete fails (throttled
+// at every try the store allows) answers 503 and is recorded all
 // the same, marked partial; its retry finishes, and the key's next check
 // starts from a full limit.
 func TestErasePartialDynamoDB(t *testing.T) {
@@ -397,7 +397,9 @@ func TestErasePartialDynamoDB(t *testing.T) {
 		p.check(t, namedCheck)
 	}
 	erase := `{"parts":{"user":"` + rawKey + `"}}`
-	px.FailNext(1, "ThrottlingException") // the erase's first write: its first delete
+	// Every try of the erase's first delete: the store sends a write
+	// again while DynamoDB throttles it, up to its MaxAttempts (default 4).
+	px.FailNext(4, "ThrottlingException")
 	if code, out := p.call(t, "", "POST", "/v1/tenants/acme/erase", erase); code != 503 {
 		t.Fatalf("an erase whose delete fails: %d %v, want 503", code, out)
 	}
