@@ -19,8 +19,14 @@ import (
 // ServiceName is the gRPC service's full name, as health checks name it.
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
+// ReferenceHealthName is the service name envoyproxy/ratelimit's gRPC
+// health answers for: a Deployment of it whose probes or Envoy's health
+// checks ask for it keeps working when Sluice takes its place.
+const ReferenceHealthName = "ratelimit"
+
 // NewServer returns a gRPC server offering svc, gRPC health checking
-// (grpc.health.v1, serving for "" and ServiceName) and server reflection.
+// (grpc.health.v1, serving for "", ServiceName and ReferenceHealthName) and
+// server reflection.
 // If token is not empty, every call but the health checks, streams
 // (reflection) included, must carry the metadata "authorization: Bearer
 // <token>" (Envoy's grpc_service initial_metadata). Set the health to
@@ -41,6 +47,7 @@ func NewServer(svc *Service, token string, opts ...grpc.ServerOption) (*grpc.Ser
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(ReferenceHealthName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	return gs, hs

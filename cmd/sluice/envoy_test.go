@@ -341,7 +341,8 @@ func TestEnvoyReadmeExamples(t *testing.T) {
 	t.Run("health and reflection", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		defer cancel()
-		for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+		// "ratelimit" is envoyproxy/ratelimit's own name for its health.
+		for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService", "ratelimit"} {
 			h, err := healthpb.NewHealthClient(r.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
 			if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 				t.Errorf("health of %q: %v, %v", svc, h, err)
