@@ -193,12 +193,27 @@ func TestDashboardInBrowser(t *testing.T) {
 		return `(document.querySelector('[data-testid="enforced:` + policy + `"]') || {}).textContent || ""`
 	}
 	// The limits shown are those enforced: initech, the file's tenant of
-	// tier gold, has api at the tier's 2,000, read-only.
+	// tier gold, has api at the tier's 2,000, read-only. The view opens on
+	// acme, whose answers are held back here until initech, chosen
+	// meanwhile, is shown: their late arrival must not put acme's form
+	// under initech's name (a save would then change acme).
+	initechShown := poll(enforced("api") + `.startsWith("2000 / 1h0m0s (tier gold)")`)
+	initechReadOnly := poll(limitField + ` !== null && ` + limitField + `.disabled && document.getElementById("limits-save").disabled`)
 	run("the file's tenant of tier gold shows the tier's limit, read-only",
+		chromedp.Evaluate(holdAcme, nil),
 		chromedp.Click(`[data-testid="tab-limits"]`),
 		poll(selectOption("limits-tenant", "initech")),
-		poll(enforced("api")+`.startsWith("2000 / 1h0m0s (tier gold)")`),
-		poll(limitField+` !== null && `+limitField+`.disabled && document.getElementById("limits-save").disabled`),
+		poll(`window.__held.length === 2`),
+		initechShown, initechReadOnly,
+	)
+	run("acme's late answers leave initech shown",
+		chromedp.Evaluate(`window.__held.splice(0).forEach((f) => f()); true`, nil),
+		// Each check below is a task of its own, after the microtasks
+		// that follow acme's answers being read.
+		poll(`window.__parsed === 2`),
+		chromedp.Evaluate(`window.fetch = window.__realFetch; true`, nil),
+		initechShown, initechReadOnly,
+		poll(`document.getElementById("limits-tenant").value === "initech"`),
 	)
 	run("set acme's limit of api to 3",
 		poll(selectOption("limits-tenant", "acme")),
@@ -391,6 +406,24 @@ func newBrowser(t *testing.T, bin string) context.Context {
 	t.Cleanup(func() { cancel(); cancelT(); cancelA() })
 	return ctx
 }
+
+// holdAcme makes the page's fetch hold the answers for acme's tenant and
+// enforced limits until the test releases them (window.__held), and count
+// their bodies as the page reads them (window.__parsed).
+const holdAcme = `(() => {
+	const real = window.fetch;
+	window.__realFetch = real;
+	window.__held = [];
+	window.__parsed = 0;
+	window.fetch = async (url, opts) => {
+		const r = await real(url, opts);
+		if (!/\/v1\/tenants\/acme(\/limits)?$/.test(String(url))) return r;
+		await new Promise((release) => window.__held.push(release));
+		const body = await r.json();
+		return { status: r.status, ok: r.ok, headers: r.headers, json: async () => { window.__parsed++; return body; } };
+	};
+	return true;
+})()`
 
 // poll waits for a JavaScript condition on the page.
 func poll(js string) chromedp.Action {

@@ -699,10 +699,17 @@
     return out;
   }
 
+  // loadTenant shows tenant id in the limits view. Of two loads at once
+  // (the view's first tenant still loading when another is chosen), only
+  // the later one is shown: a late answer for the first would otherwise
+  // show its form under the second's name.
+  let tenantLoads = 0;
   async function loadTenant(id) {
+    const seq = ++tenantLoads;
     clearFieldErrors();
     setText("limits-error", "");
     const [r, enforced] = await Promise.all([api("/v1/tenants/" + enc(id)), enforcedLimits(id)]);
+    if (seq !== tenantLoads) return;
     if (!r.ok) {
       loadedTenant = null;
       setText("limits-error", "Tenant " + id + ": " + errText(r));
@@ -845,8 +852,13 @@
   // fillTable fills table tableId with a row per item of list in what
   // path answers, or says in noteId why not (what names it) or that there
   // is none (empty).
+  // fillTable fills a table from path; of two loads of one table at once
+  // (a tenant chosen while another's still loads), the later one wins.
+  const tableLoads = {};
   async function fillTable(path, tableId, noteId, what, empty, list, row) {
+    const seq = (tableLoads[tableId] = (tableLoads[tableId] || 0) + 1);
     const r = await api(path);
+    if (tableLoads[tableId] !== seq) return;
     const body = $(tableId).tBodies[0];
     if (!r.ok) {
       body.replaceChildren();
