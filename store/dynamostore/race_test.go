@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestTwoStoresOneTable: two stores (two nodes) on one table, racing, admit
@@ -62,63 +63,20 @@ func TestTwoStoresOneTable(t *testing.T) {
 }
 
 // TestTwoStoresOneTableBurn: two nodes racing burn ops (sluice.Op.Burn)
-// on one counter land each burn once: the counts the burns see are each
-// count from 1 to the total exactly once, and exactly the limit of them
-// are within it, for a fixed window, a leased one (a burn takes no
-// batch) and a calendar month.
+// on one counter land each burn once (storetest.BurnRace), for a fixed
+// window, a leased one (a burn takes no batch) and a calendar month.
 func TestTwoStoresOneTableBurn(t *testing.T) {
 	a := newStore(t)
 	b, err := New(a.db, Options{Table: a.table})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const limit, workers, each = 100, 16, 20
 	for _, p := range []sluice.Policy{
-		{Name: "fixed", Algorithm: sluice.FixedWindow, Limit: limit, Window: time.Hour},
-		{Name: "leased", Algorithm: sluice.FixedWindow, Limit: limit, Window: time.Hour, Leased: true},
-		{Name: "month", Algorithm: sluice.Quota, Limit: limit, Calendar: sluice.Month},
+		{Name: "fixed", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Hour},
+		{Name: "leased", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Hour, Leased: true},
+		{Name: "month", Algorithm: sluice.Quota, Limit: 100, Calendar: sluice.Month},
 	} {
 		k := sluice.Key{Tenant: "acme", Algorithm: p.Algorithm, Policy: p.Name, Value: "k"}
-		now := time.Now()
-		var mu sync.Mutex
-		seen := make([]int, workers*each+1)
-		var wg sync.WaitGroup
-		for w := range workers {
-			s := a
-			if w%2 == 1 {
-				s = b
-			}
-			wg.Go(func() {
-				dst := make([]sluice.Decision, 1)
-				for n := 0; n < each; n++ {
-					err := s.Apply(context.Background(), now, []sluice.Op{{Key: k, Policy: &p, Hits: 1, Burn: true}}, dst)
-					if sluice.KindOf(err) == sluice.KindUnavailable {
-						n-- // out of attempts: nothing written; ask again
-						continue
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					mu.Lock()
-					if c := limit - dst[0].Remaining; dst[0].Allowed && c >= 1 && c < int64(len(seen)) {
-						seen[c]++
-					} else {
-						seen[0]++
-					}
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		for c := range seen {
-			if want := min(c, 1); seen[c] != want {
-				t.Fatalf("%s: count %d seen %d times, want %d", p.Name, c, seen[c], want)
-			}
-		}
-		dst := make([]sluice.Decision, 1)
-		if err := b.Apply(context.Background(), now, []sluice.Op{{Key: k, Policy: &p, Burn: true}}, dst); err != nil || dst[0].Remaining != limit-workers*each {
-			t.Fatalf("%s: read %+v %v, want %d counted", p.Name, dst[0], err, workers*each)
-		}
+		storetest.BurnRace(t, []sluice.Store{a, b}, &p, k, 16, 20)
 	}
 }

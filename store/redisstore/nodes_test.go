@@ -82,44 +82,16 @@ func TestNodesExact(t *testing.T) {
 }
 
 // TestNodesBurnExact: three nodes racing burn ops (sluice.Op.Burn) on one
-// counter land each burn once: the counts the burns see are each count
-// from 1 to the total exactly once, exactly the limit of them within it.
+// counter land each burn once (storetest.BurnRace).
 func TestNodesBurnExact(t *testing.T) {
-	const limit, workers, each = 100, 24, 10
 	for _, p := range []sluice.Policy{
-		{Name: "fixed", Algorithm: sluice.FixedWindow, Limit: limit, Window: time.Minute},
-		{Name: "month", Algorithm: sluice.Quota, Limit: limit, Calendar: sluice.Month},
+		{Name: "fixed", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Minute},
+		{Name: "month", Algorithm: sluice.Quota, Limit: 100, Calendar: sluice.Month},
 	} {
 		t.Run(p.Name, func(t *testing.T) {
 			ss := nodes(t, 3)
 			k := sluice.Key{Tenant: "acme", Algorithm: p.Algorithm, Policy: p.Name, Value: "race"}
-			var mu sync.Mutex
-			seen := make([]int, workers*each+1)
-			var wg sync.WaitGroup
-			for w := range workers {
-				wg.Go(func() {
-					dst := make([]sluice.Decision, 1)
-					for range each {
-						if err := ss[w%len(ss)].Apply(context.Background(), t0, []sluice.Op{{Key: k, Policy: &p, Hits: 1, Burn: true}}, dst); err != nil {
-							t.Error(err)
-							return
-						}
-						mu.Lock()
-						if c := limit - dst[0].Remaining; dst[0].Allowed && c >= 1 && c < int64(len(seen)) {
-							seen[c]++
-						} else {
-							seen[0]++
-						}
-						mu.Unlock()
-					}
-				})
-			}
-			wg.Wait()
-			for c := range seen {
-				if want := min(c, 1); seen[c] != want {
-					t.Fatalf("count %d seen %d times, want %d", c, seen[c], want)
-				}
-			}
+			storetest.BurnRace(t, []sluice.Store{ss[0], ss[1], ss[2]}, &p, k, 24, 10)
 		})
 	}
 }
