@@ -197,3 +197,13 @@ func TestNoFieldBurns(t *testing.T) {
 		}
 	}
 }
+
+// TestBurnNotSent: a request with a burn check is refused before it is
+// sent (client.Client), not sent as a check that would count otherwise.
+func TestBurnNotSent(t *testing.T) {
+	p := sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute}
+	_, err := FromRequest(sluice.Request{Tenant: "t", Hits: 1, Checks: []sluice.Check{{Policy: p}, {Policy: p, Key: "k", Burn: true}}})
+	if sluice.KindOf(err) != sluice.KindInvalid || !strings.Contains(err.Error(), "checks[1].burn") {
+		t.Fatalf("error %v, want invalid naming checks[1].burn", err)
+	}
+}
