@@ -359,6 +359,7 @@ func (e *Engine) State(ctx context.Context, tenant string, c sluice.Check) (coun
 	if len(dst) == 2 {
 		box = dst[1]
 	}
+	burnt(&dst[0]) // a burn check's read: past the limit is 0 left
 	return dst[0], box, nil
 }
 

@@ -591,9 +591,11 @@ func TestBurnBesides(t *testing.T) {
 				t.Fatalf("request %d: %+v %v", i, res, err)
 			}
 		}
-		d, _, err := e.State(ctx, "acme", sluice.Check{Policy: trial})
-		if err != nil || d.Allowed || d.Remaining != 0 {
-			t.Fatalf("shadow burn counter after 3 of 2: %+v %v, want past its limit", d, err)
+		for _, burn := range []bool{false, true} {
+			d, _, err := e.State(ctx, "acme", sluice.Check{Policy: trial, Burn: burn})
+			if err != nil || d.Allowed || d.Remaining != 0 {
+				t.Fatalf("shadow burn counter after 3 of 2 (read with burn %v): %+v %v, want past its limit", burn, d, err)
+			}
 		}
 	})
 	t.Run("blocked", func(t *testing.T) {
