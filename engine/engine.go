@@ -203,13 +203,14 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 			return e.failed(req, res, err)
 		}
 	}
-	failed := make([]bool, len(req.Checks))
+	var failed []bool // the burn checks the store failed, if it did
 	if burns < len(ops) {
 		if err := e.apply(ctx, now, ops[burns:], dst[burns:]); err != nil {
 			if !storeFailure(err) {
 				return sluice.Result{}, sluice.WithOp("engine.check", err)
 			}
 			e.storeLog.Log(e.log, now, slog.LevelWarn, "store failed; fail modes decide", "tenant", req.Tenant, "err", err)
+			failed = make([]bool, len(req.Checks))
 			for j := burns; j < len(ops); j++ {
 				dst[j] = e.failure(req.Tenant, &req.Checks[idx[j]], now, err)
 				failed[idx[j]] = true
@@ -246,7 +247,7 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 		}
 		allowed = allowed && res.Decisions[i].Allowed
 		switch {
-		case failed[i]: // told the observer already
+		case failed != nil && failed[i]: // told the observer already
 		case penalised[i]:
 			e.observe(req.Tenant, &req.Checks[i], req.Hits, Penalised)
 		case res.Decisions[i].Allowed:
