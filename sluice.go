@@ -125,6 +125,20 @@ type Check struct {
 	// operator's block of this check's key (KeyBlock): the request is
 	// denied and consumes nothing. Transports set it from the tenant.
 	BlockedUntil time.Time
+	// Burn adds the check's hits to its counter even when they deny, as
+	// envoyproxy/ratelimit counts (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
+	// false): the count may pass the limit, up to MaxBurnCount, and the
+	// check denies while the count is past the limit, a read (zero hits)
+	// too; at exactly the limit a read admits. A Burn check adds its hits
+	// whatever the request's other checks decide; the others stay
+	// all-or-nothing among themselves, and the request is allowed only if
+	// every check allows. An operator's block (BlockedUntil) still makes
+	// the request a read. For fixed windows only (algo.Burnable: a
+	// FixedWindow policy, or a Quota by calendar month): a request with a
+	// Burn check of another algorithm is refused as invalid, naming the
+	// check, and changes nothing. Set by code (the Envoy service's
+	// reference counting); no client input sets it.
+	Burn bool
 	// Epoch is the tenant's (Tenant.Epoch), set by the tenant layer: the
 	// counters of one tenant id under two epochs are two counters, so
 	// that a tenant created again under the id of a deleted one starts
@@ -195,6 +209,10 @@ const (
 	MaxKeyLen    = 1024
 	MaxChecks    = 16
 	MaxHits      = MaxLimit
+	// MaxBurnCount is where a Burn check's counter saturates: a full
+	// window and the most hits of one request past it. A count there
+	// denies as any count past the limit does, and never overflows.
+	MaxBurnCount = MaxLimit + MaxHits
 )
 
 // Key identifies one counter in a store. The tenant leads so that no two

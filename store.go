@@ -25,6 +25,17 @@ type Op struct {
 	DeadOwners []uint16
 	// RemainingMayLag: see Check.RemainingMayLag.
 	RemainingMayLag bool
+	// Burn: see Check.Burn. A store decides a burn op as an admission
+	// whatever its count, and needs no code of its own for it: the
+	// algorithm (algo.Burnable policies; the others ignore Burn) adds the
+	// hits up to MaxBurnCount and answers Allowed, with Remaining the
+	// limit less the count, negative when the count is past the limit,
+	// and then a RetryAfter to the window's end. So the state is written
+	// as any admission's, exactly, and all-or-nothing with the request's
+	// other ops, which are burn ops too: the engine sends a request's
+	// other checks apart, and turns a negative Remaining into the
+	// check's denial.
+	Burn bool
 }
 
 // Store keeps the state of counters and applies decisions to it atomically.

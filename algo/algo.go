@@ -75,20 +75,21 @@ func Decide(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision)
 // denial leaves *s as it was. It saves the copies of Decide's values on the
 // hot path of a store.
 func Update(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
-	update(p, s, now, hits, 0, nil, d)
+	update(p, s, now, hits, 0, nil, false, d)
 }
 
-// UpdateOp is Update for a store's op: its policy, its hits and, for a
-// concurrency policy, the lease it names and the owners known dead
-// (sluice.Op.Lease, sluice.Op.DeadOwners).
+// UpdateOp is Update for a store's op: its policy, its hits, whether it
+// burns (sluice.Op.Burn, for Burnable policies) and, for a concurrency policy, the
+// lease it names and the owners known dead (sluice.Op.Lease,
+// sluice.Op.DeadOwners).
 func UpdateOp(op *sluice.Op, s *State, now int64, d *sluice.Decision) {
-	update(op.Policy, s, now, op.Hits, op.Lease, op.DeadOwners, d)
+	update(op.Policy, s, now, op.Hits, op.Lease, op.DeadOwners, op.Burn, d)
 }
 
-func update(p *sluice.Policy, s *State, now, hits int64, lease uint64, dead []uint16, d *sluice.Decision) {
+func update(p *sluice.Policy, s *State, now, hits int64, lease uint64, dead []uint16, burn bool, d *sluice.Decision) {
 	switch p.Algorithm {
 	case sluice.FixedWindow:
-		fixedWindow(p, s, now, hits, d)
+		window(p, s, now, hits, burn, d)
 	case sluice.SlidingWindow:
 		slidingWindow(p, s, now, hits, d)
 	case sluice.SlidingLog:
@@ -98,7 +99,11 @@ func update(p *sluice.Policy, s *State, now, hits int64, lease uint64, dead []ui
 	case sluice.Concurrency:
 		acquire(p, s, now, hits, lease, dead, d)
 	case sluice.Quota:
-		quota(p, s, now, hits, d)
+		if p.Calendar == sluice.Month {
+			calendarMonth(p, s, now, hits, burn, d)
+		} else {
+			quota(p, s, now, hits, d)
+		}
 	case sluice.PenaltyBox:
 		penaltyBox(p, s, now, hits, d)
 	default:

@@ -406,3 +406,86 @@ func TestDeadOwnersLeasesDropped(t *testing.T) {
 		t.Fatalf("leases after the write: %+v, want node 2's and the store's", s.Entries)
 	}
 }
+
+// TestBurn: a burn op adds its hits whatever the count, up to
+// sluice.MaxBurnCount, and is decided as an admission whose Remaining is
+// the limit less the count, negative past the limit; the algorithms that
+// Burnable refuses ignore it.
+func TestBurn(t *testing.T) {
+	fixed := sluice.Policy{Name: "f", Algorithm: sluice.FixedWindow, Limit: 10, Window: time.Minute}
+	month := sluice.Policy{Name: "m", Algorithm: sluice.Quota, Limit: 10, Calendar: sluice.Month}
+	monthEnd := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano() - base
+	for _, tc := range []struct {
+		p   sluice.Policy
+		end int64 // of base's window, since base
+	}{{fixed, int64(time.Minute)}, {month, monthEnd}} {
+		now := at(time.Second)
+		var s State
+		for i, step := range []struct{ hits, remaining int64 }{{8, 2}, {5, -3}, {0, -3}, {1, -4}} {
+			op := sluice.Op{Policy: &tc.p, Hits: step.hits, Burn: true}
+			var d sluice.Decision
+			UpdateOp(&op, &s, now, &d)
+			wantRetry := time.Duration(0)
+			if step.remaining < 0 {
+				wantRetry = time.Duration(base + tc.end - now)
+			}
+			if !d.Allowed || d.Remaining != step.remaining || d.RetryAfter != wantRetry || d.ResetAt.UnixNano() != base+tc.end {
+				t.Fatalf("%s step %d: %+v, want admitted, remaining %d, retry %v", tc.p.Name, i, d, step.remaining, wantRetry)
+			}
+		}
+		if s.Count != 14 || s.Algorithm != tc.p.Algorithm || s.Expires != base+tc.end {
+			t.Fatalf("%s: state %+v, want 14 counted until the window's end", tc.p.Name, s)
+		}
+		// A plain decision on the burnt state denies, a read too.
+		if _, d := Decide(&tc.p, s, now, 0); d.Allowed || d.Remaining != 0 {
+			t.Fatalf("%s: plain read at 14 of 10: %+v, want denied", tc.p.Name, d)
+		}
+		// The next window starts afresh.
+		op := sluice.Op{Policy: &tc.p, Hits: 1, Burn: true}
+		var d sluice.Decision
+		UpdateOp(&op, &s, base+tc.end, &d)
+		if !d.Allowed || d.Remaining != 9 {
+			t.Fatalf("%s: next window: %+v, want 9 left", tc.p.Name, d)
+		}
+	}
+
+	// Saturation.
+	big := sluice.Policy{Name: "b", Algorithm: sluice.FixedWindow, Limit: sluice.MaxLimit, Window: time.Minute}
+	s := State{Algorithm: sluice.FixedWindow, Start: base, Count: sluice.MaxBurnCount - 1, Expires: base + int64(time.Minute)}
+	op := sluice.Op{Policy: &big, Hits: sluice.MaxHits, Burn: true}
+	var d sluice.Decision
+	UpdateOp(&op, &s, base, &d)
+	if s.Count != sluice.MaxBurnCount || d.Remaining != sluice.MaxLimit-sluice.MaxBurnCount {
+		t.Fatalf("saturation: count %d, %+v", s.Count, d)
+	}
+
+	// Only fixed windows burn.
+	for _, p := range []sluice.Policy{
+		{Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Second},
+		{Algorithm: sluice.Quota, Limit: 1, Calendar: sluice.Month},
+	} {
+		if !Burnable(&p) {
+			t.Errorf("%s %s: not burnable", p.Algorithm, p.Calendar)
+		}
+	}
+	for _, a := range sluice.Algorithms {
+		p := sluice.Policy{Name: "x", Algorithm: a, Limit: 2, Window: time.Hour, LeaseTTL: time.Minute}
+		if a == sluice.FixedWindow {
+			continue
+		}
+		if Burnable(&p) {
+			t.Errorf("%s (rolling): burnable", a)
+		}
+		// Burn is ignored: the decision is the plain one.
+		st, want := Decide(&p, State{}, base, 2)
+		_, want2 := Decide(&p, st, base, 1)
+		s, d := State{}, sluice.Decision{}
+		op := sluice.Op{Policy: &p, Hits: 2, Burn: true}
+		UpdateOp(&op, &s, base, &d)
+		op.Hits = 1
+		UpdateOp(&op, &s, base, &d)
+		if d.Allowed != want2.Allowed || d.Remaining != want2.Remaining || !want.Allowed {
+			t.Errorf("%s: burn op %+v, want the plain %+v", a, d, want2)
+		}
+	}
+}

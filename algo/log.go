@@ -76,7 +76,7 @@ func Quota(p *sluice.Policy, s State, now, hits int64) (State, sluice.Decision) 
 
 func quota(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	if p.Calendar == sluice.Month {
-		calendarMonth(p, s, now, hits, d)
+		calendarMonth(p, s, now, hits, false, d)
 		return
 	}
 	w := int64(p.Window)
@@ -126,8 +126,9 @@ func quota(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
 	decide(d, p, p.Limit, true, used+hits, now, cur+w, now)
 }
 
-// calendarMonth is a fixed window whose windows are UTC calendar months.
-func calendarMonth(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
+// calendarMonth is a fixed window whose windows are UTC calendar months,
+// burning the hits if burn is set (see burnHits).
+func calendarMonth(p *sluice.Policy, s *State, now, hits int64, burn bool, d *sluice.Decision) {
 	t := unix(now)
 	y, m, _ := t.Date()
 	start := unixMonth(y, m, 0)
@@ -135,6 +136,10 @@ func calendarMonth(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decisi
 	var count int64
 	if s.Algorithm == sluice.Quota && s.Start >= start {
 		start, end, count = s.Start, s.Expires, s.Count
+	}
+	if burn {
+		burnHits(p, s, now, hits, start, end, count, d)
+		return
 	}
 	if hits > p.Limit {
 		decide(d, p, p.Limit, false, count, now, resetIf(count > 0, end, now), now)

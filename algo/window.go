@@ -2,6 +2,7 @@ package algo
 
 import (
 	"math/bits"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -15,6 +16,11 @@ func FixedWindow(p *sluice.Policy, s State, now, hits int64) (State, sluice.Deci
 }
 
 func fixedWindow(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision) {
+	window(p, s, now, hits, false, d)
+}
+
+// window is fixedWindow, burning the hits if burn is set (see burnHits).
+func window(p *sluice.Policy, s *State, now, hits int64, burn bool, d *sluice.Decision) {
 	w := int64(p.Window)
 	start := align(now, w)
 	var count int64
@@ -24,6 +30,10 @@ func fixedWindow(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision
 		start, count = s.Start, s.Count
 	}
 	end := start + w
+	if burn {
+		burnHits(p, s, now, hits, start, end, count, d)
+		return
+	}
 	if hits > p.Limit {
 		decide(d, p, p.Limit, false, count, now, resetIf(count > 0, end, now), now)
 		return
@@ -35,6 +45,34 @@ func fixedWindow(p *sluice.Policy, s *State, now, hits int64, d *sluice.Decision
 	count += hits
 	*s = State{Algorithm: sluice.FixedWindow, Start: start, Count: count, Expires: end}
 	decide(d, p, p.Limit, true, count, now, resetIf(count > 0, end, now), now)
+}
+
+// Burnable reports whether a burn (sluice.Check.Burn, sluice.Op.Burn)
+// applies to p: whether p counts in fixed windows, as a FixedWindow
+// policy and a Quota by calendar month (sluice.Month) do. A rolling
+// quota's buckets, the sliding windows and log, the token bucket and
+// leases have no count to pass a limit with.
+func Burnable(p *sluice.Policy) bool {
+	return p.Algorithm == sluice.FixedWindow || p.Algorithm == sluice.Quota && p.Calendar == sluice.Month
+}
+
+// burnHits adds hits to the count of the fixed window [start, end)
+// whatever it is, up to sluice.MaxBurnCount, as envoyproxy/ratelimit's
+// INCRBY does, and decides the op as an admission for the store to write
+// (sluice.Op.Burn): Remaining is the limit less the count, negative when
+// the count is past the limit, and RetryAfter then the wait until end,
+// when the count starts again. Hits of zero read the count.
+func burnHits(p *sluice.Policy, s *State, now, hits, start, end, count int64, d *sluice.Decision) {
+	if hits > 0 {
+		// count <= MaxBurnCount and hits <= MaxHits: no overflow.
+		count = min(count+hits, sluice.MaxBurnCount)
+		*s = State{Algorithm: p.Algorithm, Start: start, Count: count, Expires: end}
+	}
+	decide(d, p, p.Limit, true, count, now, resetIf(count > 0, end, now), now)
+	d.Remaining = p.Limit - count
+	if count > p.Limit {
+		d.RetryAfter = time.Duration(end - now)
+	}
 }
 
 func resetIf(used bool, at, now int64) int64 {

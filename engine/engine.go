@@ -142,9 +142,12 @@ func New(store sluice.Store, opts Options) *Engine {
 //
 // Beyond the counters: a check whose key is in its penalty box is denied
 // until the box opens, and a denial records an offence; shadow checks are
-// decided and counted after the enforced ones admit, and never deny; when
-// the store fails or misses the deadline, each check's fail mode decides,
-// and Check returns the result without an error.
+// decided and counted after the enforced ones admit, and never deny; a
+// Burn check adds its hits whatever the others decide, in a store
+// operation of its own (after the others'), and denies while its count is
+// past its limit; when the store fails or misses the deadline, each
+// check's fail mode decides, and Check returns the result without an
+// error.
 func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	if err := validateRequest(&req); err != nil {
 		return sluice.Result{}, sluice.WithOp("engine.check", err)
@@ -166,52 +169,85 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 			hits, blocked = 0, true
 		}
 	}
+	// The ops: enforced checks that do not burn, all or nothing; the
+	// penalty boxes of the enforced checks; then, in a store operation of
+	// their own, the burn checks, whose hits count whatever the others
+	// decide (sluice.Check.Burn).
 	ops := b.ops[:0]
 	idx := b.idx[:0]
 	boxes := 0
 	for i := range req.Checks {
-		if c := &req.Checks[i]; !c.Policy.Shadow {
+		if c := &req.Checks[i]; !c.Policy.Shadow && !c.Burn {
 			ops = append(ops, op(req.Tenant, c, hits))
 			idx = append(idx, i)
 		}
 	}
 	enforced := len(ops)
-	for j := range enforced {
-		c := &req.Checks[idx[j]]
-		if c.Policy.Penalty.Enabled() {
+	for i := range req.Checks {
+		if c := &req.Checks[i]; !c.Policy.Shadow && c.Policy.Penalty.Enabled() {
 			ops = append(ops, boxOp(req.Tenant, c, &b.box[boxes], 0))
-			idx = append(idx, idx[j])
+			idx = append(idx, i)
 			boxes++
 		}
 	}
-	dst := b.dst[:len(ops)]
-	if err := e.apply(ctx, now, ops, dst); err != nil {
-		return e.failed(req, res, err)
+	burns := len(ops)
+	for i := range req.Checks {
+		if c := &req.Checks[i]; !c.Policy.Shadow && c.Burn {
+			ops = append(ops, op(req.Tenant, c, hits))
+			idx = append(idx, i)
+		}
 	}
-	for j := range enforced {
-		res.Decisions[idx[j]] = dst[j]
+	dst := b.dst[:len(ops)]
+	if burns > 0 {
+		if err := e.apply(ctx, now, ops[:burns], dst[:burns]); err != nil {
+			return e.failed(req, res, err)
+		}
+	}
+	var failed []bool // the burn checks the store failed, if it did
+	if burns < len(ops) {
+		if err := e.apply(ctx, now, ops[burns:], dst[burns:]); err != nil {
+			if !storeFailure(err) {
+				return sluice.Result{}, sluice.WithOp("engine.check", err)
+			}
+			e.storeLog.Log(e.log, now, slog.LevelWarn, "store failed; fail modes decide", "tenant", req.Tenant, "err", err)
+			failed = make([]bool, len(req.Checks))
+			for j := burns; j < len(ops); j++ {
+				dst[j] = e.failure(req.Tenant, &req.Checks[idx[j]], now, err)
+				failed[idx[j]] = true
+			}
+		}
+		for j := burns; j < len(ops); j++ {
+			burnt(&dst[j])
+		}
+	}
+	for j := range len(ops) {
+		if j < enforced || j >= burns {
+			res.Decisions[idx[j]] = dst[j]
+		}
 	}
 	penalised := make([]bool, len(req.Checks))
-	for j := enforced; j < len(ops); j++ {
+	for j := enforced; j < burns; j++ {
 		if box := dst[j]; !box.Allowed {
 			hold(&res.Decisions[idx[j]], box.RetryAfter, box.ResetAt)
 			penalised[idx[j]] = true
 		}
 	}
 	if blocked {
-		for j := range enforced {
-			i := idx[j]
-			if until := req.Checks[i].BlockedUntil; until.After(now) {
-				hold(&res.Decisions[i], until.Sub(now), until)
+		for i := range req.Checks {
+			if c := &req.Checks[i]; !c.Policy.Shadow && c.BlockedUntil.After(now) {
+				hold(&res.Decisions[i], c.BlockedUntil.Sub(now), c.BlockedUntil)
 				penalised[i] = true
 			}
 		}
 	}
 	allowed := true
-	for j := range enforced {
-		i := idx[j]
+	for i := range req.Checks {
+		if req.Checks[i].Policy.Shadow {
+			continue
+		}
 		allowed = allowed && res.Decisions[i].Allowed
 		switch {
+		case failed != nil && failed[i]: // told the observer already
 		case penalised[i]:
 			e.observe(req.Tenant, &req.Checks[i], req.Hits, Penalised)
 		case res.Decisions[i].Allowed:
@@ -231,7 +267,7 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 			continue
 		}
 		hits := hits
-		if !allowed {
+		if !allowed && !c.Burn {
 			hits = 0 // report its state; consume nothing for a denied request
 		}
 		ops, dst := b.ops[:1], b.dst[:1]
@@ -241,6 +277,9 @@ func (e *Engine) Check(ctx context.Context, req sluice.Request) (sluice.Result, 
 			continue
 		}
 		d := dst[0]
+		if c.Burn {
+			burnt(&d)
+		}
 		if d.Allowed {
 			e.observe(req.Tenant, c, hits, Allowed)
 		} else {
@@ -259,7 +298,16 @@ func op(tenant string, c *sluice.Check, hits int64) sluice.Op {
 	if c.Hits > 0 && hits > 0 {
 		hits = c.Hits
 	}
-	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits, Lease: c.Lease, DeadOwners: c.DeadOwners, RemainingMayLag: c.RemainingMayLag}
+	return sluice.Op{Key: c.CounterKey(tenant), Policy: &c.Policy, Hits: hits, Lease: c.Lease, DeadOwners: c.DeadOwners, RemainingMayLag: c.RemainingMayLag, Burn: c.Burn}
+}
+
+// burnt turns a store's decision of a burn op, an admission whatever the
+// count (sluice.Op.Burn), into its check's: denied while the count is
+// past the limit, which a negative Remaining tells.
+func burnt(d *sluice.Decision) {
+	if d.Remaining < 0 {
+		d.Allowed, d.Remaining = false, 0
+	}
 }
 
 // boxOp is the op on c's penalty box; box is scratch space for its policy.
@@ -312,6 +360,7 @@ func (e *Engine) State(ctx context.Context, tenant string, c sluice.Check) (coun
 	if len(dst) == 2 {
 		box = dst[1]
 	}
+	burnt(&dst[0]) // a burn check's read: past the limit is 0 left
 	return dst[0], box, nil
 }
 
@@ -521,6 +570,9 @@ func validateRequest(req *sluice.Request) error {
 		if err := validateCheck(c.Policy.Validate(), &c.Policy, c.Key, hits); err != nil {
 			return err.In(fmt.Sprintf("checks[%d]", i))
 		}
+		if c.Burn && !algo.Burnable(&c.Policy) {
+			return sluice.Invalid(fmt.Sprintf("checks[%d].burn", i), "applies to fixed windows only (fixed_window, or quota by calendar month); policy %q is %s", c.Policy.Name, algoName(&c.Policy))
+		}
 	}
 	return nil
 }
@@ -539,6 +591,14 @@ func validateCheck(perr error, p *sluice.Policy, key string, hits int64) *sluice
 		return sluice.Invalid("hits", "%d exceed the capacity %d of policy %q", hits, c, p.Name)
 	}
 	return nil
+}
+
+// algoName names p's algorithm, a quota's calendar too.
+func algoName(p *sluice.Policy) string {
+	if p.Algorithm == sluice.Quota && p.Calendar == sluice.Rolling {
+		return "a rolling quota"
+	}
+	return p.Algorithm.String()
 }
 
 func validateOne(tenant string, p *sluice.Policy, key string, hits int64) error {

@@ -557,3 +557,83 @@ func TestOperatorBlockWhenStoreFails(t *testing.T) {
 		t.Fatalf("the blocked key with the store down: %+v, %v; want denied for the minute", res.Decision, err)
 	}
 }
+
+// burnFails is a store whose Apply fails for a request of burn ops.
+type burnFails struct{ sluice.Store }
+
+func (s burnFails) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst []sluice.Decision) error {
+	if ops[0].Burn {
+		return sluice.ErrStoreClosed
+	}
+	return s.Store.Apply(ctx, now, ops, dst)
+}
+
+// TestBurnBesides: a burn check counts beside a shadow one, a block makes
+// it a read, and a store failing on the burn checks' operation leaves them
+// to their fail mode and the others' decisions as they were.
+func TestBurnBesides(t *testing.T) {
+	ctx := context.Background()
+	win := func(name string, limit int64) sluice.Policy {
+		return sluice.Policy{Name: name, Algorithm: sluice.FixedWindow, Limit: limit, Window: time.Minute}
+	}
+	t.Run("shadow", func(t *testing.T) {
+		e, _ := newEngine(t)
+		trial := win("trial", 2)
+		trial.Shadow = true
+		full := sluice.Check{Policy: win("full", 1)}
+		if _, err := e.Check(ctx, sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{full}}); err != nil {
+			t.Fatal(err)
+		}
+		// A denied request: the shadow burn check still counts.
+		for i := range 3 {
+			res, err := e.Check(ctx, sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{full, {Policy: trial, Burn: true}}})
+			if err != nil || res.Allowed || !res.Decisions[1].Allowed || res.Decisions[1].Shadowed != (i >= 2) {
+				t.Fatalf("request %d: %+v %v", i, res, err)
+			}
+		}
+		for _, burn := range []bool{false, true} {
+			d, _, err := e.State(ctx, "acme", sluice.Check{Policy: trial, Burn: burn})
+			if err != nil || d.Allowed || d.Remaining != 0 {
+				t.Fatalf("shadow burn counter after 3 of 2 (read with burn %v): %+v %v, want past its limit", burn, d, err)
+			}
+		}
+	})
+	t.Run("blocked", func(t *testing.T) {
+		e, c := newEngine(t)
+		b := sluice.Check{Policy: win("b", 5), Burn: true, BlockedUntil: c.t.Add(time.Second)}
+		res, err := e.Check(ctx, sluice.Request{Tenant: "acme", Hits: 3, Checks: []sluice.Check{b}})
+		if err != nil || res.Allowed {
+			t.Fatalf("blocked: %+v %v", res, err)
+		}
+		b.BlockedUntil = time.Time{}
+		if d, _, err := e.State(ctx, "acme", b); err != nil || d.Remaining != 5 {
+			t.Fatalf("after a blocked burn: %+v %v, want nothing counted", d, err)
+		}
+	})
+	t.Run("store fails", func(t *testing.T) {
+		s := memstore.New(memstore.Options{})
+		defer s.Close()
+		obs := &counts{}
+		e := New(burnFails{s}, Options{Observer: obs})
+		strict := win("strict", 5)
+		strict.FailMode = sluice.FailClosed
+		res, err := e.Check(ctx, sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: win("plain", 5)}, {Policy: strict, Burn: true}}})
+		if err != nil || res.Allowed || !res.Decisions[0].Allowed || res.Decisions[0].Remaining != 4 || !res.Decisions[1].FailedClosed {
+			t.Fatalf("%+v %v", res, err)
+		}
+		if obs.get("strict", FailedClosed) != 1 || obs.get("plain", Allowed) != 1 {
+			t.Fatalf("observed %v", obs.m)
+		}
+	})
+}
+
+// TestBurnRefusedNamesTheCheck: a burn of a policy that is not a fixed
+// window is invalid input naming the check's field and its algorithm.
+func TestBurnRefusedNamesTheCheck(t *testing.T) {
+	e, _ := newEngine(t)
+	rolling := sluice.Policy{Name: "hourly", Algorithm: sluice.Quota, Limit: 5, Window: time.Hour}
+	_, err := e.Check(context.Background(), sluice.Request{Tenant: "acme", Hits: 1, Checks: []sluice.Check{{Policy: perMinute}, {Policy: rolling, Burn: true}}})
+	if sluice.KindOf(err) != sluice.KindInvalid || !strings.Contains(err.Error(), "checks[1].burn") || !strings.Contains(err.Error(), `"hourly" is a rolling quota`) {
+		t.Fatalf("error %v", err)
+	}
+}

@@ -289,3 +289,28 @@ func TestCheckRouteAsTheMux(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckCannotBurn: a client cannot make a check burn its hits
+// (sluice.Check.Burn): a body naming it is refused and counts nothing,
+// and a denied check adds nothing.
+func TestCheckCannotBurn(t *testing.T) {
+	f := newFixture(t)
+	pol := `{"name":"chat","algorithm":"fixed_window","limit":3,"window":"60s"}`
+	for _, body := range []string{
+		`{"tenant":"acme","hits":3,"checks":[{"key":"u","policy":` + pol + `,"burn":true}]}`,
+		`{"tenant":"acme","hits":3,"burn":true,"checks":[{"key":"u","policy":` + pol + `}]}`,
+		`{"tenant":"acme","hits":3,"checks":[{"key":"u","policy":{"name":"chat","algorithm":"fixed_window","limit":3,"window":"60s","burn":true}}]}`,
+	} {
+		if resp, out := f.post(t, "/v1/check", body); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%s: %d %v, want 400", body, resp.StatusCode, out)
+		}
+	}
+	plain := `{"tenant":"acme","hits":%d,"checks":[{"key":"u","policy":` + pol + `}]}`
+	for i, hits := range []int{2, 2, 0} {
+		resp, out := f.post(t, "/v1/check", fmt.Sprintf(plain, hits))
+		// 2 of 3 admitted, 2 more denied and not added: 1 left.
+		if want := []int{200, 429, 200}[i]; resp.StatusCode != want || resp.Header.Get("X-RateLimit-Remaining") != "1" {
+			t.Fatalf("request %d: %d %v, want %d with 1 left", i, resp.StatusCode, out, want)
+		}
+	}
+}

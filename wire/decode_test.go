@@ -172,3 +172,38 @@ func FuzzSimpleDuration(f *testing.F) {
 		}
 	})
 }
+
+// TestNoFieldBurns: no field of a POST /v1/check body, in any place or
+// case, sets sluice.Check.Burn, which only code sets: each such body is
+// refused, or decodes to checks that do not burn.
+func TestNoFieldBurns(t *testing.T) {
+	const pol = `{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m"}`
+	for _, body := range []string{
+		`{"checks":[{"key":"k","policy":` + pol + `,"burn":true}]}`,
+		`{"checks":[{"key":"k","policy":` + pol + `,"Burn":true}]}`,
+		`{"checks":[{"key":"k","policy":` + pol + `,"BURN":1}]}`,
+		`{"checks":[{"key":"k","policy":{"name":"p","algorithm":"fixed_window","limit":1,"window":"1m","burn":true}}]}`,
+		`{"burn":true,"checks":[{"key":"k","policy":` + pol + `}]}`,
+		`{"Burn":true,"checks":[{"key":"k","policy":` + pol + `}]}`,
+	} {
+		in, err := DecodeCheck([]byte(body))
+		if err == nil {
+			t.Errorf("%s: accepted", body)
+		}
+		for _, c := range in.Checks {
+			if c.Burn {
+				t.Errorf("%s: a check burns", body)
+			}
+		}
+	}
+}
+
+// TestBurnNotSent: a request with a burn check is refused before it is
+// sent (client.Client), not sent as a check that would count otherwise.
+func TestBurnNotSent(t *testing.T) {
+	p := sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Window: time.Minute}
+	_, err := FromRequest(sluice.Request{Tenant: "t", Hits: 1, Checks: []sluice.Check{{Policy: p}, {Policy: p, Key: "k", Burn: true}}})
+	if sluice.KindOf(err) != sluice.KindInvalid || !strings.Contains(err.Error(), "checks[1].burn") {
+		t.Fatalf("error %v, want invalid naming checks[1].burn", err)
+	}
+}

@@ -228,6 +228,11 @@ func FromRequest(req sluice.Request) (CheckRequest, error) {
 			// reaches it.
 			return CheckRequest{}, sluice.Invalid(fmt.Sprintf("checks[%d]", i), "is internal to Sluice and cannot be sent to a server")
 		}
+		if c.Burn {
+			// No request carries it: the server's API counts all or
+			// nothing, and dropping it would count otherwise unsaid.
+			return CheckRequest{}, sluice.Invalid(fmt.Sprintf("checks[%d].burn", i), "is decided in process only and cannot be sent to a server")
+		}
 		if !utf8.ValidString(c.Key) {
 			return CheckRequest{}, sluice.Invalid(fmt.Sprintf("checks[%d].key", i), "is not valid UTF-8")
 		}

@@ -806,10 +806,12 @@ func writeID() string {
 }
 
 // leasedCaller reports whether ops is a leased batch: decided by leased,
-// which holds the key's turn while it calls applyVersioned.
+// which holds the key's turn while it calls applyVersioned. A burn op
+// (sluice.Op.Burn) is not: its hits go to the table, whatever the count,
+// not to a batch that ends at the limit.
 func (s *Store) leasedCaller(ops []sluice.Op) bool {
 	a := ops[0].Policy.Algorithm
-	return len(ops) == 1 && ops[0].Policy.Leased && (a == sluice.FixedWindow || a == sluice.SlidingWindow) && ops[0].Hits > 0
+	return len(ops) == 1 && ops[0].Policy.Leased && (a == sluice.FixedWindow || a == sluice.SlidingWindow) && ops[0].Hits > 0 && !ops[0].Burn
 }
 
 func anyLease(ops []sluice.Op) bool {

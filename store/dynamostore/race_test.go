@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestTwoStoresOneTable: two stores (two nodes) on one table, racing, admit
@@ -58,5 +59,24 @@ func TestTwoStoresOneTable(t *testing.T) {
 		if got := admitted.Load(); got != 200 {
 			t.Errorf("%v: admitted %d of 480 at a limit of 200", alg, got)
 		}
+	}
+}
+
+// TestTwoStoresOneTableBurn: two nodes racing burn ops (sluice.Op.Burn)
+// on one counter land each burn once (storetest.BurnRace), for a fixed
+// window, a leased one (a burn takes no batch) and a calendar month.
+func TestTwoStoresOneTableBurn(t *testing.T) {
+	a := newStore(t)
+	b, err := New(a.db, Options{Table: a.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []sluice.Policy{
+		{Name: "fixed", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Hour},
+		{Name: "leased", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Hour, Leased: true},
+		{Name: "month", Algorithm: sluice.Quota, Limit: 100, Calendar: sluice.Month},
+	} {
+		k := sluice.Key{Tenant: "acme", Algorithm: p.Algorithm, Policy: p.Name, Value: "k"}
+		storetest.BurnRace(t, []sluice.Store{a, b}, &p, k, 16, 20)
 	}
 }

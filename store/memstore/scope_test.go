@@ -15,9 +15,9 @@ import (
 	"github.com/sluicehq/sluice/store/storetest"
 )
 
-// scoped decides every single op it can through a Scope, and the rest
-// through the Store: the conformance suite then holds the prepared path
-// to what it holds Apply to.
+// scoped decides every single op it can through a Scope (not a burn op,
+// which no Scope takes), and the rest through the Store: the conformance
+// suite then holds the prepared path to what it holds Apply to.
 type scoped struct{ *Store }
 
 func (s scoped) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst []sluice.Decision) error {
@@ -26,7 +26,7 @@ func (s scoped) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 	}
 	op := &ops[0]
 	k, p := &op.Key, op.Policy
-	if op.Lease != 0 || k.Region != "" || k.Algorithm != p.Algorithm || k.Policy != p.Name {
+	if op.Lease != 0 || op.Burn || k.Region != "" || k.Algorithm != p.Algorithm || k.Policy != p.Name {
 		return s.Store.Apply(ctx, now, ops, dst)
 	}
 	d, err := s.Scope(k.Tenant, k.Space, p)(ctx, now.UnixNano(), k.Value, op.Hits)

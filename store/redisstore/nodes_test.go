@@ -81,6 +81,21 @@ func TestNodesExact(t *testing.T) {
 	}
 }
 
+// TestNodesBurnExact: three nodes racing burn ops (sluice.Op.Burn) on one
+// counter land each burn once (storetest.BurnRace).
+func TestNodesBurnExact(t *testing.T) {
+	for _, p := range []sluice.Policy{
+		{Name: "fixed", Algorithm: sluice.FixedWindow, Limit: 100, Window: time.Minute},
+		{Name: "month", Algorithm: sluice.Quota, Limit: 100, Calendar: sluice.Month},
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			ss := nodes(t, 3)
+			k := sluice.Key{Tenant: "acme", Algorithm: p.Algorithm, Policy: p.Name, Value: "race"}
+			storetest.BurnRace(t, []sluice.Store{ss[0], ss[1], ss[2]}, &p, k, 24, 10)
+		})
+	}
+}
+
 // TestNodesAllOrNothing: three nodes racing with requests on a tight and a
 // loose policy: the loose one consumed exactly what the tight one admitted.
 func TestNodesAllOrNothing(t *testing.T) {

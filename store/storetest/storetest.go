@@ -46,6 +46,12 @@ func Run(t *testing.T, newStore NewStore) {
 		{"AllOrNothingUnderConcurrency", testAllOrNothingUnderConcurrency},
 		{"ManyOps", testManyOps},
 		{"EraseKey", testEraseKey},
+		{"BurnPastLimit", testBurnPastLimit},
+		{"BurnAtLimit", testBurnAtLimit},
+		{"BurnBesideOthers", testBurnBesideOthers},
+		{"BurnSaturates", testBurnSaturates},
+		{"BurnRefused", testBurnRefused},
+		{"BurnExactUnderConcurrency", testBurnExactUnderConcurrency},
 		{"Closed", testClosed},
 	}
 	for _, tt := range tests {
