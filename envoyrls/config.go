@@ -75,6 +75,10 @@ type Rule struct {
 	Replaces  []string // the names this rule replaces
 	Unlimited bool
 	Shadow    bool
+	// QuotaMode is the rule's quota_mode: over its limits, its descriptor
+	// denies the request only if every quota-mode descriptor of the
+	// request is over too (Options.QuotaMode makes every descriptor one).
+	QuotaMode bool
 	// Limits are the rule's limits, each a Sluice policy. A request
 	// within every one of them is within the rule.
 	Limits []Limit
@@ -244,9 +248,6 @@ func (n *node) load(domain, fullKey, path string, ds []yamlDescriptor) error {
 		if _, dup := n.children[k]; dup {
 			return fmt.Errorf("%s: duplicate descriptor %q", at, childKey)
 		}
-		if d.QuotaMode {
-			return fmt.Errorf("%s.quota_mode: is not supported by Sluice (use a quota policy: rate_limit.algorithm quota)", at)
-		}
 		child := &node{}
 		wild := strings.Contains(d.Value, "*")
 		if d.ShareThreshold {
@@ -289,7 +290,7 @@ func loadRule(domain, fullKey, at string, d *yamlDescriptor) (*Rule, error) {
 		}
 		return nil, nil
 	}
-	r := &Rule{FullKey: fullKey, Shadow: d.ShadowMode}
+	r := &Rule{FullKey: fullKey, Shadow: d.ShadowMode, QuotaMode: d.QuotaMode}
 	blocks := d.RateLimits
 	if d.RateLimit != nil {
 		blocks = append([]yamlRateLimit{*d.RateLimit}, d.RateLimits...)

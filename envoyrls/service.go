@@ -68,6 +68,12 @@ type Options struct {
 	// envoyproxy/ratelimit does: a descriptor within its limits consumes
 	// from them even when another denies the request.
 	PerDescriptor bool
+	// QuotaMode makes every descriptor a quota-mode one, as
+	// envoyproxy/ratelimit's QUOTA_MODE=true does (a rule's quota_mode
+	// makes its own one): a quota-mode descriptor over its limits denies
+	// the request only if every quota-mode descriptor of the request is
+	// over too; the others, within theirs, decide it (docs/envoy.md).
+	QuotaMode bool
 	// Headers, if Limit is set, adds the RateLimit headers of the
 	// descriptor nearest its limit to every answer.
 	Headers Headers
@@ -99,10 +105,13 @@ type entry struct{ key, value string }
 
 // target is what one descriptor of a request is checked against.
 type target struct {
-	rule    *Rule
-	limits  []Limit // the rule's, or the request's override
-	key     string  // the counter's key: the descriptor's entries
-	hits    int64
+	rule   *Rule
+	limits []Limit // the rule's, or the request's override
+	key    string  // the counter's key: the descriptor's entries
+	hits   int64
+	// quota: the descriptor is in quota mode (Options.QuotaMode, or its
+	// rule's quota_mode).
+	quota   bool
 	refs    []ref
 	outcome []sluice.Decision
 }
@@ -134,9 +143,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		}
 	}
 	for i := range ts {
-		if r := ts[i].rule; r != nil && r.Name != "" && replaced[r.Name] {
-			ts[i].limits = nil // replaced: not evaluated, its counters untouched
+		t := &ts[i]
+		if r := t.rule; r != nil && r.Name != "" && replaced[r.Name] {
+			t.limits = nil // replaced: not evaluated, its counters untouched
 		}
+		// As the reference: every descriptor but an unlimited one when
+		// all are in quota mode; else those whose rule applies and is.
+		t.quota = s.opts.QuotaMode && !t.unlimited() || len(t.limits) > 0 && t.rule != nil && t.rule.QuotaMode
 	}
 	now := s.opts.Now()
 	tenant := Tenant(req.Domain)
@@ -147,16 +160,72 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			}
 		}
 	}
+	out := make([]bool, len(ts))
 	if s.opts.PerDescriptor {
 		for i := range ts {
-			if err := s.decide(ctx, tenant, ts[i:i+1]); err != nil {
+			if err := s.decide(ctx, tenant, ts[i:i+1], out[i:i+1]); err != nil {
 				return nil, err
 			}
 		}
-	} else if err := s.decide(ctx, tenant, ts); err != nil {
-		return nil, err
+	} else {
+		// All-or-nothing, but for quota mode: a quota-mode descriptor
+		// over its limits leaves the request, and the others decide it
+		// again, as long as one quota-mode descriptor stays within its
+		// limits. Each round sets one more aside: at most one round a
+		// descriptor.
+		for {
+			if err := s.decide(ctx, tenant, ts, out); err != nil {
+				return nil, err
+			}
+			if !quotaOver(ts, out) {
+				break
+			}
+		}
 	}
 	return s.answer(ts, now), nil
+}
+
+// unlimited reports whether t's rule is unlimited.
+func (t *target) unlimited() bool { return t.rule != nil && t.rule.Unlimited }
+
+// denied reports whether any limit of t denied it.
+func (t *target) denied() bool {
+	for j := range t.outcome {
+		if !t.outcome[j].Allowed {
+			return true
+		}
+	}
+	return false
+}
+
+// quotaOver sets aside (out) the quota-mode targets a decision of the
+// others, not set aside yet, denied, and reports whether to decide again
+// without them: only if nothing else denied, and one quota-mode target is
+// left within its limits. Otherwise the request is denied, or admitted,
+// as decided.
+func quotaOver(ts []target, out []bool) bool {
+	var denied []int
+	left := 0 // quota-mode targets within their limits
+	for i := range ts {
+		switch t := &ts[i]; {
+		case out[i]:
+		case !t.denied():
+			if t.quota {
+				left++
+			}
+		case !t.quota:
+			return false // a descriptor not in quota mode denies the request
+		default:
+			denied = append(denied, i)
+		}
+	}
+	if len(denied) == 0 || left == 0 {
+		return false
+	}
+	for _, i := range denied {
+		out[i] = true
+	}
+	return true
 }
 
 // resolve finds what descriptor d, the i-th of req, is checked against.
@@ -293,14 +362,18 @@ func counterKey(entries []entry, shared []string) string {
 	return b.String()
 }
 
-// decide asks the limiter about targets ts, all-or-nothing: one request
+// decide asks the limiter about targets ts, but those set aside (out),
+// whose outcome stays, all-or-nothing: one request
 // of every limit of every descriptor that adds hits, unless one of them is
 // over a limit already, and one request reading the others' state. Only
 // the limits left to ts count: a replaced rule's limits, a 0 included, are
 // gone by then.
-func (s *Service) decide(ctx context.Context, tenant string, ts []target) error {
+func (s *Service) decide(ctx context.Context, tenant string, ts []target, out []bool) error {
 	over := false
 	for i := range ts {
+		if out[i] {
+			continue
+		}
 		for j := range ts[i].limits {
 			if l := &ts[i].limits[j]; !l.Policy.Shadow && l.over(ts[i].hits) {
 				over = true
@@ -310,6 +383,9 @@ func (s *Service) decide(ctx context.Context, tenant string, ts []target) error 
 	consume := sluice.Request{Tenant: tenant, Hits: 1}
 	read := sluice.Request{Tenant: tenant}
 	for i := range ts {
+		if out[i] {
+			continue
+		}
 		t := &ts[i]
 		t.refs = make([]ref, len(t.limits))
 		for j, l := range t.limits {
@@ -343,6 +419,9 @@ func (s *Service) decide(ctx context.Context, tenant string, ts []target) error 
 		}
 	}
 	for i := range ts {
+		if out[i] {
+			continue
+		}
 		t := &ts[i]
 		t.outcome = make([]sluice.Decision, len(t.limits))
 		for j, r := range t.refs {
@@ -402,16 +481,28 @@ func grpcStatus(err error) error {
 func (s *Service) answer(ts []target, now time.Time) *rlspb.RateLimitResponse {
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(ts))}
 	var nearest *rlspb.RateLimitResponse_DescriptorStatus
+	// As the reference: over if a descriptor not in quota mode is over,
+	// or every one in quota mode is.
+	quotas, quotasOver := 0, 0
 	for i := range ts {
 		st := status1(&ts[i], now)
 		resp.Statuses[i] = st
-		if st.Code == rlspb.RateLimitResponse_OVER_LIMIT {
+		isOver := st.Code == rlspb.RateLimitResponse_OVER_LIMIT
+		if ts[i].quota {
+			quotas++
+			if isOver {
+				quotasOver++
+			}
+		} else if isOver {
 			resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 		}
 		if st.CurrentLimit != nil && (nearest == nil || st.Code == rlspb.RateLimitResponse_OVER_LIMIT ||
 			nearest.Code != rlspb.RateLimitResponse_OVER_LIMIT && st.LimitRemaining < nearest.LimitRemaining) {
 			nearest = st
 		}
+	}
+	if quotas > 0 && quotasOver == quotas {
+		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 	}
 	if h := s.opts.Headers; h.Limit != "" && nearest != nil {
 		resp.ResponseHeadersToAdd = []*corepb.HeaderValue{

@@ -17,15 +17,30 @@ func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, tokenFile *string) {
 	fs.StringVar(&f.Dir, "envoy-config", "", "`directory` of envoyproxy/ratelimit YAML files, one domain each (reloaded on SIGHUP and on change)")
 	fs.BoolVar(&f.PerDescriptor, "envoy-per-descriptor", false, "decide each descriptor on its own, as envoyproxy/ratelimit does, instead of all-or-nothing: an admitted descriptor consumes even when another denies")
 	fs.BoolVar(&f.Headers, "envoy-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset of the descriptor nearest its limit to every answer (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
+	fs.BoolVar(&f.QuotaMode, "envoy-quota-mode", false, "make every descriptor a quota-mode one (envoyproxy/ratelimit's QUOTA_MODE): one over its limits denies a request only if every quota-mode descriptor of it is over")
 	fs.StringVar(tokenFile, "grpc-token-file", "", "`file` holding a token every rate limit call must carry as \"authorization: Bearer <token>\" metadata (health checks excepted)")
 }
 
 // checkEnvoy checks the flags of Envoy's rate limit service, and reads
 // the token of tokenFile into f.
 func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
+	if f.GRPCAddr == "" {
+		for _, o := range []struct {
+			name string
+			set  bool
+		}{
+			{"--envoy-config", f.Dir != ""},
+			{"--envoy-per-descriptor", f.PerDescriptor},
+			{"--envoy-response-headers", f.Headers},
+			{"--envoy-quota-mode", f.QuotaMode},
+			{"--grpc-token-file", tokenFile != ""},
+		} {
+			if o.set {
+				return fmt.Errorf("serve: %s needs --grpc-addr, as every --envoy-* flag does", o.name)
+			}
+		}
+	}
 	switch {
-	case f.GRPCAddr == "" && (f.Dir != "" || f.PerDescriptor || f.Headers || tokenFile != ""):
-		return errors.New("serve: --envoy-config, --envoy-per-descriptor, --envoy-response-headers and --grpc-token-file need --grpc-addr")
 	case f.Dir != "":
 		if fi, err := os.Stat(f.Dir); err != nil || !fi.IsDir() {
 			return fmt.Errorf("serve: --envoy-config %q is not a directory", f.Dir)

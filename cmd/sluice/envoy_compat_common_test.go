@@ -1,0 +1,31 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// compatDir writes files (name → YAML) into a new directory for
+// --envoy-config, and returns it.
+func compatDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, yaml := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// startCompat starts sluice serve on the memory store with the rate limit
+// service on a free port, the directory of files, and args, and returns
+// a client of it.
+func startCompat(t *testing.T, files map[string]string, args ...string) (*rls, *process) {
+	t.Helper()
+	grpcAddr := freeAddr(t)
+	args = append([]string{"--store", "memory", "--grpc-addr", grpcAddr, "--envoy-config", compatDir(t, files), "--config-poll", "100ms"}, args...)
+	p := start(t, args...)
+	return dialRLS(t, grpcAddr), p
+}

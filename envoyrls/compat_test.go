@@ -1,0 +1,203 @@
+package envoyrls
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/store/memstore"
+)
+
+// compatNow is the clock of the compatible mode's tests: 30 s into a
+// minute.
+var compatNow = time.Date(2026, 11, 23, 12, 0, 30, 500_000_000, time.UTC)
+
+// newCompat is a Service of yaml on a memory store, with opts (their
+// Limiter, Config and Now filled in).
+func newCompat(t *testing.T, yaml string, opts Options) *Service {
+	t.Helper()
+	c, err := parse(t, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := memstore.New(memstore.Options{})
+	t.Cleanup(func() { s.Close() })
+	clock := func() time.Time { return compatNow }
+	opts.Limiter = engine.New(s, engine.Options{Now: clock})
+	opts.Config = func() *Config { return c }
+	opts.Now = clock
+	return New(opts)
+}
+
+func askDomain(t *testing.T, svc *Service, domain string, ds ...*ratelimitpb.RateLimitDescriptor) *rlspb.RateLimitResponse {
+	t.Helper()
+	resp, err := svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: domain, Descriptors: ds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func wantOverall(t *testing.T, what string, resp *rlspb.RateLimitResponse, code rlspb.RateLimitResponse_Code) {
+	t.Helper()
+	if resp.OverallCode != code {
+		t.Errorf("%s: overall %v, want %v", what, resp.OverallCode, code)
+	}
+}
+
+const (
+	codeOK   = rlspb.RateLimitResponse_OK
+	codeOver = rlspb.RateLimitResponse_OVER_LIMIT
+)
+
+// quotas has a regular limit, two quota-mode ones, a quota-mode ban, and
+// a domain whose descriptor of the same key is not in quota mode.
+const quotas = `
+domain: q
+descriptors:
+  - key: regular
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: quota
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: quota2
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: banned
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: nolimit
+    quota_mode: true
+`
+
+// TestQuotaModeLoads: quota_mode is accepted on a rule, and on a
+// descriptor without one, where it does nothing, as in the reference.
+func TestQuotaModeLoads(t *testing.T) {
+	c, err := parse(t, quotas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := c.match("q", []entry{{"quota", "x"}}); r == nil || !r.QuotaMode {
+		t.Errorf("quota: %+v, want a quota-mode rule", r)
+	}
+	if r, _ := c.match("q", []entry{{"regular", "x"}}); r == nil || r.QuotaMode {
+		t.Errorf("regular: %+v, want a rule not in quota mode", r)
+	}
+}
+
+// TestQuotaMode: the reference's quota rule. A quota-mode descriptor over
+// its limit denies the request only when every quota-mode descriptor of
+// it is over; one not in quota mode denies as usual. All-or-nothing, a
+// request admitted with a quota-mode descriptor over consumes from every
+// descriptor that admits it, and not from the one over; a denied request
+// consumes nothing.
+func TestQuotaMode(t *testing.T) {
+	for _, perDescriptor := range []bool{false, true} {
+		t.Run(map[bool]string{false: "all-or-nothing", true: "per descriptor"}[perDescriptor], func(t *testing.T) {
+			svc := newCompat(t, quotas, Options{PerDescriptor: perDescriptor})
+			regular, quota, quota2 := descriptor("regular", "a"), descriptor("quota", "a"), descriptor("quota2", "a")
+			resp := askDomain(t, svc, "q", regular, quota)
+			wantOverall(t, "first", resp, codeOK)
+			check(t, "first, regular", resp.Statuses[0], codeOK, 5, 4, 30)
+			check(t, "first, quota", resp.Statuses[1], codeOK, 1, 0, 30)
+
+			// The quota is over, but it is the request's only one: over.
+			resp = askDomain(t, svc, "q", regular, quota)
+			wantOverall(t, "second, the only quota over", resp, codeOver)
+			check(t, "second, quota", resp.Statuses[1], codeOver, 1, 0, 30)
+			left := uint32(4) // all-or-nothing: the denied request consumed nothing
+			if perDescriptor {
+				left = 3
+			}
+			check(t, "second, regular", resp.Statuses[0], codeOK, 5, left, 30)
+
+			// With a second quota within its limit, the first over does
+			// not deny: the request is admitted, and consumes from the
+			// regular limit and the second quota.
+			resp = askDomain(t, svc, "q", regular, quota, quota2)
+			wantOverall(t, "third, one quota of two over", resp, codeOK)
+			check(t, "third, regular", resp.Statuses[0], codeOK, 5, left-1, 30)
+			check(t, "third, quota", resp.Statuses[1], codeOver, 1, 0, 30)
+			check(t, "third, quota2", resp.Statuses[2], codeOK, 2, 1, 30)
+
+			// A quota-mode ban is a quota over, without a store call.
+			resp = askDomain(t, svc, "q", regular, descriptor("banned", "a"), quota2)
+			wantOverall(t, "a quota-mode ban beside a quota within", resp, codeOK)
+			check(t, "the ban", resp.Statuses[1], codeOver, 0, 0, 30)
+			check(t, "quota2, beside the ban", resp.Statuses[2], codeOK, 2, 0, 30)
+			check(t, "regular, beside the ban", resp.Statuses[0], codeOK, 5, left-2, 30)
+
+			// Every quota over: over, and all-or-nothing nothing counted.
+			resp = askDomain(t, svc, "q", regular, quota, quota2)
+			wantOverall(t, "every quota over", resp, codeOver)
+			if !perDescriptor {
+				check(t, "every quota over, regular", resp.Statuses[0], codeOK, 5, left-2, 30)
+			}
+		})
+	}
+}
+
+// TestQuotaModeRegularDenies: a descriptor not in quota mode over its limit
+// denies the request even when the quota-mode ones admit; all-or-nothing,
+// they consume nothing.
+func TestQuotaModeRegularDenies(t *testing.T) {
+	svc := newCompat(t, quotas, Options{})
+	regular, quota2 := descriptor("regular", "b"), descriptor("quota2", "b")
+	for range 5 {
+		askDomain(t, svc, "q", regular)
+	}
+	resp := askDomain(t, svc, "q", regular, quota2)
+	wantOverall(t, "regular over", resp, codeOver)
+	check(t, "regular over", resp.Statuses[0], codeOver, 5, 0, 30)
+	check(t, "quota2, not consumed", resp.Statuses[1], codeOK, 2, 2, 30)
+}
+
+// TestGlobalQuotaMode: Options.QuotaMode makes every descriptor a quota-mode
+// one: the request is over only when all are; a descriptor without a limit
+// counts as one within, as in the reference.
+func TestGlobalQuotaMode(t *testing.T) {
+	svc := newCompat(t, quotas, Options{QuotaMode: true})
+	regular := descriptor("regular", "c")
+	for range 5 {
+		askDomain(t, svc, "q", regular)
+	}
+	resp := askDomain(t, svc, "q", regular, descriptor("quota2", "c"))
+	wantOverall(t, "regular over, quota2 within, all in quota mode", resp, codeOK)
+	check(t, "regular", resp.Statuses[0], codeOver, 5, 0, 30)
+	check(t, "quota2", resp.Statuses[1], codeOK, 2, 1, 30)
+	resp = askDomain(t, svc, "q", regular)
+	wantOverall(t, "regular over alone", resp, codeOver)
+	resp = askDomain(t, svc, "q", regular, descriptor("nolimit", "c"))
+	wantOverall(t, "regular over beside a descriptor without a limit", resp, codeOK)
+	// Without the option, the same request is over.
+	svc = newCompat(t, quotas, Options{})
+	for range 5 {
+		askDomain(t, svc, "q", regular)
+	}
+	wantOverall(t, "without QuotaMode", askDomain(t, svc, "q", regular, descriptor("quota2", "c")), codeOver)
+}
+
+// TestQuotaModeStaysInItsDomain: one domain's quota_mode does not reach
+// another's descriptor of the same key.
+func TestQuotaModeStaysInItsDomain(t *testing.T) {
+	c, err := Parse([]File{
+		{Name: "q.yaml", Data: []byte(quotas)},
+		{Name: "p.yaml", Data: []byte("domain: p\ndescriptors:\n  - key: quota\n    rate_limit: {unit: minute, requests_per_unit: 1}\n  - key: quota2\n    quota_mode: true\n    rate_limit: {unit: minute, requests_per_unit: 5}\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := memstore.New(memstore.Options{})
+	t.Cleanup(func() { s.Close() })
+	clock := func() time.Time { return compatNow }
+	svc := New(Options{Limiter: engine.New(s, engine.Options{Now: clock}), Config: func() *Config { return c }, Now: clock})
+	quota, quota2 := descriptor("quota", "d"), descriptor("quota2", "d")
+	askDomain(t, svc, "p", quota, quota2)
+	resp := askDomain(t, svc, "p", quota, quota2)
+	wantOverall(t, "p's quota, not in quota mode in p, over", resp, codeOver)
+	check(t, "p's quota", resp.Statuses[0], codeOver, 1, 0, 30)
+}
