@@ -201,3 +201,34 @@ func TestQuotaModeStaysInItsDomain(t *testing.T) {
 	wantOverall(t, "p's quota, not in quota mode in p, over", resp, codeOver)
 	check(t, "p's quota", resp.Statuses[0], codeOver, 1, 0, 30)
 }
+
+// TestShadowMode: Options.ShadowMode answers OK whatever the descriptors
+// say, keeps their statuses, and counts as enforcing would: the request
+// enforcement denies consumes nothing. Shadow wins over quota mode too.
+func TestShadowMode(t *testing.T) {
+	for _, quota := range []bool{false, true} {
+		svc := newCompat(t, quotas, Options{ShadowMode: true, QuotaMode: quota, Headers: DefaultHeaders})
+		regular, quota2 := descriptor("regular", "s"), descriptor("quota2", "s")
+		for i := range 2 {
+			resp := askDomain(t, svc, "q", regular, quota2)
+			wantOverall(t, "within", resp, codeOK)
+			check(t, "within, quota2", resp.Statuses[1], codeOK, 2, uint32(1-i), 30)
+		}
+		resp := askDomain(t, svc, "q", regular, quota2)
+		wantOverall(t, "quota2 over, in shadow mode", resp, codeOK)
+		check(t, "quota2 over", resp.Statuses[1], codeOver, 2, 0, 30)
+		left := uint32(3) // the request enforcement denies consumes nothing
+		if quota {
+			left = 2 // quota mode admits it: regular is within its limit
+		}
+		check(t, "regular", resp.Statuses[0], codeOK, 5, left, 30)
+		resp = askDomain(t, svc, "q", quota2)
+		wantOverall(t, "quota2 over alone, in shadow mode", resp, codeOK)
+		if h := resp.ResponseHeadersToAdd; len(h) != 3 || h[0].Value != "2" || h[1].Value != "0" {
+			t.Errorf("headers %v, want those of quota2, 0 left", h)
+		}
+		resp = askDomain(t, svc, "q", descriptor("banned", "s"))
+		wantOverall(t, "a ban, in shadow mode", resp, codeOK)
+		check(t, "a ban", resp.Statuses[0], codeOver, 0, 0, 30)
+	}
+}

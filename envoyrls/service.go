@@ -74,6 +74,12 @@ type Options struct {
 	// the request only if every quota-mode descriptor of the request is
 	// over too; the others, within theirs, decide it (docs/envoy.md).
 	QuotaMode bool
+	// ShadowMode answers OK whatever the descriptors say, as
+	// envoyproxy/ratelimit's SHADOW_MODE=true does: a dry run. Each
+	// descriptor's status is kept, and the counters count as they would
+	// enforced (a request enforcement would deny consumes nothing), so
+	// that turning it off changes no decision but the overall code.
+	ShadowMode bool
 	// Headers, if Limit is set, adds the RateLimit headers of the
 	// descriptor nearest its limit to every answer.
 	Headers Headers
@@ -503,6 +509,9 @@ func (s *Service) answer(ts []target, now time.Time) *rlspb.RateLimitResponse {
 	}
 	if quotas > 0 && quotasOver == quotas {
 		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	if s.opts.ShadowMode {
+		resp.OverallCode = rlspb.RateLimitResponse_OK
 	}
 	if h := s.opts.Headers; h.Limit != "" && nearest != nil {
 		resp.ResponseHeadersToAdd = []*corepb.HeaderValue{
