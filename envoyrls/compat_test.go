@@ -2,11 +2,14 @@ package envoyrls
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
 	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/store/memstore"
@@ -231,4 +234,110 @@ func TestShadowMode(t *testing.T) {
 		wantOverall(t, "a ban, in shadow mode", resp, codeOK)
 		check(t, "a ban", resp.Statuses[0], codeOver, 0, 0, 30)
 	}
+}
+
+// metadatas has rules with metadata, two of which share a structure.
+const metadatas = `
+domain: m
+descriptors:
+  - key: regular
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    metadata:
+      name: service_1
+      owner: {team: a, tags: [x, 1]}
+  - key: quota
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    metadata:
+      name: service_2
+      owner: {team: b, oncall: bob}
+  - key: other
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    metadata: {some_other_name: service_3}
+  - key: plain
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: free
+    rate_limit: {unlimited: true}
+    metadata: {free: true}
+`
+
+// TestDynamicMetadata: with Options.DynamicMetadata, an answer carries the
+// domain, the descriptors, the request's hits_addend and the merged
+// metadata of the rules of the descriptors that passed, the first value of
+// a key winning and structures merged, as envoyproxy/ratelimit builds it;
+// the configuration's metadata is never changed by a merge.
+func TestDynamicMetadata(t *testing.T) {
+	svc := newCompat(t, metadatas, Options{DynamicMetadata: true, QuotaMode: true})
+	regular, quota, other := descriptor("regular", "r"), descriptor("quota", "q"), descriptor("other", "o")
+	ctx := context.Background()
+	resp, err := svc.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "m", HitsAddend: 1,
+		Descriptors: []*ratelimitpb.RateLimitDescriptor{regular, quota, other, descriptor("free", "f")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := protojson.Marshal(resp.DynamicMetadata)
+	want := `{"descriptors":[{"entries":["regular=r"]},{"entries":["quota=q"]},{"entries":["other=o"]},{"entries":["free=f"]}],` +
+		`"domain":"m","hitsAddend":1,"metadata":{"name":"service_1","owner":{"oncall":"bob","tags":["x",1],"team":"a"},"some_other_name":"service_3"}}`
+	if !jsonEqual(t, got, want) {
+		t.Errorf("every descriptor passed:\n got %s\nwant %s", got, want)
+	}
+	// The quota is over now: its metadata is left out; the request is
+	// admitted (in quota mode, the regular limit is within), as in the
+	// reference.
+	resp = askDomain(t, svc, "m", regular, quota)
+	wantOverall(t, "quota over", resp, codeOK)
+	got, _ = protojson.Marshal(resp.DynamicMetadata.Fields["metadata"])
+	if want := `{"name":"service_1","owner":{"tags":["x",1],"team":"a"}}`; !jsonEqual(t, got, want) {
+		t.Errorf("quota over: metadata %s, want %s", got, want)
+	}
+	// The merge above did not reach the configuration's metadata.
+	c := svc.opts.Config()
+	r, _ := c.match("m", []entry{{"regular", "r"}})
+	if b, _ := protojson.Marshal(r.Metadata); !jsonEqual(t, b, `{"name":"service_1","owner":{"tags":["x",1],"team":"a"}}`) {
+		t.Errorf("the rule's metadata changed: %s", b)
+	}
+	// No metadata from a rule: no "metadata" field.
+	resp = askDomain(t, svc, "m", descriptor("plain", "p"))
+	if _, ok := resp.DynamicMetadata.Fields["metadata"]; ok || resp.DynamicMetadata.Fields["domain"].GetStringValue() != "m" {
+		t.Errorf("no rule's metadata: %v", resp.DynamicMetadata)
+	}
+	// Off by default.
+	svc = newCompat(t, metadatas, Options{})
+	if resp := askDomain(t, svc, "m", regular); resp.DynamicMetadata != nil {
+		t.Errorf("without the option: %v", resp.DynamicMetadata)
+	}
+}
+
+// TestDynamicMetadataStaysInItsDomain: a domain's metadata is never in
+// another domain's answer, whatever its descriptors.
+func TestDynamicMetadataStaysInItsDomain(t *testing.T) {
+	c, err := Parse([]File{
+		{Name: "m.yaml", Data: []byte(metadatas)},
+		{Name: "n.yaml", Data: []byte("domain: n\ndescriptors:\n  - key: regular\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := memstore.New(memstore.Options{})
+	t.Cleanup(func() { s.Close() })
+	svc := New(Options{Limiter: engine.New(s, engine.Options{}), Config: func() *Config { return c }, DynamicMetadata: true})
+	for _, domain := range []string{"n", "nope"} {
+		resp := askDomain(t, svc, domain, descriptor("regular", "r"), descriptor("other", "o"))
+		if _, ok := resp.DynamicMetadata.Fields["metadata"]; ok {
+			t.Errorf("domain %s carries metadata: %v", domain, resp.DynamicMetadata)
+		}
+	}
+}
+
+// jsonEqual reports whether JSON a and b hold the same value.
+func jsonEqual(t *testing.T, a []byte, b string) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return reflect.DeepEqual(x, y)
 }

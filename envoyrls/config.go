@@ -15,6 +15,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/tenancy"
@@ -79,6 +80,10 @@ type Rule struct {
 	// denies the request only if every quota-mode descriptor of the
 	// request is over too (Options.QuotaMode makes every descriptor one).
 	QuotaMode bool
+	// Metadata is the descriptor's metadata, which the response's dynamic
+	// metadata carries when the descriptor passes
+	// (Options.DynamicMetadata); nil if none. Never changed once loaded.
+	Metadata *structpb.Struct
 	// Limits are the rule's limits, each a Sluice policy. A request
 	// within every one of them is within the rule.
 	Limits []Limit
@@ -291,6 +296,13 @@ func loadRule(domain, fullKey, at string, d *yamlDescriptor) (*Rule, error) {
 		return nil, nil
 	}
 	r := &Rule{FullKey: fullKey, Shadow: d.ShadowMode, QuotaMode: d.QuotaMode}
+	if len(d.Metadata) > 0 {
+		m, err := structpb.NewStruct(jsonish(d.Metadata).(map[string]any))
+		if err != nil {
+			return nil, fmt.Errorf("%s.metadata: %w", at, err)
+		}
+		r.Metadata = m
+	}
 	blocks := d.RateLimits
 	if d.RateLimit != nil {
 		blocks = append([]yamlRateLimit{*d.RateLimit}, d.RateLimits...)
@@ -334,6 +346,36 @@ func loadRule(domain, fullKey, at string, d *yamlDescriptor) (*Rule, error) {
 		r.Limits = append(r.Limits, l)
 	}
 	return r, nil
+}
+
+// jsonish is v, a YAML value, as structpb takes it: mappings of any
+// keys with their keys as text (as the reference takes them), timestamps
+// as text.
+func jsonish(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[k] = jsonish(e)
+		}
+		return m
+	case map[any]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[fmt.Sprint(k)] = jsonish(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(v))
+		for i, e := range v {
+			l[i] = jsonish(e)
+		}
+		return l
+	case time.Time:
+		return v.Format(time.RFC3339Nano)
+	default:
+		return v
+	}
 }
 
 // loadLimit makes the i-th limit of the rule fullKey a Sluice policy.

@@ -32,7 +32,9 @@ import (
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/tenancy"
@@ -80,6 +82,13 @@ type Options struct {
 	// enforced (a request enforcement would deny consumes nothing), so
 	// that turning it off changes no decision but the overall code.
 	ShadowMode bool
+	// DynamicMetadata adds to every answer the dynamic metadata
+	// envoyproxy/ratelimit adds with RESPONSE_DYNAMIC_METADATA=true: the
+	// domain, the descriptors (their entries, and the limit and
+	// hits_addend they set), the request's hits_addend, and the metadata
+	// of the rules of the descriptors that passed, merged, the first
+	// value of a key winning.
+	DynamicMetadata bool
 	// Headers, if Limit is set, adds the RateLimit headers of the
 	// descriptor nearest its limit to every answer.
 	Headers Headers
@@ -188,7 +197,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			}
 		}
 	}
-	return s.answer(ts, now), nil
+	resp := s.answer(ts, now)
+	if s.opts.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, ts, resp.Statuses)
+	}
+	return resp, nil
 }
 
 // unlimited reports whether t's rule is unlimited.
@@ -521,6 +534,65 @@ func (s *Service) answer(ts []target, now time.Time) *rlspb.RateLimitResponse {
 		}
 	}
 	return resp
+}
+
+// dynamicMetadata is the dynamic metadata of req's answer, whose
+// descriptors ts have statuses sts, as envoyproxy/ratelimit builds it.
+// The rules' metadata is copied, never shared with the configuration.
+func dynamicMetadata(req *rlspb.RateLimitRequest, ts []target, sts []*rlspb.RateLimitResponse_DescriptorStatus) *structpb.Struct {
+	ds := make([]*structpb.Value, 0, len(req.Descriptors))
+	for _, d := range req.Descriptors {
+		if d == nil {
+			continue
+		}
+		entries := make([]*structpb.Value, len(d.Entries))
+		for i, e := range d.Entries {
+			entries[i] = structpb.NewStringValue(e.GetKey() + "=" + e.GetValue())
+		}
+		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+		if d.Limit != nil {
+			f["limit"] = structpb.NewStringValue(d.Limit.String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		ds = append(ds, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	fields := map[string]*structpb.Value{
+		"domain":      structpb.NewStringValue(req.Domain),
+		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: ds}),
+	}
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	passed := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for i := range ts {
+		t := &ts[i]
+		// A rule that applied (not replaced, not unlimited) to a
+		// descriptor that passed.
+		if t.rule != nil && t.rule.Metadata != nil && len(t.limits) > 0 && sts[i].Code != rlspb.RateLimitResponse_OVER_LIMIT {
+			mergeMetadata(passed, t.rule.Metadata)
+		}
+	}
+	if len(passed.Fields) > 0 {
+		fields["metadata"] = structpb.NewStructValue(passed)
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// mergeMetadata adds src's fields to dst, a copy made here: a field dst
+// has already keeps its value, but for two structures, merged likewise.
+func mergeMetadata(dst, src *structpb.Struct) {
+	for k, v := range src.GetFields() {
+		have, ok := dst.Fields[k]
+		if !ok {
+			dst.Fields[k] = proto.Clone(v).(*structpb.Value)
+			continue
+		}
+		if hs, vs := have.GetStructValue(), v.GetStructValue(); hs != nil && vs != nil {
+			mergeMetadata(hs, vs)
+		}
+	}
 }
 
 // status1 is the status of one descriptor: over the limit if any of its

@@ -19,6 +19,7 @@ func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, tokenFile *string) {
 	fs.BoolVar(&f.Headers, "envoy-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset of the descriptor nearest its limit to every answer (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
 	fs.BoolVar(&f.QuotaMode, "envoy-quota-mode", false, "make every descriptor a quota-mode one (envoyproxy/ratelimit's QUOTA_MODE): one over its limits denies a request only if every quota-mode descriptor of it is over")
 	fs.BoolVar(&f.ShadowMode, "envoy-shadow-mode", false, "answer OK whatever the limits say, keeping each descriptor's status, and count as if enforcing: a dry run (envoyproxy/ratelimit's SHADOW_MODE)")
+	fs.BoolVar(&f.Metadata, "envoy-dynamic-metadata", false, "add the domain, the descriptors and the metadata of the rules that passed to every answer's dynamic metadata (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA)")
 	fs.StringVar(tokenFile, "grpc-token-file", "", "`file` holding a token every rate limit call must carry as \"authorization: Bearer <token>\" metadata (health checks excepted)")
 }
 
@@ -35,6 +36,7 @@ func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
 			{"--envoy-response-headers", f.Headers},
 			{"--envoy-quota-mode", f.QuotaMode},
 			{"--envoy-shadow-mode", f.ShadowMode},
+			{"--envoy-dynamic-metadata", f.Metadata},
 			{"--grpc-token-file", tokenFile != ""},
 		} {
 			if o.set {

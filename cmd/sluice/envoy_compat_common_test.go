@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -28,4 +30,17 @@ func startCompat(t *testing.T, files map[string]string, args ...string) (*rls, *
 	args = append([]string{"--store", "memory", "--grpc-addr", grpcAddr, "--envoy-config", compatDir(t, files), "--config-poll", "100ms"}, args...)
 	p := start(t, args...)
 	return dialRLS(t, grpcAddr), p
+}
+
+// sameJSON reports whether JSON a and b hold the same value.
+func sameJSON(t *testing.T, a []byte, b string) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return reflect.DeepEqual(x, y)
 }

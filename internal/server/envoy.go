@@ -28,6 +28,7 @@ type EnvoyConfig struct {
 	Token         string // --grpc-token-file's; empty: none asked
 	QuotaMode     bool   // --envoy-quota-mode
 	ShadowMode    bool   // --envoy-shadow-mode
+	Metadata      bool   // --envoy-dynamic-metadata
 }
 
 // envoyConfig is the Envoy configuration in force: a watched directory, or
@@ -92,7 +93,7 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 		headers = envoyrls.DefaultHeaders
 	}
 	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, PerDescriptor: f.PerDescriptor, Headers: headers, Hide: hide,
-		QuotaMode: f.QuotaMode, ShadowMode: f.ShadowMode})
+		QuotaMode: f.QuotaMode, ShadowMode: f.ShadowMode, DynamicMetadata: f.Metadata})
 	// A call waiting for its store holds its stream worker meanwhile; with
 	// one worker a core, as for the memory store, the calls behind it
 	// would each start a goroutine whose stack grows by copying (12% of
