@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -340,4 +341,51 @@ func jsonEqual(t *testing.T, a []byte, b string) bool {
 		t.Fatalf("%s: %v", b, err)
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// TestHeadersValidate: a header's name is an HTTP token, so that nothing
+// but a name can be written where Envoy writes one; the three differ.
+func TestHeadersValidate(t *testing.T) {
+	if err := DefaultHeaders.Validate(); err != nil {
+		t.Errorf("the reference's names: %v", err)
+	}
+	if err := (Headers{"X-RL-Limit", "x-rl_remaining", "X.RL~Reset!"}).Validate(); err != nil {
+		t.Errorf("tokens: %v", err)
+	}
+	long := make([]byte, 129)
+	for i := range long {
+		long[i] = 'a'
+	}
+	for _, tc := range []struct {
+		h     Headers
+		field string
+	}{
+		{Headers{"", "R", "S"}, "limit"},
+		{Headers{"L", "X-Evil\r\nSet-Cookie: a=b", "S"}, "remaining"},
+		{Headers{"L", "R", "X Reset"}, "reset"},
+		{Headers{"L", "R", ":authority"}, "reset"},
+		{Headers{"L", "R", "Résumé"}, "reset"},
+		{Headers{"L", "R", "a\x00b"}, "reset"},
+		{Headers{string(long), "R", "S"}, "limit"},
+		{Headers{"X-A", "x-a", "S"}, "remaining"},
+	} {
+		err := tc.h.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), tc.field+" ") {
+			t.Errorf("%q: %v, want an error naming %s", tc.h, err, tc.field)
+		}
+	}
+}
+
+// TestCustomHeaders: the RateLimit headers take the names given, as the
+// reference's LIMIT_*_HEADER settings do.
+func TestCustomHeaders(t *testing.T) {
+	svc := newCompat(t, quotas, Options{Headers: Headers{"X-Limit", "X-Left", "X-Reset"}})
+	resp := askDomain(t, svc, "q", descriptor("regular", "h"))
+	got := map[string]string{}
+	for _, h := range resp.ResponseHeadersToAdd {
+		got[h.Key] = h.Value
+	}
+	if len(got) != 3 || got["X-Limit"] != "5" || got["X-Left"] != "4" || got["X-Reset"] != "30" {
+		t.Errorf("headers %v, want X-Limit 5, X-Left 4, X-Reset 30", got)
+	}
 }

@@ -60,6 +60,38 @@ type Headers struct {
 // DefaultHeaders are envoyproxy/ratelimit's header names.
 var DefaultHeaders = Headers{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
 
+// maxHeaderName bounds a header's name: a name, not a payload.
+const maxHeaderName = 128
+
+// Validate reports whether h's names are HTTP header names (RFC 9110
+// tokens, at most 128 bytes), all three set and different, so that
+// nothing but a header's name can be written where Envoy writes one. Its
+// errors name the field at fault: limit, remaining or reset.
+func (h Headers) Validate() error {
+	seen := map[string]string{}
+	for _, f := range []struct{ field, name string }{{"limit", h.Limit}, {"remaining", h.Remaining}, {"reset", h.Reset}} {
+		switch {
+		case f.name == "":
+			return sluice.Invalid(f.field, "a header name is required")
+		case len(f.name) > maxHeaderName:
+			return sluice.Invalid(f.field, "a header name is at most %d bytes", maxHeaderName)
+		case strings.IndexFunc(f.name, func(r rune) bool { return !isTokenChar(r) }) >= 0:
+			return sluice.Invalid(f.field, "%q is not an HTTP header name: letters, digits and !#$%%&'*+-.^_`|~ only", f.name)
+		}
+		lower := strings.ToLower(f.name)
+		if other, dup := seen[lower]; dup {
+			return sluice.Invalid(f.field, "%q is the %s header's name already", f.name, other)
+		}
+		seen[lower] = f.field
+	}
+	return nil
+}
+
+// isTokenChar reports whether r may be in an HTTP token (RFC 9110 tchar).
+func isTokenChar(r rune) bool {
+	return r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
+}
+
 // Options configures a Service.
 type Options struct {
 	// Limiter decides; required.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/envoyrls"
 	"github.com/sluicehq/sluice/internal/server"
 )
 
@@ -20,6 +22,9 @@ func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, tokenFile *string) {
 	fs.BoolVar(&f.QuotaMode, "envoy-quota-mode", false, "make every descriptor a quota-mode one (envoyproxy/ratelimit's QUOTA_MODE): one over its limits denies a request only if every quota-mode descriptor of it is over")
 	fs.BoolVar(&f.ShadowMode, "envoy-shadow-mode", false, "answer OK whatever the limits say, keeping each descriptor's status, and count as if enforcing: a dry run (envoyproxy/ratelimit's SHADOW_MODE)")
 	fs.BoolVar(&f.Metadata, "envoy-dynamic-metadata", false, "add the domain, the descriptors and the metadata of the rules that passed to every answer's dynamic metadata (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA)")
+	fs.StringVar(&f.HeaderNames.Limit, "envoy-header-limit", envoyrls.DefaultHeaders.Limit, "`name` of the header of the limit, with --envoy-response-headers (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER)")
+	fs.StringVar(&f.HeaderNames.Remaining, "envoy-header-remaining", envoyrls.DefaultHeaders.Remaining, "`name` of the header of what is left, with --envoy-response-headers (envoyproxy/ratelimit's LIMIT_REMAINING_HEADER)")
+	fs.StringVar(&f.HeaderNames.Reset, "envoy-header-reset", envoyrls.DefaultHeaders.Reset, "`name` of the header of the seconds until reset, with --envoy-response-headers (envoyproxy/ratelimit's LIMIT_RESET_HEADER)")
 	fs.StringVar(tokenFile, "grpc-token-file", "", "`file` holding a token every rate limit call must carry as \"authorization: Bearer <token>\" metadata (health checks excepted)")
 }
 
@@ -43,6 +48,13 @@ func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
 				return fmt.Errorf("serve: %s needs --grpc-addr, as every --envoy-* flag does", o.name)
 			}
 		}
+	}
+	if err := f.HeaderNames.Validate(); err != nil {
+		var se *sluice.Error
+		if errors.As(err, &se) {
+			return fmt.Errorf("serve: --envoy-header-%s: %s", se.Field, se.Message)
+		}
+		return fmt.Errorf("serve: %w", err)
 	}
 	switch {
 	case f.Dir != "":

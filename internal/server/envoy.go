@@ -29,6 +29,29 @@ type EnvoyConfig struct {
 	QuotaMode     bool   // --envoy-quota-mode
 	ShadowMode    bool   // --envoy-shadow-mode
 	Metadata      bool   // --envoy-dynamic-metadata
+	// HeaderNames are the names of the headers --envoy-response-headers
+	// adds: --envoy-header-limit, --envoy-header-remaining and
+	// --envoy-header-reset; empty ones are envoyrls.DefaultHeaders'.
+	HeaderNames envoyrls.Headers
+}
+
+// headerNames are the names of the RateLimit headers: f.HeaderNames, the
+// reference's where empty.
+func (f EnvoyConfig) headerNames() envoyrls.Headers {
+	h := f.HeaderNames
+	for _, p := range []struct {
+		name *string
+		def  string
+	}{
+		{&h.Limit, envoyrls.DefaultHeaders.Limit},
+		{&h.Remaining, envoyrls.DefaultHeaders.Remaining},
+		{&h.Reset, envoyrls.DefaultHeaders.Reset},
+	} {
+		if *p.name == "" {
+			*p.name = p.def
+		}
+	}
+	return h
 }
 
 // envoyConfig is the Envoy configuration in force: a watched directory, or
@@ -90,7 +113,9 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	}
 	headers := envoyrls.Headers{}
 	if f.Headers {
-		headers = envoyrls.DefaultHeaders
+		if headers = f.headerNames(); headers.Validate() != nil {
+			return nil, fmt.Errorf("serve: --envoy-header-*: %w", headers.Validate())
+		}
 	}
 	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, PerDescriptor: f.PerDescriptor, Headers: headers, Hide: hide,
 		QuotaMode: f.QuotaMode, ShadowMode: f.ShadowMode, DynamicMetadata: f.Metadata})
