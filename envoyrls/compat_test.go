@@ -389,3 +389,45 @@ func TestCustomHeaders(t *testing.T) {
 		t.Errorf("headers %v, want X-Limit 5, X-Left 4, X-Reset 30", got)
 	}
 }
+
+// TestMergeDomains: with MergeDomains the files of one domain make one
+// domain, in the order of their names; the same descriptor at the top of
+// two files is an error naming the second; another domain stays apart.
+// Without it, a domain in two files is an error, as before.
+func TestMergeDomains(t *testing.T) {
+	a := File{Name: "a.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: k\n    value: a\n    rate_limit: {unit: minute, requests_per_unit: 1}\n  - key: w\n    value: x*\n    rate_limit: {unit: minute, requests_per_unit: 3}\n")}
+	b := File{Name: "b.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: k\n    value: b\n    rate_limit: {unit: minute, requests_per_unit: 2}\n  - key: w\n    value: xy*\n    rate_limit: {unit: minute, requests_per_unit: 4}\n")}
+	e := File{Name: "e.yaml", Data: []byte("domain: e\ndescriptors:\n  - key: k\n    value: a\n    rate_limit: {unit: minute, requests_per_unit: 9}\n")}
+	if _, err := Parse([]File{a, b}); err == nil || !strings.Contains(err.Error(), "b.yaml") {
+		t.Errorf("without merging: %v, want an error naming b.yaml", err)
+	}
+	c, err := Loading{MergeDomains: true}.Parse([]File{a, b, e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		domain string
+		e      entry
+		want   int64
+	}{
+		{"d", entry{"k", "a"}, 1}, {"d", entry{"k", "b"}, 2}, {"e", entry{"k", "a"}, 9}, {"e", entry{"k", "b"}, 0},
+		{"d", entry{"w", "xyz"}, 3}, // the first file's wildcard comes first
+	} {
+		r, _ := c.match(tc.domain, []entry{tc.e})
+		got := int64(0)
+		if r != nil {
+			got = r.Limits[0].Policy.Limit
+		}
+		if got != tc.want {
+			t.Errorf("%s %v: limit %d, want %d", tc.domain, tc.e, got, tc.want)
+		}
+	}
+	if ds := c.Domains(); strings.Join(ds, ",") != "d,e" {
+		t.Errorf("domains %v", ds)
+	}
+	// The same descriptor at the top of two files: refused.
+	again := File{Name: "c.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: k\n    value: a\n    rate_limit: {unit: minute, requests_per_unit: 1000}\n")}
+	if _, err := (Loading{MergeDomains: true}).Parse([]File{a, b, again}); err == nil || !strings.Contains(err.Error(), "c.yaml") || !strings.Contains(err.Error(), `duplicate descriptor "d.k_a"`) {
+		t.Errorf("a descriptor in two files: %v, want an error naming c.yaml and d.k_a", err)
+	}
+}

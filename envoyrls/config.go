@@ -195,8 +195,23 @@ func readDir(dir string) ([]File, error) {
 	return files, nil
 }
 
+// Loading says how files make a configuration. The zero Loading is
+// envoyproxy/ratelimit's default.
+type Loading struct {
+	// MergeDomains merges the files of one domain into one domain, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true does, in the order
+	// of their names, instead of refusing a domain in two files. A
+	// descriptor at the top of two of them (the same key and value) is
+	// an error naming the second, so that no file takes another's
+	// descriptor over.
+	MergeDomains bool
+}
+
 // Parse loads configuration files.
-func Parse(files []File) (*Config, error) {
+func Parse(files []File) (*Config, error) { return Loading{}.Parse(files) }
+
+// Parse loads configuration files as l says.
+func (l Loading) Parse(files []File) (*Config, error) {
 	c := &Config{domains: map[string]*node{}, policies: map[string]bool{}}
 	for _, f := range files {
 		var root yamlRoot
@@ -211,14 +226,20 @@ func Parse(files []File) (*Config, error) {
 		if root.Domain == "" {
 			return nil, fmt.Errorf("envoy config: %s: domain: must not be empty", f.Name)
 		}
-		if _, dup := c.domains[root.Domain]; dup {
-			return nil, fmt.Errorf("envoy config: %s: domain %q is already defined by another file", f.Name, root.Domain)
+		n, dup := c.domains[root.Domain]
+		if dup && !l.MergeDomains {
+			return nil, fmt.Errorf("envoy config: %s: domain %q is already defined by another file (--envoy-merge-domains merges them)", f.Name, root.Domain)
 		}
 		if len(root.Domain) > maxDomainLen {
 			return nil, fmt.Errorf("envoy config: %s: domain %q is longer than %d bytes", f.Name, root.Domain, maxDomainLen)
 		}
-		n := &node{}
+		if !dup {
+			n = &node{}
+		}
 		if err := n.load(root.Domain, root.Domain, "descriptors", root.Descriptors); err != nil {
+			if dup {
+				return nil, fmt.Errorf("envoy config: %s: %w (merging domain %q)", f.Name, err, root.Domain)
+			}
 			return nil, fmt.Errorf("envoy config: %s: %w", f.Name, err)
 		}
 		c.domains[root.Domain] = n
@@ -235,10 +256,12 @@ func Parse(files []File) (*Config, error) {
 // domain), within sluice.MaxTenantLen.
 const maxDomainLen = tenancy.MaxEnvoyDomainLen
 
-// load builds the level below n from ds; fullKey names n, path locates ds
-// in the file, for errors.
+// load builds the level below n from ds, beside what it has (a domain's
+// other files); fullKey names n, path locates ds in the file, for errors.
 func (n *node) load(domain, fullKey, path string, ds []yamlDescriptor) error {
-	n.children = map[entryKey]*node{}
+	if n.children == nil {
+		n.children = map[entryKey]*node{}
+	}
 	for i, d := range ds {
 		at := fmt.Sprintf("%s[%d]", path, i)
 		if d.Key == "" {

@@ -18,9 +18,9 @@ type Watcher struct {
 	*reload.Watcher[[]File, Config]
 }
 
-// NewWatcher loads dir; an error there is fatal to the caller. onReload,
-// if not nil, is told of every reload, for metrics.
-func NewWatcher(dir string, log *slog.Logger, onReload func(ok bool)) (*Watcher, error) {
+// NewWatcher loads dir as l says; an error there is fatal to the caller.
+// onReload, if not nil, is told of every reload, for metrics.
+func NewWatcher(dir string, l Loading, log *slog.Logger, onReload func(ok bool)) (*Watcher, error) {
 	w, err := reload.New(reload.Source[[]File, Config]{
 		What:  "envoy configuration",
 		Where: []any{"dir", dir},
@@ -28,7 +28,7 @@ func NewWatcher(dir string, log *slog.Logger, onReload func(ok bool)) (*Watcher,
 			files, err := readDir(dir)
 			return files, sum(files), err
 		},
-		Parse: Parse,
+		Parse: l.Parse,
 		Attrs: func(c *Config) []any { return []any{"domains", len(c.domains)} },
 	}, log, onReload)
 	if err != nil {

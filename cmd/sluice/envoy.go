@@ -25,6 +25,7 @@ func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, tokenFile *string) {
 	fs.StringVar(&f.HeaderNames.Limit, "envoy-header-limit", envoyrls.DefaultHeaders.Limit, "`name` of the header of the limit, with --envoy-response-headers (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER)")
 	fs.StringVar(&f.HeaderNames.Remaining, "envoy-header-remaining", envoyrls.DefaultHeaders.Remaining, "`name` of the header of what is left, with --envoy-response-headers (envoyproxy/ratelimit's LIMIT_REMAINING_HEADER)")
 	fs.StringVar(&f.HeaderNames.Reset, "envoy-header-reset", envoyrls.DefaultHeaders.Reset, "`name` of the header of the seconds until reset, with --envoy-response-headers (envoyproxy/ratelimit's LIMIT_RESET_HEADER)")
+	fs.BoolVar(&f.Merge, "envoy-merge-domains", false, "merge the files of one domain into one, instead of refusing a domain in two files; a descriptor at the top of two files is an error (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 	fs.StringVar(tokenFile, "grpc-token-file", "", "`file` holding a token every rate limit call must carry as \"authorization: Bearer <token>\" metadata (health checks excepted)")
 }
 
@@ -42,6 +43,7 @@ func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
 			{"--envoy-quota-mode", f.QuotaMode},
 			{"--envoy-shadow-mode", f.ShadowMode},
 			{"--envoy-dynamic-metadata", f.Metadata},
+			{"--envoy-merge-domains", f.Merge},
 			{"--grpc-token-file", tokenFile != ""},
 		} {
 			if o.set {

@@ -33,6 +33,7 @@ type EnvoyConfig struct {
 	// adds: --envoy-header-limit, --envoy-header-remaining and
 	// --envoy-header-reset; empty ones are envoyrls.DefaultHeaders'.
 	HeaderNames envoyrls.Headers
+	Merge       bool // --envoy-merge-domains
 }
 
 // headerNames are the names of the RateLimit headers: f.HeaderNames, the
@@ -66,7 +67,7 @@ func loadEnvoy(f EnvoyConfig, log *slog.Logger) (envoyConfig, error) {
 		c, _ := envoyrls.Parse(nil)
 		return envoyConfig{empty: c}, nil
 	}
-	w, err := envoyrls.NewWatcher(f.Dir, log, nil)
+	w, err := envoyrls.NewWatcher(f.Dir, envoyrls.Loading{MergeDomains: f.Merge}, log, nil)
 	if err != nil {
 		return envoyConfig{}, fmt.Errorf("serve: %w", err)
 	}
