@@ -431,3 +431,37 @@ func TestMergeDomains(t *testing.T) {
 		t.Errorf("a descriptor in two files: %v, want an error naming c.yaml and d.k_a", err)
 	}
 }
+
+// TestCounting: the countings' names; PerDescriptor and Reference (until
+// the engine can burn denied hits) decide each descriptor on its own, an
+// admitted one consuming when another denies; AllOrNothing consumes
+// nothing for a denied request; Options.PerDescriptor is PerDescriptor.
+func TestCounting(t *testing.T) {
+	for _, c := range []Counting{AllOrNothing, PerDescriptor, Reference} {
+		if got, err := ParseCounting(c.String()); err != nil || got != c {
+			t.Errorf("%v: parsed %v, %v", c, got, err)
+		}
+	}
+	if _, err := ParseCounting("per_descriptor"); err == nil {
+		t.Error("per_descriptor parsed")
+	}
+	for _, tc := range []struct {
+		name string
+		opts Options
+		left uint32 // the regular limit's, after a denied request
+	}{
+		{"zero", Options{}, 5},
+		{"all-or-nothing", Options{Counting: AllOrNothing}, 5},
+		{"PerDescriptor true", Options{PerDescriptor: true}, 4},
+		{"per-descriptor", Options{Counting: PerDescriptor}, 4},
+		{"reference", Options{Counting: Reference}, 4},
+	} {
+		svc := newCompat(t, quotas, tc.opts)
+		askDomain(t, svc, "q", descriptor("quota", "c"))
+		resp := askDomain(t, svc, "q", descriptor("regular", "c"), descriptor("quota", "c"))
+		wantOverall(t, tc.name, resp, codeOver)
+		check(t, tc.name+", regular", resp.Statuses[0], codeOK, 5, tc.left, 30)
+		resp = askDomain(t, svc, "q", descriptor("regular", "c"))
+		check(t, tc.name+", regular after", resp.Statuses[0], codeOK, 5, tc.left-1, 30)
+	}
+}

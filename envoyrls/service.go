@@ -10,7 +10,7 @@
 //
 // Unlike envoyproxy/ratelimit, a request is decided all-or-nothing: it is
 // admitted only if every descriptor admits it, and a denied request
-// consumes nothing, from any descriptor. Options.PerDescriptor decides each
+// consumes nothing, from any descriptor. Options.Counting decides each
 // descriptor on its own instead, as envoyproxy/ratelimit does (an admitted
 // descriptor consumes even when another denies the request).
 package envoyrls
@@ -98,9 +98,10 @@ type Options struct {
 	Limiter Limiter
 	// Config returns the configuration in force; required.
 	Config func() *Config
-	// PerDescriptor decides each descriptor on its own, as
-	// envoyproxy/ratelimit does: a descriptor within its limits consumes
-	// from them even when another denies the request.
+	// Counting is how a request's descriptors consume; the zero value is
+	// AllOrNothing.
+	Counting Counting
+	// PerDescriptor is Counting PerDescriptor, when Counting is not set.
 	PerDescriptor bool
 	// QuotaMode makes every descriptor a quota-mode one, as
 	// envoyproxy/ratelimit's QUOTA_MODE=true does (a rule's quota_mode
@@ -133,6 +134,46 @@ type Options struct {
 	Hide func(tenant, name, value string) string
 }
 
+// Counting is how a request's descriptors consume.
+type Counting uint8
+
+const (
+	// AllOrNothing admits a request only if every descriptor admits it
+	// (but for quota mode), and a denied request consumes nothing.
+	AllOrNothing Counting = iota
+	// PerDescriptor decides each descriptor on its own, as
+	// envoyproxy/ratelimit does: a descriptor within its limits consumes
+	// from them even when another denies the request. A descriptor that
+	// denies consumes nothing.
+	PerDescriptor
+	// Reference is envoyproxy/ratelimit's own counting
+	// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): per descriptor,
+	// and a fixed window adds the hits of a descriptor it denies too, so
+	// that its counter passes its limit. Until the engine can add denied
+	// hits (burns, below), it counts as PerDescriptor.
+	Reference
+)
+
+var countings = [...]string{AllOrNothing: "all-or-nothing", PerDescriptor: "per-descriptor", Reference: "reference"}
+
+func (c Counting) String() string {
+	if int(c) < len(countings) {
+		return countings[c]
+	}
+	return fmt.Sprintf("Counting(%d)", c)
+}
+
+// ParseCounting parses a Counting's name: all-or-nothing, per-descriptor
+// or reference.
+func ParseCounting(s string) (Counting, error) {
+	for c, name := range countings {
+		if s == name {
+			return Counting(c), nil
+		}
+	}
+	return 0, fmt.Errorf("must be all-or-nothing, per-descriptor or reference, got %q", s)
+}
+
 // Service implements the RateLimitService.
 type Service struct {
 	rlspb.UnimplementedRateLimitServiceServer
@@ -143,6 +184,9 @@ type Service struct {
 func New(opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Counting == AllOrNothing && opts.PerDescriptor {
+		opts.Counting = PerDescriptor
 	}
 	return &Service{opts: opts}
 }
@@ -208,7 +252,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		}
 	}
 	out := make([]bool, len(ts))
-	if s.opts.PerDescriptor {
+	if s.opts.Counting != AllOrNothing {
 		for i := range ts {
 			if err := s.decide(ctx, tenant, ts[i:i+1], out[i:i+1]); err != nil {
 				return nil, err
@@ -426,7 +470,7 @@ func (s *Service) decide(ctx context.Context, tenant string, ts []target, out []
 			continue
 		}
 		for j := range ts[i].limits {
-			if l := &ts[i].limits[j]; !l.Policy.Shadow && l.over(ts[i].hits) {
+			if l := &ts[i].limits[j]; !l.Policy.Shadow && l.over(ts[i].hits) && !s.burns(l) {
 				over = true
 			}
 		}
@@ -440,9 +484,9 @@ func (s *Service) decide(ctx context.Context, tenant string, ts []target, out []
 		t := &ts[i]
 		t.refs = make([]ref, len(t.limits))
 		for j, l := range t.limits {
-			c := sluice.Check{Policy: l.Policy, Key: t.key, Hits: t.hits}
+			c := s.check(&l, t.key, t.hits)
 			switch {
-			case l.over(t.hits):
+			case l.over(t.hits) && !s.burns(&l):
 				t.refs[j] = ref{kind: overLimit}
 			case over || t.hits == 0:
 				c.Hits = 0
@@ -495,6 +539,29 @@ func (s *Service) decide(ctx context.Context, tenant string, ts []target, out []
 	}
 	return nil
 }
+
+// ─── BURN (issue 27): the one place where Reference counting will burn ───
+//
+// burns reports whether limit l's check adds its hits to its counter even
+// when it denies (envoyproxy/ratelimit's INCRBY), so that the counter may
+// pass the limit and answers OVER_LIMIT while it is over. It needs
+// sluice.Check.Burn ("add the hits even when they deny; for fixed windows
+// only"); until that exists, nothing burns and Reference counts as
+// PerDescriptor. Once it does:
+//
+//	burns: return s.opts.Counting == Reference && l.Policy.Algorithm == sluice.FixedWindow && !l.Zero
+//	check: c.Burn = s.burns(l)
+//
+// A limit a request's hits are over whatever its state then goes to the
+// store too (decide), for its hits to burn.
+func (s *Service) burns(l *Limit) bool { return false }
+
+// check is limit l's check of the counter key, for hits.
+func (s *Service) check(l *Limit, key string, hits int64) sluice.Check {
+	return sluice.Check{Policy: l.Policy, Key: key, Hits: hits}
+}
+
+// ─── end of BURN ───
 
 // ref is where a limit's decision comes from.
 type ref struct {

@@ -26,6 +26,7 @@ func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, tokenFile *string) {
 	fs.StringVar(&f.HeaderNames.Remaining, "envoy-header-remaining", envoyrls.DefaultHeaders.Remaining, "`name` of the header of what is left, with --envoy-response-headers (envoyproxy/ratelimit's LIMIT_REMAINING_HEADER)")
 	fs.StringVar(&f.HeaderNames.Reset, "envoy-header-reset", envoyrls.DefaultHeaders.Reset, "`name` of the header of the seconds until reset, with --envoy-response-headers (envoyproxy/ratelimit's LIMIT_RESET_HEADER)")
 	fs.BoolVar(&f.Merge, "envoy-merge-domains", false, "merge the files of one domain into one, instead of refusing a domain in two files; a descriptor at the top of two files is an error (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
+	fs.StringVar(&f.Counting, "envoy-counting", "", "how a request's descriptors consume: all-or-nothing (the default: a denied request consumes nothing), per-descriptor (each on its own, as --envoy-per-descriptor) or reference (envoyproxy/ratelimit's own, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false)")
 	fs.StringVar(tokenFile, "grpc-token-file", "", "`file` holding a token every rate limit call must carry as \"authorization: Bearer <token>\" metadata (health checks excepted)")
 }
 
@@ -44,12 +45,16 @@ func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
 			{"--envoy-shadow-mode", f.ShadowMode},
 			{"--envoy-dynamic-metadata", f.Metadata},
 			{"--envoy-merge-domains", f.Merge},
+			{"--envoy-counting", f.Counting != ""},
 			{"--grpc-token-file", tokenFile != ""},
 		} {
 			if o.set {
 				return fmt.Errorf("serve: %s needs --grpc-addr, as every --envoy-* flag does", o.name)
 			}
 		}
+	}
+	if err := f.CheckCounting(); err != nil {
+		return err
 	}
 	if err := f.HeaderNames.Validate(); err != nil {
 		var se *sluice.Error

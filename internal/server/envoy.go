@@ -34,6 +34,35 @@ type EnvoyConfig struct {
 	// --envoy-header-reset; empty ones are envoyrls.DefaultHeaders'.
 	HeaderNames envoyrls.Headers
 	Merge       bool // --envoy-merge-domains
+	// Counting is --envoy-counting: all-or-nothing, per-descriptor or
+	// reference (envoyrls.ParseCounting); empty: all-or-nothing, or
+	// per-descriptor with PerDescriptor.
+	Counting string
+}
+
+// CheckCounting reports whether --envoy-counting and
+// --envoy-per-descriptor are good together, naming them.
+func (f EnvoyConfig) CheckCounting() error {
+	_, err := f.counting()
+	return err
+}
+
+// counting is how the service counts: f.Counting, or by PerDescriptor.
+func (f EnvoyConfig) counting() (envoyrls.Counting, error) {
+	if f.Counting == "" {
+		if f.PerDescriptor {
+			return envoyrls.PerDescriptor, nil
+		}
+		return envoyrls.AllOrNothing, nil
+	}
+	c, err := envoyrls.ParseCounting(f.Counting)
+	if err != nil {
+		return 0, fmt.Errorf("serve: --envoy-counting: %w", err)
+	}
+	if f.PerDescriptor && c != envoyrls.PerDescriptor {
+		return 0, fmt.Errorf("serve: --envoy-per-descriptor is --envoy-counting per-descriptor, but --envoy-counting is %s: give one", c)
+	}
+	return c, nil
 }
 
 // headerNames are the names of the RateLimit headers: f.HeaderNames, the
@@ -105,12 +134,9 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 		r.once.Do(func() {})
 		return r, nil
 	}
-	ln, err := net.Listen("tcp", f.GRPCAddr)
+	counting, err := f.counting()
 	if err != nil {
-		return nil, fmt.Errorf("serve: --grpc-addr: %w", err)
-	}
-	if !loopback.Addr(f.GRPCAddr) && f.Token == "" {
-		log.Warn("the rate limit service listens off loopback without a token: anyone who reaches it can spend any domain's limits; set --grpc-token-file or keep it on a private network", "addr", f.GRPCAddr)
+		return nil, err
 	}
 	headers := envoyrls.Headers{}
 	if f.Headers {
@@ -118,7 +144,14 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 			return nil, fmt.Errorf("serve: --envoy-header-*: %w", headers.Validate())
 		}
 	}
-	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, PerDescriptor: f.PerDescriptor, Headers: headers, Hide: hide,
+	ln, err := net.Listen("tcp", f.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --grpc-addr: %w", err)
+	}
+	if !loopback.Addr(f.GRPCAddr) && f.Token == "" {
+		log.Warn("the rate limit service listens off loopback without a token: anyone who reaches it can spend any domain's limits; set --grpc-token-file or keep it on a private network", "addr", f.GRPCAddr)
+	}
+	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, Counting: counting, Headers: headers, Hide: hide,
 		QuotaMode: f.QuotaMode, ShadowMode: f.ShadowMode, DynamicMetadata: f.Metadata})
 	// A call waiting for its store holds its stream worker meanwhile; with
 	// one worker a core, as for the memory store, the calls behind it
@@ -145,7 +178,7 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 		}
 	}()
 	log.Info("envoy rate limit service serving", "addr", ln.Addr().String(), "config", f.Dir,
-		"domains", len(cfg.current().Domains()), "per_descriptor", f.PerDescriptor, "token", f.Token != "")
+		"domains", len(cfg.current().Domains()), "counting", counting.String(), "token", f.Token != "")
 	return r, nil
 }
 
