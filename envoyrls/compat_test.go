@@ -3,6 +3,7 @@ package envoyrls
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,8 +11,11 @@ import (
 
 	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/store/memstore"
 )
@@ -463,5 +467,64 @@ func TestCounting(t *testing.T) {
 		check(t, tc.name+", regular", resp.Statuses[0], codeOK, 5, tc.left, 30)
 		resp = askDomain(t, svc, "q", descriptor("regular", "c"))
 		check(t, tc.name+", regular after", resp.Statuses[0], codeOK, 5, tc.left-1, 30)
+	}
+}
+
+// failedLimiter answers every check as a store that failed would be
+// answered: by the fail modes, open.
+type failedLimiter struct{}
+
+func (failedLimiter) Check(_ context.Context, req sluice.Request) (sluice.Result, error) {
+	res := sluice.Result{Allowed: true, Decisions: make([]sluice.Decision, len(req.Checks))}
+	for i := range res.Decisions {
+		res.Decisions[i] = sluice.Decision{Allowed: true, FailedOpen: true}
+	}
+	return res, nil
+}
+
+// TestReferenceErrors: with Options.ReferenceErrors, the reference's
+// errors: Unknown, its texts; a store that failed is an Unknown error, not
+// the fail modes' answer, and a limiter's error too. Without it, the
+// fail modes answer, and the errors are InvalidArgument. No configuration
+// loaded is the reference's error either way.
+func TestReferenceErrors(t *testing.T) {
+	c, err := parse(t, quotas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	good := &rlspb.RateLimitRequest{Domain: "q", Descriptors: []*ratelimitpb.RateLimitDescriptor{descriptor("regular", "e")}}
+	for _, ref := range []bool{false, true} {
+		svc := New(Options{Limiter: failedLimiter{}, Config: func() *Config { return c }, ReferenceErrors: ref})
+		for _, tc := range []struct {
+			req       *rlspb.RateLimitRequest
+			code, ref codes.Code
+			text      string // with ReferenceErrors
+		}{
+			{&rlspb.RateLimitRequest{Descriptors: good.Descriptors}, codes.InvalidArgument, codes.Unknown, "rate limit domain must not be empty"},
+			{&rlspb.RateLimitRequest{Domain: "q"}, codes.InvalidArgument, codes.Unknown, "rate limit descriptor list must not be empty"},
+			{good, codes.OK, codes.Unknown, "the rate limit store failed; no decision"},
+		} {
+			resp, err := svc.ShouldRateLimit(ctx, tc.req)
+			st, _ := status.FromError(err)
+			switch {
+			case ref && (st.Code() != tc.ref || st.Message() != tc.text):
+				t.Errorf("reference errors, %v: %v %q, want %v %q", tc.req, st.Code(), st.Message(), tc.ref, tc.text)
+			case !ref && st.Code() != tc.code:
+				t.Errorf("%v: %v, want %v", tc.req, err, tc.code)
+			case !ref && tc.code == codes.OK && resp.OverallCode != codeOK:
+				t.Errorf("failed open: %v, want OK", resp)
+			}
+		}
+		svc = New(Options{Limiter: failingLimiter{errors.New("dial tcp: secret-host")}, Config: func() *Config { return c }, ReferenceErrors: ref})
+		_, err := svc.ShouldRateLimit(ctx, good)
+		if st, _ := status.FromError(err); ref && (st.Code() != codes.Unknown || strings.Contains(st.Message(), "secret")) {
+			t.Errorf("a limiter's error: %v", err)
+		}
+		svc = New(Options{Limiter: failedLimiter{}, Config: func() *Config { return nil }, ReferenceErrors: ref})
+		_, err = svc.ShouldRateLimit(ctx, good)
+		if st, _ := status.FromError(err); st.Code() != codes.Unknown || st.Message() != "no rate limit configuration loaded" {
+			t.Errorf("no configuration: %v", err)
+		}
 	}
 }

@@ -122,6 +122,12 @@ type Options struct {
 	// of the rules of the descriptors that passed, merged, the first
 	// value of a key winning.
 	DynamicMetadata bool
+	// ReferenceErrors answers errors as envoyproxy/ratelimit does: code
+	// Unknown, with its texts for an empty domain or descriptor list, and
+	// a store that fails is an Unknown error instead of an answer decided
+	// by the limits' fail modes, so that Envoy's failure_mode_deny
+	// decides. Other bad requests stay InvalidArgument.
+	ReferenceErrors bool
 	// Headers, if Limit is set, adds the RateLimit headers of the
 	// descriptor nearest its limit to every answer.
 	Headers Headers
@@ -213,12 +219,23 @@ const maxHits = sluice.MaxHits
 // ShouldRateLimit decides a request.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
+		if s.opts.ReferenceErrors {
+			return nil, status.Error(codes.Unknown, "rate limit domain must not be empty")
+		}
 		return nil, status.Error(codes.InvalidArgument, "domain: must not be empty")
 	}
 	if len(req.GetDescriptors()) == 0 {
+		if s.opts.ReferenceErrors {
+			return nil, status.Error(codes.Unknown, "rate limit descriptor list must not be empty")
+		}
 		return nil, status.Error(codes.InvalidArgument, "descriptors: must not be empty")
 	}
 	cfg := s.opts.Config()
+	if cfg == nil {
+		// None has loaded yet (a watcher started without one): the
+		// reference's error, whatever the mode.
+		return nil, errNoConfig
+	}
 	ts := make([]target, len(req.Descriptors))
 	replaced := map[string]bool{}
 	for i, d := range req.Descriptors {
@@ -505,12 +522,18 @@ func (s *Service) decide(ctx context.Context, tenant string, ts []target, out []
 	var err error
 	if len(consume.Checks) > 0 {
 		if cres, err = s.opts.Limiter.Check(ctx, consume); err != nil {
-			return limiterError(err)
+			return s.limiterError(err)
+		}
+		if err := s.storeFailed(cres); err != nil {
+			return err
 		}
 	}
 	if len(read.Checks) > 0 {
 		if rres, err = s.opts.Limiter.Check(ctx, read); err != nil {
-			return limiterError(err)
+			return s.limiterError(err)
+		}
+		if err := s.storeFailed(rres); err != nil {
+			return err
 		}
 	}
 	for i := range ts {
@@ -577,11 +600,39 @@ const (
 	consuming                // decided, consuming if the request is admitted
 )
 
+// errNoConfig answers a call before any configuration has loaded, in the
+// reference's words.
+var errNoConfig = status.Error(codes.Unknown, "no rate limit configuration loaded")
+
+// errStoreFailed answers, with ReferenceErrors, a call whose store failed.
+var errStoreFailed = status.Error(codes.Unknown, "the rate limit store failed; no decision")
+
+// storeFailed is, with ReferenceErrors, the error of a result the store
+// failed to decide (the fail modes did): errStoreFailed. Otherwise nil:
+// the fail modes' answer stands.
+func (s *Service) storeFailed(res sluice.Result) error {
+	if !s.opts.ReferenceErrors {
+		return nil
+	}
+	for i := range res.Decisions {
+		if d := &res.Decisions[i]; d.FailedOpen || d.FailedClosed {
+			return errStoreFailed
+		}
+	}
+	return nil
+}
+
 // limiterError is the gRPC status of the limiter's error, by wire's one
 // table of kinds: bad input is the caller's (InvalidArgument), a store that
-// failed unavailable; an internal error's text is never shown.
-func limiterError(err error) error {
-	if k := sluice.KindOf(err); k != sluice.KindInvalid && k != sluice.KindUnavailable {
+// failed unavailable (Unknown, errStoreFailed, with ReferenceErrors); an
+// internal error's text is never shown.
+func (s *Service) limiterError(err error) error {
+	k := sluice.KindOf(err)
+	switch {
+	case k == sluice.KindInvalid:
+	case s.opts.ReferenceErrors:
+		return errStoreFailed
+	case k != sluice.KindUnavailable:
 		err = &sluice.Error{Kind: sluice.KindUnavailable, Message: "the limiter is unavailable; try again", Err: err}
 	}
 	return grpcStatus(err)

@@ -27,6 +27,7 @@ func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, tokenFile *string) {
 	fs.StringVar(&f.HeaderNames.Reset, "envoy-header-reset", envoyrls.DefaultHeaders.Reset, "`name` of the header of the seconds until reset, with --envoy-response-headers (envoyproxy/ratelimit's LIMIT_RESET_HEADER)")
 	fs.BoolVar(&f.Merge, "envoy-merge-domains", false, "merge the files of one domain into one, instead of refusing a domain in two files; a descriptor at the top of two files is an error (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 	fs.StringVar(&f.Counting, "envoy-counting", "", "how a request's descriptors consume: all-or-nothing (the default: a denied request consumes nothing), per-descriptor (each on its own, as --envoy-per-descriptor) or reference (envoyproxy/ratelimit's own, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false)")
+	fs.BoolVar(&f.ReferenceErrors, "envoy-reference-errors", false, "answer errors as envoyproxy/ratelimit does: code Unknown with its texts, and a store failure as an Unknown error instead of the limits' fail modes' answer, for Envoy's failure_mode_deny to decide")
 	fs.StringVar(tokenFile, "grpc-token-file", "", "`file` holding a token every rate limit call must carry as \"authorization: Bearer <token>\" metadata (health checks excepted)")
 }
 
@@ -46,6 +47,7 @@ func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
 			{"--envoy-dynamic-metadata", f.Metadata},
 			{"--envoy-merge-domains", f.Merge},
 			{"--envoy-counting", f.Counting != ""},
+			{"--envoy-reference-errors", f.ReferenceErrors},
 			{"--grpc-token-file", tokenFile != ""},
 		} {
 			if o.set {

@@ -38,6 +38,8 @@ type EnvoyConfig struct {
 	// reference (envoyrls.ParseCounting); empty: all-or-nothing, or
 	// per-descriptor with PerDescriptor.
 	Counting string
+	// ReferenceErrors is --envoy-reference-errors.
+	ReferenceErrors bool
 }
 
 // CheckCounting reports whether --envoy-counting and
@@ -152,7 +154,8 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 		log.Warn("the rate limit service listens off loopback without a token: anyone who reaches it can spend any domain's limits; set --grpc-token-file or keep it on a private network", "addr", f.GRPCAddr)
 	}
 	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, Counting: counting, Headers: headers, Hide: hide,
-		QuotaMode: f.QuotaMode, ShadowMode: f.ShadowMode, DynamicMetadata: f.Metadata})
+		QuotaMode: f.QuotaMode, ShadowMode: f.ShadowMode, DynamicMetadata: f.Metadata,
+		ReferenceErrors: f.ReferenceErrors})
 	// A call waiting for its store holds its stream worker meanwhile; with
 	// one worker a core, as for the memory store, the calls behind it
 	// would each start a goroutine whose stack grows by copying (12% of
