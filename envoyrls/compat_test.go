@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -526,5 +529,62 @@ func TestReferenceErrors(t *testing.T) {
 		if st, _ := status.FromError(err); st.Code() != codes.Unknown || st.Message() != "no rate limit configuration loaded" {
 			t.Errorf("no configuration: %v", err)
 		}
+	}
+}
+
+// TestStartWithoutConfig: with StartWithoutConfig a Watcher starts on a
+// directory that does not load, missing or bad, holding no configuration
+// (calls fail with the reference's error), and loads it once it changes
+// and settles; without, it does not start.
+func TestStartWithoutConfig(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		name  string
+		setup func(dir string) // the directory at start
+	}{
+		{"missing", func(string) {}},
+		{"bad", func(dir string) {
+			os.Mkdir(dir, 0o700)
+			os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o600)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "config")
+			tc.setup(dir)
+			if _, err := NewWatcher(dir, Loading{}, log, nil); err == nil {
+				t.Fatal("started without StartWithoutConfig")
+			}
+			var reloads []bool
+			w, err := NewWatcher(dir, Loading{StartWithoutConfig: true}, log, func(ok bool) { reloads = append(reloads, ok) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := w.Config(); c != nil {
+				t.Fatalf("configuration %v, want none", c.Domains())
+			}
+			svc := New(Options{Limiter: failedLimiter{}, Config: w.Config})
+			_, err = svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitpb.RateLimitDescriptor{descriptor("k", "v")}})
+			if st, _ := status.FromError(err); st.Code() != codes.Unknown || st.Message() != "no rate limit configuration loaded" {
+				t.Errorf("a call without configuration: %v", err)
+			}
+			w.Poll()
+			w.Poll()
+			if w.Config() != nil {
+				t.Fatal("a directory that does not load loaded")
+			}
+			os.MkdirAll(dir, 0o700)
+			os.Remove(filepath.Join(dir, "bad.yaml"))
+			if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte("domain: d\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			w.Poll()
+			w.Poll()
+			if c := w.Config(); c == nil || !c.HasDomain("d") {
+				t.Fatalf("after a good file: %v, want domain d", c.Domains())
+			}
+			if len(reloads) == 0 || !reloads[len(reloads)-1] {
+				t.Errorf("reloads %v, want the last a success", reloads)
+			}
+		})
 	}
 }

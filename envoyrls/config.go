@@ -29,14 +29,18 @@ type Config struct {
 	policies map[string]bool // the names of the rules' policies
 }
 
-// HasPolicy reports whether name is the policy of a rule's limit.
-func (c *Config) HasPolicy(name string) bool { return c.policies[name] }
+// HasPolicy reports whether name is the policy of a rule's limit; a nil
+// Config has none.
+func (c *Config) HasPolicy(name string) bool { return c != nil && c.policies[name] }
 
 // HasDomain reports whether domain is configured; a nil Config has none.
 func (c *Config) HasDomain(domain string) bool { return c != nil && c.domains[domain] != nil }
 
-// Domains returns the domains' names, sorted.
+// Domains returns the domains' names, sorted; a nil Config has none.
 func (c *Config) Domains() []string {
+	if c == nil {
+		return nil
+	}
 	ds := make([]string, 0, len(c.domains))
 	for d := range c.domains {
 		ds = append(ds, d)
@@ -205,6 +209,11 @@ type Loading struct {
 	// an error naming the second, so that no file takes another's
 	// descriptor over.
 	MergeDomains bool
+	// StartWithoutConfig lets a Watcher start when its directory does not
+	// load (missing, or a bad file), as envoyproxy/ratelimit's
+	// FORCE_START_WITHOUT_INITIAL_CONFIG=true does: it holds no
+	// configuration (nil) until the directory changes and loads.
+	StartWithoutConfig bool
 }
 
 // Parse loads configuration files.

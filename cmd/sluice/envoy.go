@@ -28,6 +28,8 @@ func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, tokenFile *string) {
 	fs.BoolVar(&f.Merge, "envoy-merge-domains", false, "merge the files of one domain into one, instead of refusing a domain in two files; a descriptor at the top of two files is an error (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 	fs.StringVar(&f.Counting, "envoy-counting", "", "how a request's descriptors consume: all-or-nothing (the default: a denied request consumes nothing), per-descriptor (each on its own, as --envoy-per-descriptor) or reference (envoyproxy/ratelimit's own, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false)")
 	fs.BoolVar(&f.ReferenceErrors, "envoy-reference-errors", false, "answer errors as envoyproxy/ratelimit does: code Unknown with its texts, and a store failure as an Unknown error instead of the limits' fail modes' answer, for Envoy's failure_mode_deny to decide")
+	fs.BoolVar(&f.StartWithoutConfig, "envoy-start-without-config", false, "start even if --envoy-config does not load (missing, or a bad file): calls fail (Unknown) until it loads (envoyproxy/ratelimit's FORCE_START_WITHOUT_INITIAL_CONFIG)")
+	fs.BoolVar(&f.HealthNeedsConfig, "envoy-health-needs-config", false, "health checks answer NOT_SERVING while no domain is loaded, at start or after a reload (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
 	fs.StringVar(tokenFile, "grpc-token-file", "", "`file` holding a token every rate limit call must carry as \"authorization: Bearer <token>\" metadata (health checks excepted)")
 }
 
@@ -48,6 +50,8 @@ func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
 			{"--envoy-merge-domains", f.Merge},
 			{"--envoy-counting", f.Counting != ""},
 			{"--envoy-reference-errors", f.ReferenceErrors},
+			{"--envoy-start-without-config", f.StartWithoutConfig},
+			{"--envoy-health-needs-config", f.HealthNeedsConfig},
 			{"--grpc-token-file", tokenFile != ""},
 		} {
 			if o.set {
@@ -66,7 +70,7 @@ func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	switch {
-	case f.Dir != "":
+	case f.Dir != "" && !f.StartWithoutConfig:
 		if fi, err := os.Stat(f.Dir); err != nil || !fi.IsDir() {
 			return fmt.Errorf("serve: --envoy-config %q is not a directory", f.Dir)
 		}

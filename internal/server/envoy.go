@@ -40,6 +40,13 @@ type EnvoyConfig struct {
 	Counting string
 	// ReferenceErrors is --envoy-reference-errors.
 	ReferenceErrors bool
+	// StartWithoutConfig is --envoy-start-without-config: a directory
+	// that does not load at start is no configuration, calls failing,
+	// until it loads.
+	StartWithoutConfig bool
+	// HealthNeedsConfig is --envoy-health-needs-config: the health is
+	// not serving while no domain is loaded (envoyConfig.Healthy).
+	HealthNeedsConfig bool
 }
 
 // CheckCounting reports whether --envoy-counting and
@@ -91,18 +98,66 @@ func (f EnvoyConfig) headerNames() envoyrls.Headers {
 type envoyConfig struct {
 	watcher *envoyrls.Watcher
 	empty   *envoyrls.Config
+	health  *envoyHealth
+}
+
+// envoyHealth is the rate limit service's gRPC health, kept to the
+// configuration in force with --envoy-health-needs-config. Reloads
+// update it from the watcher's goroutine, the server sets it once it
+// serves.
+type envoyHealth struct {
+	needsConfig bool
+	current     func() *envoyrls.Config
+	mu          sync.Mutex
+	hs          *health.Server // nil until the service serves
 }
 
 func loadEnvoy(f EnvoyConfig, log *slog.Logger) (envoyConfig, error) {
+	h := &envoyHealth{needsConfig: f.HealthNeedsConfig}
 	if f.Dir == "" {
 		c, _ := envoyrls.Parse(nil)
-		return envoyConfig{empty: c}, nil
+		h.current = func() *envoyrls.Config { return c }
+		return envoyConfig{empty: c, health: h}, nil
 	}
-	w, err := envoyrls.NewWatcher(f.Dir, envoyrls.Loading{MergeDomains: f.Merge}, log, nil)
+	load := envoyrls.Loading{MergeDomains: f.Merge, StartWithoutConfig: f.StartWithoutConfig}
+	w, err := envoyrls.NewWatcher(f.Dir, load, log, func(ok bool) {
+		if ok {
+			h.update()
+		}
+	})
 	if err != nil {
 		return envoyConfig{}, fmt.Errorf("serve: %w", err)
 	}
-	return envoyConfig{watcher: w}, nil
+	h.current = w.Config
+	return envoyConfig{watcher: w, health: h}, nil
+}
+
+// Healthy reports whether the rate limit service is healthy: always, but
+// with --envoy-health-needs-config, while no domain is loaded (none at
+// start yet, or every one gone on a reload). The gRPC health follows it;
+// the reference's HTTP /healthcheck answers by it.
+func (c envoyConfig) Healthy() bool { return c.health.healthy() }
+
+func (h *envoyHealth) healthy() bool {
+	return !h.needsConfig || len(h.current().Domains()) > 0
+}
+
+// serve makes hs, the gRPC health of the service now serving, follow
+// the configuration.
+func (h *envoyHealth) serve(hs *health.Server) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hs = hs
+	envoyrls.SetHealth(hs, h.healthy())
+}
+
+// update sets the gRPC health, if serving, to the configuration's.
+func (h *envoyHealth) update() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hs != nil {
+		envoyrls.SetHealth(h.hs, h.healthy())
+	}
 }
 
 func (c envoyConfig) current() *envoyrls.Config {
@@ -173,6 +228,7 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 		grpc.ChainUnaryInterceptor(m.UnaryInterceptor), grpc.ChainStreamInterceptor(m.StreamInterceptor),
 		grpc.UnknownServiceHandler(unknown))
 	r.gs, r.hs = envoyrls.NewServer(svc, f.Token, opts...)
+	cfg.health.serve(r.hs)
 	m.Known(r.gs.GetServiceInfo())
 	go func() {
 		defer close(r.done)
