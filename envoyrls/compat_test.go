@@ -27,17 +27,24 @@ import (
 // minute.
 var compatNow = time.Date(2026, 11, 23, 12, 0, 30, 500_000_000, time.UTC)
 
-// newCompat is a Service of yaml on a memory store, with opts (their
-// Limiter, Config and Now filled in).
+// newCompat is a Service of yaml on a memory store, at compatNow, with
+// opts (their Limiter, Config and Now filled in).
 func newCompat(t *testing.T, yaml string, opts Options) *Service {
 	t.Helper()
-	c, err := parse(t, yaml)
+	return newServiceFiles(t, []File{{Name: "test.yaml", Data: []byte(yaml)}}, compatNow, opts)
+}
+
+// newServiceFiles is a Service of files on a memory store, at now, with
+// opts (their Limiter, Config and Now filled in).
+func newServiceFiles(t *testing.T, files []File, now time.Time, opts Options) *Service {
+	t.Helper()
+	c, err := Parse(files)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := memstore.New(memstore.Options{})
 	t.Cleanup(func() { s.Close() })
-	clock := func() time.Time { return compatNow }
+	clock := func() time.Time { return now }
 	opts.Limiter = engine.New(s, engine.Options{Now: clock})
 	opts.Config = func() *Config { return c }
 	opts.Now = clock
@@ -195,17 +202,10 @@ func TestGlobalQuotaMode(t *testing.T) {
 // TestQuotaModeStaysInItsDomain: one domain's quota_mode does not reach
 // another's descriptor of the same key.
 func TestQuotaModeStaysInItsDomain(t *testing.T) {
-	c, err := Parse([]File{
+	svc := newServiceFiles(t, []File{
 		{Name: "q.yaml", Data: []byte(quotas)},
 		{Name: "p.yaml", Data: []byte("domain: p\ndescriptors:\n  - key: quota\n    rate_limit: {unit: minute, requests_per_unit: 1}\n  - key: quota2\n    quota_mode: true\n    rate_limit: {unit: minute, requests_per_unit: 5}\n")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := memstore.New(memstore.Options{})
-	t.Cleanup(func() { s.Close() })
-	clock := func() time.Time { return compatNow }
-	svc := New(Options{Limiter: engine.New(s, engine.Options{Now: clock}), Config: func() *Config { return c }, Now: clock})
+	}, compatNow, Options{})
 	quota, quota2 := descriptor("quota", "d"), descriptor("quota2", "d")
 	askDomain(t, svc, "p", quota, quota2)
 	resp := askDomain(t, svc, "p", quota, quota2)
@@ -319,16 +319,10 @@ func TestDynamicMetadata(t *testing.T) {
 // TestDynamicMetadataStaysInItsDomain: a domain's metadata is never in
 // another domain's answer, whatever its descriptors.
 func TestDynamicMetadataStaysInItsDomain(t *testing.T) {
-	c, err := Parse([]File{
+	svc := newServiceFiles(t, []File{
 		{Name: "m.yaml", Data: []byte(metadatas)},
 		{Name: "n.yaml", Data: []byte("domain: n\ndescriptors:\n  - key: regular\n    rate_limit: {unit: minute, requests_per_unit: 10}\n")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := memstore.New(memstore.Options{})
-	t.Cleanup(func() { s.Close() })
-	svc := New(Options{Limiter: engine.New(s, engine.Options{}), Config: func() *Config { return c }, DynamicMetadata: true})
+	}, compatNow, Options{DynamicMetadata: true})
 	for _, domain := range []string{"n", "nope"} {
 		resp := askDomain(t, svc, domain, descriptor("regular", "r"), descriptor("other", "o"))
 		if _, ok := resp.DynamicMetadata.Fields["metadata"]; ok {
