@@ -9,8 +9,8 @@ import (
 )
 
 var compatMerge = map[string]string{
-	"a.yaml": "domain: shop\ndescriptors:\n  - key: tenant\n    value: acme\n    rate_limit: {unit: hour, requests_per_unit: 1}\n",
-	"b.yaml": "domain: shop\ndescriptors:\n  - key: tenant\n    value: globex\n    rate_limit: {unit: hour, requests_per_unit: 2}\n",
+	"a.yaml": "domain: shop\ndescriptors:\n  - key: tenant\n    value: acme\n    rate_limit: {unit: year, requests_per_unit: 1}\n",
+	"b.yaml": "domain: shop\ndescriptors:\n  - key: tenant\n    value: globex\n    rate_limit: {unit: year, requests_per_unit: 2}\n",
 }
 
 // TestEnvoyCompatMergeDomains: with --envoy-merge-domains, two files of
@@ -23,7 +23,7 @@ func TestEnvoyCompatMergeDomains(t *testing.T) {
 	wantStatus(t, "globex", r.ask("shop", desc("tenant", "globex")).Statuses[0], ok, 2, 1)
 
 	dir := p.cmd.Args[slices.Index(p.cmd.Args, "--envoy-config")+1]
-	writeFileAtomic(t, filepath.Join(dir, "c.yaml"), []byte("domain: shop\ndescriptors:\n  - key: tenant\n    value: acme\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n"))
+	writeFileAtomic(t, filepath.Join(dir, "c.yaml"), []byte("domain: shop\ndescriptors:\n  - key: tenant\n    value: acme\n    rate_limit: {unit: year, requests_per_unit: 1000}\n"))
 	waitFor(t, "the rejection of c.yaml", func() bool {
 		return strings.Contains(p.log(), "c.yaml") && strings.Contains(p.log(), `duplicate descriptor \"shop.tenant_acme\"`)
 	})

@@ -14,20 +14,20 @@ descriptors:
   - key: service
     value: service_1
     quota_mode: true
-    rate_limit: {unit: hour, requests_per_unit: 1}
+    rate_limit: {unit: year, requests_per_unit: 1}
     metadata:
       service_with_quota: {name: service_1}
   - key: service
     value: service_2
     quota_mode: true
-    rate_limit: {unit: hour, requests_per_unit: 2}
+    rate_limit: {unit: year, requests_per_unit: 2}
     metadata:
       service_with_quota: {name: service_2, tier: gold}
 `,
 	"other.yaml": `domain: other
 descriptors:
   - key: service
-    rate_limit: {unit: hour, requests_per_unit: 2}
+    rate_limit: {unit: year, requests_per_unit: 2}
 `,
 }
 

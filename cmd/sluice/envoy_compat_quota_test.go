@@ -3,19 +3,21 @@ package main
 import "testing"
 
 // compatQuotas is a regular limit and two quota-mode ones, as the
-// reference's example configuration has them.
+// reference's example configuration has them. The compatible mode's tests
+// count in years, whose windows (aligned to the Unix epoch) no test
+// straddles but once a year.
 const compatQuotas = `domain: quotas
 descriptors:
   - key: regular
-    rate_limit: {unit: hour, requests_per_unit: 5}
+    rate_limit: {unit: year, requests_per_unit: 5}
   - key: service
     value: service_1
     quota_mode: true
-    rate_limit: {unit: hour, requests_per_unit: 1}
+    rate_limit: {unit: year, requests_per_unit: 1}
   - key: service
     value: service_2
     quota_mode: true
-    rate_limit: {unit: hour, requests_per_unit: 2}
+    rate_limit: {unit: year, requests_per_unit: 2}
 `
 
 // TestEnvoyCompatQuotaMode: a configuration with quota_mode loads, and a
