@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -43,4 +45,20 @@ func sameJSON(t *testing.T, a []byte, b string) bool {
 		t.Fatalf("%s: %v", b, err)
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// serveRefused runs sluice serve with args, on the memory store and a
+// port of its choosing, expecting it to refuse to start: it returns its
+// output and the error it exited with (nil if it exited 0). One still
+// running after patience is killed and fails the test.
+func serveRefused(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	args = append([]string{"serve", "--store", "memory", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, args...)
+	out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("sluice %v did not exit within %v:\n%s", args, patience, out)
+	}
+	return string(out), err
 }

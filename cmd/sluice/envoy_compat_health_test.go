@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,8 +43,7 @@ func TestEnvoyCompatStartWithoutConfig(t *testing.T) {
 			}
 			writeFileAtomic(t, filepath.Join(dir, "bad.yaml"), []byte("domain: quotas\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"))
 		}
-		out, err := exec.Command(binary, "serve", "--store", "memory", "--addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--envoy-config", dir).CombinedOutput()
-		if err == nil {
+		if out, err := serveRefused(t, "--grpc-addr", "127.0.0.1:0", "--envoy-config", dir); err == nil {
 			t.Errorf("bad %v: serve started without --envoy-start-without-config\n%s", bad, out)
 		}
 		grpcAddr := freeAddr(t)
@@ -53,7 +51,7 @@ func TestEnvoyCompatStartWithoutConfig(t *testing.T) {
 		r := dialRLS(t, grpcAddr)
 		req := &rlspb.RateLimitRequest{Domain: "quotas", Descriptors: []*ratelimitpb.RateLimitDescriptor{desc("regular", "w")}}
 		ctx, cancel := context.WithTimeout(context.Background(), patience)
-		_, err = r.c.ShouldRateLimit(ctx, req)
+		_, err := r.c.ShouldRateLimit(ctx, req)
 		cancel()
 		if st, _ := status.FromError(err); st.Code() != codes.Unknown || st.Message() != "no rate limit configuration loaded" {
 			t.Errorf("bad %v: a call before the configuration: %v", bad, err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,9 +28,8 @@ func TestEnvoyCompatMergeDomains(t *testing.T) {
 	})
 	wantStatus(t, "acme, after c.yaml", r.ask("shop", desc("tenant", "acme")).Statuses[0], over, 1, 0)
 
-	out, err := exec.Command(binary, "serve", "--store", "memory", "--addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
-		"--envoy-config", compatDir(t, compatMerge)).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "b.yaml") || !strings.Contains(string(out), "--envoy-merge-domains") {
+	out, err := serveRefused(t, "--grpc-addr", "127.0.0.1:0", "--envoy-config", compatDir(t, compatMerge))
+	if err == nil || !strings.Contains(out, "b.yaml") || !strings.Contains(out, "--envoy-merge-domains") {
 		t.Errorf("without merging: %v\n%s", err, out)
 	}
 }
