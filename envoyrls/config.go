@@ -15,6 +15,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/tenancy"
@@ -28,14 +29,18 @@ type Config struct {
 	policies map[string]bool // the names of the rules' policies
 }
 
-// HasPolicy reports whether name is the policy of a rule's limit.
-func (c *Config) HasPolicy(name string) bool { return c.policies[name] }
+// HasPolicy reports whether name is the policy of a rule's limit; a nil
+// Config has none.
+func (c *Config) HasPolicy(name string) bool { return c != nil && c.policies[name] }
 
 // HasDomain reports whether domain is configured; a nil Config has none.
 func (c *Config) HasDomain(domain string) bool { return c != nil && c.domains[domain] != nil }
 
-// Domains returns the domains' names, sorted.
+// Domains returns the domains' names, sorted; a nil Config has none.
 func (c *Config) Domains() []string {
+	if c == nil {
+		return nil
+	}
 	ds := make([]string, 0, len(c.domains))
 	for d := range c.domains {
 		ds = append(ds, d)
@@ -75,6 +80,14 @@ type Rule struct {
 	Replaces  []string // the names this rule replaces
 	Unlimited bool
 	Shadow    bool
+	// QuotaMode is the rule's quota_mode: over its limits, its descriptor
+	// denies the request only if every quota-mode descriptor of the
+	// request is over too (Options.QuotaMode makes every descriptor one).
+	QuotaMode bool
+	// Metadata is the descriptor's metadata, which the response's dynamic
+	// metadata carries when the descriptor passes
+	// (Options.DynamicMetadata); nil if none. Never changed once loaded.
+	Metadata *structpb.Struct
 	// Limits are the rule's limits, each a Sluice policy. A request
 	// within every one of them is within the rule.
 	Limits []Limit
@@ -186,8 +199,28 @@ func readDir(dir string) ([]File, error) {
 	return files, nil
 }
 
+// Loading says how files make a configuration. The zero Loading is
+// envoyproxy/ratelimit's default.
+type Loading struct {
+	// MergeDomains merges the files of one domain into one domain, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true does, in the order
+	// of their names, instead of refusing a domain in two files. A
+	// descriptor at the top of two of them (the same key and value) is
+	// an error naming the second, so that no file takes another's
+	// descriptor over.
+	MergeDomains bool
+	// StartWithoutConfig lets a Watcher start when its directory does not
+	// load (missing, or a bad file), as envoyproxy/ratelimit's
+	// FORCE_START_WITHOUT_INITIAL_CONFIG=true does: it holds no
+	// configuration (nil) until the directory changes and loads.
+	StartWithoutConfig bool
+}
+
 // Parse loads configuration files.
-func Parse(files []File) (*Config, error) {
+func Parse(files []File) (*Config, error) { return Loading{}.Parse(files) }
+
+// Parse loads configuration files as l says.
+func (l Loading) Parse(files []File) (*Config, error) {
 	c := &Config{domains: map[string]*node{}, policies: map[string]bool{}}
 	for _, f := range files {
 		var root yamlRoot
@@ -202,14 +235,20 @@ func Parse(files []File) (*Config, error) {
 		if root.Domain == "" {
 			return nil, fmt.Errorf("envoy config: %s: domain: must not be empty", f.Name)
 		}
-		if _, dup := c.domains[root.Domain]; dup {
-			return nil, fmt.Errorf("envoy config: %s: domain %q is already defined by another file", f.Name, root.Domain)
+		n, dup := c.domains[root.Domain]
+		if dup && !l.MergeDomains {
+			return nil, fmt.Errorf("envoy config: %s: domain %q is already defined by another file (--envoy-merge-domains merges them)", f.Name, root.Domain)
 		}
 		if len(root.Domain) > maxDomainLen {
 			return nil, fmt.Errorf("envoy config: %s: domain %q is longer than %d bytes", f.Name, root.Domain, maxDomainLen)
 		}
-		n := &node{}
+		if !dup {
+			n = &node{}
+		}
 		if err := n.load(root.Domain, root.Domain, "descriptors", root.Descriptors); err != nil {
+			if dup {
+				return nil, fmt.Errorf("envoy config: %s: %w (merging domain %q)", f.Name, err, root.Domain)
+			}
 			return nil, fmt.Errorf("envoy config: %s: %w", f.Name, err)
 		}
 		c.domains[root.Domain] = n
@@ -226,10 +265,12 @@ func Parse(files []File) (*Config, error) {
 // domain), within sluice.MaxTenantLen.
 const maxDomainLen = tenancy.MaxEnvoyDomainLen
 
-// load builds the level below n from ds; fullKey names n, path locates ds
-// in the file, for errors.
+// load builds the level below n from ds, beside what it has (a domain's
+// other files); fullKey names n, path locates ds in the file, for errors.
 func (n *node) load(domain, fullKey, path string, ds []yamlDescriptor) error {
-	n.children = map[entryKey]*node{}
+	if n.children == nil {
+		n.children = map[entryKey]*node{}
+	}
 	for i, d := range ds {
 		at := fmt.Sprintf("%s[%d]", path, i)
 		if d.Key == "" {
@@ -243,9 +284,6 @@ func (n *node) load(domain, fullKey, path string, ds []yamlDescriptor) error {
 		childKey := fullKey + "." + final
 		if _, dup := n.children[k]; dup {
 			return fmt.Errorf("%s: duplicate descriptor %q", at, childKey)
-		}
-		if d.QuotaMode {
-			return fmt.Errorf("%s.quota_mode: is not supported by Sluice (use a quota policy: rate_limit.algorithm quota)", at)
 		}
 		child := &node{}
 		wild := strings.Contains(d.Value, "*")
@@ -289,7 +327,14 @@ func loadRule(domain, fullKey, at string, d *yamlDescriptor) (*Rule, error) {
 		}
 		return nil, nil
 	}
-	r := &Rule{FullKey: fullKey, Shadow: d.ShadowMode}
+	r := &Rule{FullKey: fullKey, Shadow: d.ShadowMode, QuotaMode: d.QuotaMode}
+	if len(d.Metadata) > 0 {
+		m, err := structpb.NewStruct(jsonish(d.Metadata).(map[string]any))
+		if err != nil {
+			return nil, fmt.Errorf("%s.metadata: %w", at, err)
+		}
+		r.Metadata = m
+	}
 	blocks := d.RateLimits
 	if d.RateLimit != nil {
 		blocks = append([]yamlRateLimit{*d.RateLimit}, d.RateLimits...)
@@ -333,6 +378,36 @@ func loadRule(domain, fullKey, at string, d *yamlDescriptor) (*Rule, error) {
 		r.Limits = append(r.Limits, l)
 	}
 	return r, nil
+}
+
+// jsonish is v, a YAML value, as structpb takes it: mappings of any
+// keys with their keys as text (as the reference takes them), timestamps
+// as text.
+func jsonish(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[k] = jsonish(e)
+		}
+		return m
+	case map[any]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[fmt.Sprint(k)] = jsonish(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(v))
+		for i, e := range v {
+			l[i] = jsonish(e)
+		}
+		return l
+	case time.Time:
+		return v.Format(time.RFC3339Nano)
+	default:
+		return v
+	}
 }
 
 // loadLimit makes the i-th limit of the rule fullKey a Sluice policy.

@@ -23,7 +23,6 @@ func TestParseErrors(t *testing.T) {
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}", "unlimited descriptor takes no unit"},
 		{"domain: d\ndescriptors:\n  - key: k\n  - key: k", `duplicate descriptor "d.k"`},
 		{"domain: d\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true", "share_threshold: needs a wildcard"},
-		{"domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n    rate_limit: {unit: second, requests_per_unit: 1}", "quota_mode: is not supported"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {name: a, replaces: [{name: a}], unit: second, requests_per_unit: 1}", "cannot replace itself"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {replaces: [{}], unit: second, requests_per_unit: 1}", "replaces[0].name: must not be empty"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: concurrency, unit: second, requests_per_unit: 1}", "rate_limit.algorithm: must be"},

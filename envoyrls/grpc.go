@@ -45,12 +45,24 @@ func NewServer(svc *Service, token string, opts ...grpc.ServerOption) (*grpc.Ser
 	gs := grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(gs, svc)
 	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(ReferenceHealthName, healthpb.HealthCheckResponse_SERVING)
+	SetHealth(hs, true)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	return gs, hs
+}
+
+// SetHealth sets the health NewServer answers for, for "", ServiceName
+// and ReferenceHealthName: SERVING, or NOT_SERVING (a server that needs a
+// configuration it does not have yet). After hs.Shutdown, nothing changes
+// it any more.
+func SetHealth(hs *health.Server, serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, name := range []string{"", ServiceName, ReferenceHealthName} {
+		hs.SetServingStatus(name, st)
+	}
 }
 
 // bearer refuses calls without the token, but health checks: unary calls

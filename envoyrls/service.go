@@ -10,7 +10,7 @@
 //
 // Unlike envoyproxy/ratelimit, a request is decided all-or-nothing: it is
 // admitted only if every descriptor admits it, and a denied request
-// consumes nothing, from any descriptor. Options.PerDescriptor decides each
+// consumes nothing, from any descriptor. Options.Counting decides each
 // descriptor on its own instead, as envoyproxy/ratelimit does (an admitted
 // descriptor consumes even when another denies the request).
 package envoyrls
@@ -32,7 +32,9 @@ import (
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/tenancy"
@@ -58,16 +60,74 @@ type Headers struct {
 // DefaultHeaders are envoyproxy/ratelimit's header names.
 var DefaultHeaders = Headers{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
 
+// maxHeaderName bounds a header's name: a name, not a payload.
+const maxHeaderName = 128
+
+// Validate reports whether h's names are HTTP header names (RFC 9110
+// tokens, at most 128 bytes), all three set and different, so that
+// nothing but a header's name can be written where Envoy writes one. Its
+// errors name the field at fault: limit, remaining or reset.
+func (h Headers) Validate() error {
+	seen := map[string]string{}
+	for _, f := range []struct{ field, name string }{{"limit", h.Limit}, {"remaining", h.Remaining}, {"reset", h.Reset}} {
+		switch {
+		case f.name == "":
+			return sluice.Invalid(f.field, "a header name is required")
+		case len(f.name) > maxHeaderName:
+			return sluice.Invalid(f.field, "a header name is at most %d bytes", maxHeaderName)
+		case strings.IndexFunc(f.name, func(r rune) bool { return !isTokenChar(r) }) >= 0:
+			return sluice.Invalid(f.field, "%q is not an HTTP header name: letters, digits and !#$%%&'*+-.^_`|~ only", f.name)
+		}
+		lower := strings.ToLower(f.name)
+		if other, dup := seen[lower]; dup {
+			return sluice.Invalid(f.field, "%q is the %s header's name already", f.name, other)
+		}
+		seen[lower] = f.field
+	}
+	return nil
+}
+
+// isTokenChar reports whether r may be in an HTTP token (RFC 9110 tchar).
+func isTokenChar(r rune) bool {
+	return r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r))
+}
+
 // Options configures a Service.
 type Options struct {
 	// Limiter decides; required.
 	Limiter Limiter
 	// Config returns the configuration in force; required.
 	Config func() *Config
-	// PerDescriptor decides each descriptor on its own, as
-	// envoyproxy/ratelimit does: a descriptor within its limits consumes
-	// from them even when another denies the request.
+	// Counting is how a request's descriptors consume; the zero value is
+	// AllOrNothing.
+	Counting Counting
+	// PerDescriptor is Counting PerDescriptor, when Counting is not set.
 	PerDescriptor bool
+	// QuotaMode makes every descriptor a quota-mode one, as
+	// envoyproxy/ratelimit's QUOTA_MODE=true does (a rule's quota_mode
+	// makes its own one): a quota-mode descriptor over its limits denies
+	// the request only if every quota-mode descriptor of the request is
+	// over too; the others, within theirs, decide it (docs/envoy.md).
+	QuotaMode bool
+	// ShadowMode answers OK whatever the descriptors say, as
+	// envoyproxy/ratelimit's SHADOW_MODE=true does: a dry run. Each
+	// descriptor's status is kept, and the counters count as they would
+	// enforced (a request enforcement would deny consumes nothing), so
+	// that turning it off changes no decision but the overall code.
+	ShadowMode bool
+	// DynamicMetadata adds to every answer the dynamic metadata
+	// envoyproxy/ratelimit adds with RESPONSE_DYNAMIC_METADATA=true: the
+	// domain, the descriptors (their entries, and the limit and
+	// hits_addend they set), the request's hits_addend, and the metadata
+	// of the rules of the descriptors that passed, merged, the first
+	// value of a key winning.
+	DynamicMetadata bool
+	// ReferenceErrors answers errors as envoyproxy/ratelimit does: code
+	// Unknown, with its texts for an empty domain or descriptor list, and
+	// a store that fails is an Unknown error instead of an answer decided
+	// by the limits' fail modes, so that Envoy's failure_mode_deny
+	// decides. Other bad requests stay InvalidArgument.
+	ReferenceErrors bool
 	// Headers, if Limit is set, adds the RateLimit headers of the
 	// descriptor nearest its limit to every answer.
 	Headers Headers
@@ -78,6 +138,46 @@ type Options struct {
 	// that shows them, hold it instead of the value (docs/privacy.md).
 	// Rules match the values as sent.
 	Hide func(tenant, name, value string) string
+}
+
+// Counting is how a request's descriptors consume.
+type Counting uint8
+
+const (
+	// AllOrNothing admits a request only if every descriptor admits it
+	// (but for quota mode), and a denied request consumes nothing.
+	AllOrNothing Counting = iota
+	// PerDescriptor decides each descriptor on its own, as
+	// envoyproxy/ratelimit does: a descriptor within its limits consumes
+	// from them even when another denies the request. A descriptor that
+	// denies consumes nothing.
+	PerDescriptor
+	// Reference is envoyproxy/ratelimit's own counting
+	// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): per descriptor,
+	// and a fixed window adds the hits of a descriptor it denies too, so
+	// that its counter passes its limit. Until the engine can add denied
+	// hits (burns, below), it counts as PerDescriptor.
+	Reference
+)
+
+var countings = [...]string{AllOrNothing: "all-or-nothing", PerDescriptor: "per-descriptor", Reference: "reference"}
+
+func (c Counting) String() string {
+	if int(c) < len(countings) {
+		return countings[c]
+	}
+	return fmt.Sprintf("Counting(%d)", c)
+}
+
+// ParseCounting parses a Counting's name: all-or-nothing, per-descriptor
+// or reference.
+func ParseCounting(s string) (Counting, error) {
+	for c, name := range countings {
+		if s == name {
+			return Counting(c), nil
+		}
+	}
+	return 0, fmt.Errorf("must be all-or-nothing, per-descriptor or reference, got %q", s)
 }
 
 // Service implements the RateLimitService.
@@ -91,6 +191,9 @@ func New(opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Counting == AllOrNothing && opts.PerDescriptor {
+		opts.Counting = PerDescriptor
+	}
 	return &Service{opts: opts}
 }
 
@@ -99,10 +202,13 @@ type entry struct{ key, value string }
 
 // target is what one descriptor of a request is checked against.
 type target struct {
-	rule    *Rule
-	limits  []Limit // the rule's, or the request's override
-	key     string  // the counter's key: the descriptor's entries
-	hits    int64
+	rule   *Rule
+	limits []Limit // the rule's, or the request's override
+	key    string  // the counter's key: the descriptor's entries
+	hits   int64
+	// quota: the descriptor is in quota mode (Options.QuotaMode, or its
+	// rule's quota_mode).
+	quota   bool
 	refs    []ref
 	outcome []sluice.Decision
 }
@@ -113,12 +219,23 @@ const maxHits = sluice.MaxHits
 // ShouldRateLimit decides a request.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
+		if s.opts.ReferenceErrors {
+			return nil, status.Error(codes.Unknown, "rate limit domain must not be empty")
+		}
 		return nil, status.Error(codes.InvalidArgument, "domain: must not be empty")
 	}
 	if len(req.GetDescriptors()) == 0 {
+		if s.opts.ReferenceErrors {
+			return nil, status.Error(codes.Unknown, "rate limit descriptor list must not be empty")
+		}
 		return nil, status.Error(codes.InvalidArgument, "descriptors: must not be empty")
 	}
 	cfg := s.opts.Config()
+	if cfg == nil {
+		// None has loaded yet (a watcher started without one): the
+		// reference's error, whatever the mode.
+		return nil, errNoConfig
+	}
 	ts := make([]target, len(req.Descriptors))
 	replaced := map[string]bool{}
 	for i, d := range req.Descriptors {
@@ -134,9 +251,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		}
 	}
 	for i := range ts {
-		if r := ts[i].rule; r != nil && r.Name != "" && replaced[r.Name] {
-			ts[i].limits = nil // replaced: not evaluated, its counters untouched
+		t := &ts[i]
+		if r := t.rule; r != nil && r.Name != "" && replaced[r.Name] {
+			t.limits = nil // replaced: not evaluated, its counters untouched
 		}
+		// As the reference: every descriptor but an unlimited one when
+		// all are in quota mode; else those whose rule applies and is.
+		t.quota = s.opts.QuotaMode && !t.unlimited() || len(t.limits) > 0 && t.rule != nil && t.rule.QuotaMode
 	}
 	now := s.opts.Now()
 	tenant := Tenant(req.Domain)
@@ -147,16 +268,76 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			}
 		}
 	}
-	if s.opts.PerDescriptor {
+	out := make([]bool, len(ts))
+	if s.opts.Counting != AllOrNothing {
 		for i := range ts {
-			if err := s.decide(ctx, tenant, ts[i:i+1]); err != nil {
+			if err := s.decide(ctx, tenant, ts[i:i+1], out[i:i+1]); err != nil {
 				return nil, err
 			}
 		}
-	} else if err := s.decide(ctx, tenant, ts); err != nil {
-		return nil, err
+	} else {
+		// All-or-nothing, but for quota mode: a quota-mode descriptor
+		// over its limits leaves the request, and the others decide it
+		// again, as long as one quota-mode descriptor stays within its
+		// limits. Each round sets one more aside: at most one round a
+		// descriptor.
+		for {
+			if err := s.decide(ctx, tenant, ts, out); err != nil {
+				return nil, err
+			}
+			if !quotaOver(ts, out) {
+				break
+			}
+		}
 	}
-	return s.answer(ts, now), nil
+	resp := s.answer(ts, now)
+	if s.opts.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, ts, resp.Statuses)
+	}
+	return resp, nil
+}
+
+// unlimited reports whether t's rule is unlimited.
+func (t *target) unlimited() bool { return t.rule != nil && t.rule.Unlimited }
+
+// denied reports whether any limit of t denied it.
+func (t *target) denied() bool {
+	for j := range t.outcome {
+		if !t.outcome[j].Allowed {
+			return true
+		}
+	}
+	return false
+}
+
+// quotaOver sets aside (out) the quota-mode targets a decision of the
+// others, not set aside yet, denied, and reports whether to decide again
+// without them: only if nothing else denied, and one quota-mode target is
+// left within its limits. Otherwise the request is denied, or admitted,
+// as decided.
+func quotaOver(ts []target, out []bool) bool {
+	var denied []int
+	left := 0 // quota-mode targets within their limits
+	for i := range ts {
+		switch t := &ts[i]; {
+		case out[i]:
+		case !t.denied():
+			if t.quota {
+				left++
+			}
+		case !t.quota:
+			return false // a descriptor not in quota mode denies the request
+		default:
+			denied = append(denied, i)
+		}
+	}
+	if len(denied) == 0 || left == 0 {
+		return false
+	}
+	for _, i := range denied {
+		out[i] = true
+	}
+	return true
 }
 
 // resolve finds what descriptor d, the i-th of req, is checked against.
@@ -293,16 +474,20 @@ func counterKey(entries []entry, shared []string) string {
 	return b.String()
 }
 
-// decide asks the limiter about targets ts, all-or-nothing: one request
+// decide asks the limiter about targets ts, but those set aside (out),
+// whose outcome stays, all-or-nothing: one request
 // of every limit of every descriptor that adds hits, unless one of them is
 // over a limit already, and one request reading the others' state. Only
 // the limits left to ts count: a replaced rule's limits, a 0 included, are
 // gone by then.
-func (s *Service) decide(ctx context.Context, tenant string, ts []target) error {
+func (s *Service) decide(ctx context.Context, tenant string, ts []target, out []bool) error {
 	over := false
 	for i := range ts {
+		if out[i] {
+			continue
+		}
 		for j := range ts[i].limits {
-			if l := &ts[i].limits[j]; !l.Policy.Shadow && l.over(ts[i].hits) {
+			if l := &ts[i].limits[j]; !l.Policy.Shadow && l.over(ts[i].hits) && !s.burns(l) {
 				over = true
 			}
 		}
@@ -310,12 +495,15 @@ func (s *Service) decide(ctx context.Context, tenant string, ts []target) error 
 	consume := sluice.Request{Tenant: tenant, Hits: 1}
 	read := sluice.Request{Tenant: tenant}
 	for i := range ts {
+		if out[i] {
+			continue
+		}
 		t := &ts[i]
 		t.refs = make([]ref, len(t.limits))
 		for j, l := range t.limits {
-			c := sluice.Check{Policy: l.Policy, Key: t.key, Hits: t.hits}
+			c := s.check(&l, t.key, t.hits)
 			switch {
-			case l.over(t.hits):
+			case l.over(t.hits) && !s.burns(&l):
 				t.refs[j] = ref{kind: overLimit}
 			case over || t.hits == 0:
 				c.Hits = 0
@@ -334,15 +522,24 @@ func (s *Service) decide(ctx context.Context, tenant string, ts []target) error 
 	var err error
 	if len(consume.Checks) > 0 {
 		if cres, err = s.opts.Limiter.Check(ctx, consume); err != nil {
-			return limiterError(err)
+			return s.limiterError(err)
+		}
+		if err := s.storeFailed(cres); err != nil {
+			return err
 		}
 	}
 	if len(read.Checks) > 0 {
 		if rres, err = s.opts.Limiter.Check(ctx, read); err != nil {
-			return limiterError(err)
+			return s.limiterError(err)
+		}
+		if err := s.storeFailed(rres); err != nil {
+			return err
 		}
 	}
 	for i := range ts {
+		if out[i] {
+			continue
+		}
 		t := &ts[i]
 		t.outcome = make([]sluice.Decision, len(t.limits))
 		for j, r := range t.refs {
@@ -366,6 +563,29 @@ func (s *Service) decide(ctx context.Context, tenant string, ts []target) error 
 	return nil
 }
 
+// ─── BURN (issue 27): the one place where Reference counting will burn ───
+//
+// burns reports whether limit l's check adds its hits to its counter even
+// when it denies (envoyproxy/ratelimit's INCRBY), so that the counter may
+// pass the limit and answers OVER_LIMIT while it is over. It needs
+// sluice.Check.Burn ("add the hits even when they deny; for fixed windows
+// only"); until that exists, nothing burns and Reference counts as
+// PerDescriptor. Once it does:
+//
+//	burns: return s.opts.Counting == Reference && l.Policy.Algorithm == sluice.FixedWindow && !l.Zero
+//	check: c.Burn = s.burns(l)
+//
+// A limit a request's hits are over whatever its state then goes to the
+// store too (decide), for its hits to burn.
+func (s *Service) burns(l *Limit) bool { return false }
+
+// check is limit l's check of the counter key, for hits.
+func (s *Service) check(l *Limit, key string, hits int64) sluice.Check {
+	return sluice.Check{Policy: l.Policy, Key: key, Hits: hits}
+}
+
+// ─── end of BURN ───
+
 // ref is where a limit's decision comes from.
 type ref struct {
 	kind refKind
@@ -380,11 +600,39 @@ const (
 	consuming                // decided, consuming if the request is admitted
 )
 
+// errNoConfig answers a call before any configuration has loaded, in the
+// reference's words.
+var errNoConfig = status.Error(codes.Unknown, "no rate limit configuration loaded")
+
+// errStoreFailed answers, with ReferenceErrors, a call whose store failed.
+var errStoreFailed = status.Error(codes.Unknown, "the rate limit store failed; no decision")
+
+// storeFailed is, with ReferenceErrors, the error of a result the store
+// failed to decide (the fail modes did): errStoreFailed. Otherwise nil:
+// the fail modes' answer stands.
+func (s *Service) storeFailed(res sluice.Result) error {
+	if !s.opts.ReferenceErrors {
+		return nil
+	}
+	for i := range res.Decisions {
+		if d := &res.Decisions[i]; d.FailedOpen || d.FailedClosed {
+			return errStoreFailed
+		}
+	}
+	return nil
+}
+
 // limiterError is the gRPC status of the limiter's error, by wire's one
 // table of kinds: bad input is the caller's (InvalidArgument), a store that
-// failed unavailable; an internal error's text is never shown.
-func limiterError(err error) error {
-	if k := sluice.KindOf(err); k != sluice.KindInvalid && k != sluice.KindUnavailable {
+// failed unavailable (Unknown, errStoreFailed, with ReferenceErrors); an
+// internal error's text is never shown.
+func (s *Service) limiterError(err error) error {
+	k := sluice.KindOf(err)
+	switch {
+	case k == sluice.KindInvalid:
+	case s.opts.ReferenceErrors:
+		return errStoreFailed
+	case k != sluice.KindUnavailable:
 		err = &sluice.Error{Kind: sluice.KindUnavailable, Message: "the limiter is unavailable; try again", Err: err}
 	}
 	return grpcStatus(err)
@@ -402,16 +650,31 @@ func grpcStatus(err error) error {
 func (s *Service) answer(ts []target, now time.Time) *rlspb.RateLimitResponse {
 	resp := &rlspb.RateLimitResponse{OverallCode: rlspb.RateLimitResponse_OK, Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(ts))}
 	var nearest *rlspb.RateLimitResponse_DescriptorStatus
+	// As the reference: over if a descriptor not in quota mode is over,
+	// or every one in quota mode is.
+	quotas, quotasOver := 0, 0
 	for i := range ts {
 		st := status1(&ts[i], now)
 		resp.Statuses[i] = st
-		if st.Code == rlspb.RateLimitResponse_OVER_LIMIT {
+		isOver := st.Code == rlspb.RateLimitResponse_OVER_LIMIT
+		if ts[i].quota {
+			quotas++
+			if isOver {
+				quotasOver++
+			}
+		} else if isOver {
 			resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
 		}
 		if st.CurrentLimit != nil && (nearest == nil || st.Code == rlspb.RateLimitResponse_OVER_LIMIT ||
 			nearest.Code != rlspb.RateLimitResponse_OVER_LIMIT && st.LimitRemaining < nearest.LimitRemaining) {
 			nearest = st
 		}
+	}
+	if quotas > 0 && quotasOver == quotas {
+		resp.OverallCode = rlspb.RateLimitResponse_OVER_LIMIT
+	}
+	if s.opts.ShadowMode {
+		resp.OverallCode = rlspb.RateLimitResponse_OK
 	}
 	if h := s.opts.Headers; h.Limit != "" && nearest != nil {
 		resp.ResponseHeadersToAdd = []*corepb.HeaderValue{
@@ -421,6 +684,65 @@ func (s *Service) answer(ts []target, now time.Time) *rlspb.RateLimitResponse {
 		}
 	}
 	return resp
+}
+
+// dynamicMetadata is the dynamic metadata of req's answer, whose
+// descriptors ts have statuses sts, as envoyproxy/ratelimit builds it.
+// The rules' metadata is copied, never shared with the configuration.
+func dynamicMetadata(req *rlspb.RateLimitRequest, ts []target, sts []*rlspb.RateLimitResponse_DescriptorStatus) *structpb.Struct {
+	ds := make([]*structpb.Value, 0, len(req.Descriptors))
+	for _, d := range req.Descriptors {
+		if d == nil {
+			continue
+		}
+		entries := make([]*structpb.Value, len(d.Entries))
+		for i, e := range d.Entries {
+			entries[i] = structpb.NewStringValue(e.GetKey() + "=" + e.GetValue())
+		}
+		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+		if d.Limit != nil {
+			f["limit"] = structpb.NewStringValue(d.Limit.String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		ds = append(ds, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	fields := map[string]*structpb.Value{
+		"domain":      structpb.NewStringValue(req.Domain),
+		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: ds}),
+	}
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	passed := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for i := range ts {
+		t := &ts[i]
+		// A rule that applied (not replaced, not unlimited) to a
+		// descriptor that passed.
+		if t.rule != nil && t.rule.Metadata != nil && len(t.limits) > 0 && sts[i].Code != rlspb.RateLimitResponse_OVER_LIMIT {
+			mergeMetadata(passed, t.rule.Metadata)
+		}
+	}
+	if len(passed.Fields) > 0 {
+		fields["metadata"] = structpb.NewStructValue(passed)
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+// mergeMetadata adds src's fields to dst, a copy made here: a field dst
+// has already keeps its value, but for two structures, merged likewise.
+func mergeMetadata(dst, src *structpb.Struct) {
+	for k, v := range src.GetFields() {
+		have, ok := dst.Fields[k]
+		if !ok {
+			dst.Fields[k] = proto.Clone(v).(*structpb.Value)
+			continue
+		}
+		if hs, vs := have.GetStructValue(), v.GetStructValue(); hs != nil && vs != nil {
+			mergeMetadata(hs, vs)
+		}
+	}
 }
 
 // status1 is the status of one descriptor: over the limit if any of its

@@ -16,21 +16,11 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/store/memstore"
 )
 
 func newService(t *testing.T, yaml string, now time.Time, perDescriptor bool) *Service {
 	t.Helper()
-	c, err := parse(t, yaml)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := memstore.New(memstore.Options{})
-	t.Cleanup(func() { s.Close() })
-	clock := func() time.Time { return now }
-	eng := engine.New(s, engine.Options{Now: clock})
-	return New(Options{Limiter: eng, Config: func() *Config { return c }, Now: clock, PerDescriptor: perDescriptor, Headers: DefaultHeaders})
+	return newServiceFiles(t, []File{{Name: "test.yaml", Data: []byte(yaml)}}, now, Options{PerDescriptor: perDescriptor, Headers: DefaultHeaders})
 }
 
 func descriptor(kv ...string) *ratelimitpb.RateLimitDescriptor {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/reload"
 )
@@ -18,23 +19,58 @@ type Watcher struct {
 	*reload.Watcher[[]File, Config]
 }
 
-// NewWatcher loads dir; an error there is fatal to the caller. onReload,
-// if not nil, is told of every reload, for metrics.
-func NewWatcher(dir string, log *slog.Logger, onReload func(ok bool)) (*Watcher, error) {
-	w, err := reload.New(reload.Source[[]File, Config]{
+// NewWatcher loads dir as l says; an error there is fatal to the caller,
+// unless l.StartWithoutConfig. onReload, if not nil, is told of every
+// reload, for metrics and health.
+func NewWatcher(dir string, l Loading, log *slog.Logger, onReload func(ok bool)) (*Watcher, error) {
+	src := reload.Source[[]File, Config]{
 		What:  "envoy configuration",
 		Where: []any{"dir", dir},
 		Read: func() ([]File, [sha256.Size]byte, error) {
 			files, err := readDir(dir)
 			return files, sum(files), err
 		},
-		Parse: Parse,
+		Parse: l.Parse,
 		Attrs: func(c *Config) []any { return []any{"domains", len(c.domains)} },
-	}, log, onReload)
+	}
+	w, err := reload.New(src, log, onReload)
+	if err != nil && l.StartWithoutConfig {
+		log.Error("envoy configuration not loaded; every call fails until one loads", "dir", dir, "err", err)
+		// Start from nothing, as if no content (whose hash no directory
+		// has) had loaded as no configuration: the directory's content,
+		// read by the polls, is a change, loaded once settled.
+		var started atomic.Bool // then the directory
+		from := src
+		from.Read = func() ([]File, [sha256.Size]byte, error) {
+			if !started.Load() {
+				return nil, [sha256.Size]byte{}, nil
+			}
+			return src.Read()
+		}
+		from.Parse = func(files []File) (*Config, error) {
+			if !started.Load() {
+				return unloaded, nil
+			}
+			return src.Parse(files)
+		}
+		w, err = reload.New(from, log, onReload)
+		started.Store(true)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &Watcher{w}, nil
+}
+
+// unloaded stands, in a Watcher, for no configuration loaded yet.
+var unloaded = &Config{}
+
+// Config returns the configuration in force, or nil if none has loaded.
+func (w *Watcher) Config() *Config {
+	if c := w.Watcher.Config(); c != unloaded {
+		return c
+	}
+	return nil
 }
 
 // sum hashes files' names and contents.

@@ -26,6 +26,71 @@ type EnvoyConfig struct {
 	PerDescriptor bool   // --envoy-per-descriptor
 	Headers       bool   // --envoy-response-headers
 	Token         string // --grpc-token-file's; empty: none asked
+	QuotaMode     bool   // --envoy-quota-mode
+	ShadowMode    bool   // --envoy-shadow-mode
+	Metadata      bool   // --envoy-dynamic-metadata
+	// HeaderNames are the names of the headers --envoy-response-headers
+	// adds: --envoy-header-limit, --envoy-header-remaining and
+	// --envoy-header-reset; empty ones are envoyrls.DefaultHeaders'.
+	HeaderNames envoyrls.Headers
+	Merge       bool // --envoy-merge-domains
+	// Counting is --envoy-counting: all-or-nothing, per-descriptor or
+	// reference (envoyrls.ParseCounting); empty: all-or-nothing, or
+	// per-descriptor with PerDescriptor.
+	Counting string
+	// ReferenceErrors is --envoy-reference-errors.
+	ReferenceErrors bool
+	// StartWithoutConfig is --envoy-start-without-config: a directory
+	// that does not load at start is no configuration, calls failing,
+	// until it loads.
+	StartWithoutConfig bool
+	// HealthNeedsConfig is --envoy-health-needs-config: the health is
+	// not serving while no domain is loaded (envoyConfig.Healthy).
+	HealthNeedsConfig bool
+}
+
+// CheckCounting reports whether --envoy-counting and
+// --envoy-per-descriptor are good together, naming them.
+func (f EnvoyConfig) CheckCounting() error {
+	_, err := f.counting()
+	return err
+}
+
+// counting is how the service counts: f.Counting, or by PerDescriptor.
+func (f EnvoyConfig) counting() (envoyrls.Counting, error) {
+	if f.Counting == "" {
+		if f.PerDescriptor {
+			return envoyrls.PerDescriptor, nil
+		}
+		return envoyrls.AllOrNothing, nil
+	}
+	c, err := envoyrls.ParseCounting(f.Counting)
+	if err != nil {
+		return 0, fmt.Errorf("serve: --envoy-counting: %w", err)
+	}
+	if f.PerDescriptor && c != envoyrls.PerDescriptor {
+		return 0, fmt.Errorf("serve: --envoy-per-descriptor is --envoy-counting per-descriptor, but --envoy-counting is %s: give one", c)
+	}
+	return c, nil
+}
+
+// headerNames are the names of the RateLimit headers: f.HeaderNames, the
+// reference's where empty.
+func (f EnvoyConfig) headerNames() envoyrls.Headers {
+	h := f.HeaderNames
+	for _, p := range []struct {
+		name *string
+		def  string
+	}{
+		{&h.Limit, envoyrls.DefaultHeaders.Limit},
+		{&h.Remaining, envoyrls.DefaultHeaders.Remaining},
+		{&h.Reset, envoyrls.DefaultHeaders.Reset},
+	} {
+		if *p.name == "" {
+			*p.name = p.def
+		}
+	}
+	return h
 }
 
 // envoyConfig is the Envoy configuration in force: a watched directory, or
@@ -33,18 +98,66 @@ type EnvoyConfig struct {
 type envoyConfig struct {
 	watcher *envoyrls.Watcher
 	empty   *envoyrls.Config
+	health  *envoyHealth
+}
+
+// envoyHealth is the rate limit service's gRPC health, kept to the
+// configuration in force with --envoy-health-needs-config. Reloads
+// update it from the watcher's goroutine, the server sets it once it
+// serves.
+type envoyHealth struct {
+	needsConfig bool
+	current     func() *envoyrls.Config
+	mu          sync.Mutex
+	hs          *health.Server // nil until the service serves
 }
 
 func loadEnvoy(f EnvoyConfig, log *slog.Logger) (envoyConfig, error) {
+	h := &envoyHealth{needsConfig: f.HealthNeedsConfig}
 	if f.Dir == "" {
 		c, _ := envoyrls.Parse(nil)
-		return envoyConfig{empty: c}, nil
+		h.current = func() *envoyrls.Config { return c }
+		return envoyConfig{empty: c, health: h}, nil
 	}
-	w, err := envoyrls.NewWatcher(f.Dir, log, nil)
+	load := envoyrls.Loading{MergeDomains: f.Merge, StartWithoutConfig: f.StartWithoutConfig}
+	w, err := envoyrls.NewWatcher(f.Dir, load, log, func(ok bool) {
+		if ok {
+			h.update()
+		}
+	})
 	if err != nil {
 		return envoyConfig{}, fmt.Errorf("serve: %w", err)
 	}
-	return envoyConfig{watcher: w}, nil
+	h.current = w.Config
+	return envoyConfig{watcher: w, health: h}, nil
+}
+
+// Healthy reports whether the rate limit service is healthy: always, but
+// with --envoy-health-needs-config, while no domain is loaded (none at
+// start yet, or every one gone on a reload). The gRPC health follows it;
+// the reference's HTTP /healthcheck answers by it.
+func (c envoyConfig) Healthy() bool { return c.health.healthy() }
+
+func (h *envoyHealth) healthy() bool {
+	return !h.needsConfig || len(h.current().Domains()) > 0
+}
+
+// serve makes hs, the gRPC health of the service now serving, follow
+// the configuration.
+func (h *envoyHealth) serve(hs *health.Server) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hs = hs
+	envoyrls.SetHealth(hs, h.healthy())
+}
+
+// update sets the gRPC health, if serving, to the configuration's.
+func (h *envoyHealth) update() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hs != nil {
+		envoyrls.SetHealth(h.hs, h.healthy())
+	}
 }
 
 func (c envoyConfig) current() *envoyrls.Config {
@@ -78,6 +191,16 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 		r.once.Do(func() {})
 		return r, nil
 	}
+	counting, err := f.counting()
+	if err != nil {
+		return nil, err
+	}
+	headers := envoyrls.Headers{}
+	if f.Headers {
+		if headers = f.headerNames(); headers.Validate() != nil {
+			return nil, fmt.Errorf("serve: --envoy-header-*: %w", headers.Validate())
+		}
+	}
 	ln, err := net.Listen("tcp", f.GRPCAddr)
 	if err != nil {
 		return nil, fmt.Errorf("serve: --grpc-addr: %w", err)
@@ -85,11 +208,9 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	if !loopback.Addr(f.GRPCAddr) && f.Token == "" {
 		log.Warn("the rate limit service listens off loopback without a token: anyone who reaches it can spend any domain's limits; set --grpc-token-file or keep it on a private network", "addr", f.GRPCAddr)
 	}
-	headers := envoyrls.Headers{}
-	if f.Headers {
-		headers = envoyrls.DefaultHeaders
-	}
-	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, PerDescriptor: f.PerDescriptor, Headers: headers, Hide: hide})
+	svc := envoyrls.New(envoyrls.Options{Limiter: eng, Config: cfg.current, Counting: counting, Headers: headers, Hide: hide,
+		QuotaMode: f.QuotaMode, ShadowMode: f.ShadowMode, DynamicMetadata: f.Metadata,
+		ReferenceErrors: f.ReferenceErrors})
 	// A call waiting for its store holds its stream worker meanwhile; with
 	// one worker a core, as for the memory store, the calls behind it
 	// would each start a goroutine whose stack grows by copying (12% of
@@ -107,6 +228,7 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 		grpc.ChainUnaryInterceptor(m.UnaryInterceptor), grpc.ChainStreamInterceptor(m.StreamInterceptor),
 		grpc.UnknownServiceHandler(unknown))
 	r.gs, r.hs = envoyrls.NewServer(svc, f.Token, opts...)
+	cfg.health.serve(r.hs)
 	m.Known(r.gs.GetServiceInfo())
 	go func() {
 		defer close(r.done)
@@ -115,7 +237,7 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 		}
 	}()
 	log.Info("envoy rate limit service serving", "addr", ln.Addr().String(), "config", f.Dir,
-		"domains", len(cfg.current().Domains()), "per_descriptor", f.PerDescriptor, "token", f.Token != "")
+		"domains", len(cfg.current().Domains()), "counting", counting.String(), "token", f.Token != "")
 	return r, nil
 }
 
