@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/engine"
@@ -433,10 +434,10 @@ func TestMergeDomains(t *testing.T) {
 	}
 }
 
-// TestCounting: the countings' names; PerDescriptor and Reference (until
-// the engine can burn denied hits) decide each descriptor on its own, an
-// admitted one consuming when another denies; AllOrNothing consumes
-// nothing for a denied request; Options.PerDescriptor is PerDescriptor.
+// TestCounting: the countings' names; PerDescriptor and Reference decide
+// each descriptor on its own, an admitted one consuming when another
+// denies; AllOrNothing consumes nothing for a denied request;
+// Options.PerDescriptor is PerDescriptor.
 func TestCounting(t *testing.T) {
 	for _, c := range []Counting{AllOrNothing, PerDescriptor, Reference} {
 		if got, err := ParseCounting(c.String()); err != nil || got != c {
@@ -580,5 +581,62 @@ func TestStartWithoutConfig(t *testing.T) {
 				t.Errorf("reloads %v, want the last a success", reloads)
 			}
 		})
+	}
+}
+
+// readOf makes d a read: its own hits_addend of 0 (the request's 0 means
+// one hit).
+func readOf(d *ratelimitpb.RateLimitDescriptor) *ratelimitpb.RateLimitDescriptor {
+	d.HitsAddend = wrapperspb.UInt64(0)
+	return d
+}
+
+// TestReferenceBurns: under Reference counting a denied descriptor's hits
+// are added too, as the reference's INCRBY adds them
+// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): 8 then 5 hits of a
+// limit of 10 leave 13, so that a read (hits_addend 0) answers OVER_LIMIT
+// until the window turns. PerDescriptor adds nothing for the denied 5; a
+// rule of a Sluice algorithm that cannot burn counts as PerDescriptor.
+func TestReferenceBurns(t *testing.T) {
+	const yaml = `
+domain: b
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: g
+    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: token_bucket}
+`
+	ask := func(svc *Service, hits uint32, ds ...*ratelimitpb.RateLimitDescriptor) *rlspb.RateLimitResponse {
+		t.Helper()
+		resp, err := svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "b", Descriptors: ds, HitsAddend: hits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, tc := range []struct {
+		name     string
+		counting Counting
+		readCode rlspb.RateLimitResponse_Code
+		readLeft uint32
+	}{
+		{"reference", Reference, codeOver, 0},
+		{"per-descriptor", PerDescriptor, codeOK, 2},
+	} {
+		svc := newCompat(t, yaml, Options{Counting: tc.counting})
+		check(t, tc.name+", 8 hits", ask(svc, 8, descriptor("k", "x")).Statuses[0], codeOK, 10, 2, 30)
+		check(t, tc.name+", 5 more", ask(svc, 5, descriptor("k", "x")).Statuses[0], codeOver, 10, 0, 30)
+		read := ask(svc, 0, readOf(descriptor("k", "x")))
+		wantOverall(t, tc.name+", a read", read, tc.readCode)
+		check(t, tc.name+", a read", read.Statuses[0], tc.readCode, 10, tc.readLeft, 30)
+
+		// The token bucket's denied hits are not added in either mode.
+		ask(svc, 8, descriptor("g", "x"))
+		if got := ask(svc, 5, descriptor("g", "x")); got.OverallCode != codeOver {
+			t.Errorf("%s: 5 more of the bucket: %v, want OVER_LIMIT", tc.name, got.OverallCode)
+		}
+		if got := ask(svc, 0, readOf(descriptor("g", "x"))); got.OverallCode != codeOK || got.Statuses[0].GetLimitRemaining() != 2 {
+			t.Errorf("%s: a read of the bucket: %v, %d left; want OK, 2 left", tc.name, got.OverallCode, got.Statuses[0].GetLimitRemaining())
+		}
 	}
 }

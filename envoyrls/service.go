@@ -37,6 +37,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -563,28 +564,21 @@ func (s *Service) decide(ctx context.Context, tenant string, ts []target, out []
 	return nil
 }
 
-// ─── BURN (issue 27): the one place where Reference counting will burn ───
-//
 // burns reports whether limit l's check adds its hits to its counter even
-// when it denies (envoyproxy/ratelimit's INCRBY), so that the counter may
-// pass the limit and answers OVER_LIMIT while it is over. It needs
-// sluice.Check.Burn ("add the hits even when they deny; for fixed windows
-// only"); until that exists, nothing burns and Reference counts as
-// PerDescriptor. Once it does:
-//
-//	burns: return s.opts.Counting == Reference && l.Policy.Algorithm == sluice.FixedWindow && !l.Zero
-//	check: c.Burn = s.burns(l)
-//
-// A limit a request's hits are over whatever its state then goes to the
-// store too (decide), for its hits to burn.
-func (s *Service) burns(l *Limit) bool { return false }
+// when it denies (sluice.Check.Burn), as envoyproxy/ratelimit's INCRBY
+// does with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false: under Reference
+// counting, for the limits that can burn (algo.Burnable: the reference's
+// units are fixed windows; a rule of another Sluice algorithm counts as
+// PerDescriptor). The counter may then pass its limit, and answers
+// OVER_LIMIT while it is over. A limit of 0 is over without asking.
+func (s *Service) burns(l *Limit) bool {
+	return s.opts.Counting == Reference && !l.Zero && algo.Burnable(&l.Policy)
+}
 
 // check is limit l's check of the counter key, for hits.
 func (s *Service) check(l *Limit, key string, hits int64) sluice.Check {
-	return sluice.Check{Policy: l.Policy, Key: key, Hits: hits}
+	return sluice.Check{Policy: l.Policy, Key: key, Hits: hits, Burn: s.burns(l)}
 }
-
-// ─── end of BURN ───
 
 // ref is where a limit's decision comes from.
 type ref struct {

@@ -4,20 +4,25 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // TestEnvoyCompatCounting: --envoy-counting per-descriptor and reference
-// decide each descriptor on its own (reference burns nothing until the
-// engine can), all-or-nothing a denied request consumes nothing; README
-// example 2's sixth marketing message.
+// decide each descriptor on its own, all-or-nothing a denied request
+// consumes nothing; README example 2's sixth marketing message. Only
+// reference adds the denied marketing hit, so that a read of marketing
+// (its hits_addend 0) then finds it past its 5 a day.
 func TestEnvoyCompatCounting(t *testing.T) {
 	for _, tc := range []struct {
 		counting string
 		left     uint32 // to_number's, after the sixth message
+		read     rlspb.RateLimitResponse_Code
 	}{
-		{"all-or-nothing", 95},
-		{"per-descriptor", 94},
-		{"reference", 94},
+		{"all-or-nothing", 95, ok},
+		{"per-descriptor", 94, ok},
+		{"reference", 94, over},
 	} {
 		t.Run(tc.counting, func(t *testing.T) {
 			grpcAddr := freeAddr(t)
@@ -32,6 +37,10 @@ func TestEnvoyCompatCounting(t *testing.T) {
 				t.Errorf("sixth: overall %v, want OVER_LIMIT", resp.OverallCode)
 			}
 			wantStatus(t, "sixth, to_number", resp.Statuses[1], ok, 100, tc.left)
+			read := desc("message_type", "marketing", "to_number", "2061111111")
+			read.HitsAddend = wrapperspb.UInt64(0)
+			resp = r.ask("messaging", read)
+			wantStatus(t, "a read of marketing", resp.Statuses[0], tc.read, 5, 0)
 		})
 	}
 }
