@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net"
@@ -72,30 +71,7 @@ func startProgram(t *testing.T, prog, addr string, env []string, args ...string)
 	p := &process{addr: addr, done: make(chan error, 1), exited: make(chan struct{})}
 	p.cmd = exec.Command(prog, args...)
 	p.cmd.Env = env
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.logs.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-		p.done <- p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("sluice logs:\n%s", p.log())
-		}
-	})
+	p.launch(t)
 	waitFor(t, "sluice to serve /healthz on "+addr, func() bool {
 		select {
 		case <-p.exited:

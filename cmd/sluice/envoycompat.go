@@ -79,26 +79,10 @@ var compatRules = []compatRule{
 	{flag: "envoy-config", vars: []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, value: func(get func(string) string) (string, error) {
 		return filepath.Join(get("RUNTIME_ROOT"), get("RUNTIME_SUBDIRECTORY"), get("RUNTIME_APPDIRECTORY")), nil
 	}},
-	{vars: []string{"CONFIG_TYPE"}, value: func(get func(string) string) (string, error) {
-		switch v := get("CONFIG_TYPE"); v {
-		case "FILE":
-			return "", nil
-		case "GRPC_XDS_SOTW":
-			return "", fmt.Errorf("$CONFIG_TYPE=%s: the xDS configuration source is not offered: Sluice reads the YAML files of $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY (CONFIG_TYPE=FILE)", v)
-		default:
-			return "", fmt.Errorf("$CONFIG_TYPE=%q: not a configuration type (the reference's: FILE or GRPC_XDS_SOTW)", v)
-		}
-	}},
-	{vars: []string{"BACKEND_TYPE"}, value: func(get func(string) string) (string, error) {
-		switch v := get("BACKEND_TYPE"); v {
-		case "redis":
-			return "", nil
-		case "memcache":
-			return "", fmt.Errorf("$BACKEND_TYPE=%s: Sluice has no memcached store (docs/envoy.md names those it has)", v)
-		default:
-			return "", fmt.Errorf("$BACKEND_TYPE=%q: not a backend (the reference's: redis or memcache)", v)
-		}
-	}},
+	{vars: []string{"CONFIG_TYPE"}, value: oneOf("CONFIG_TYPE", "FILE", "GRPC_XDS_SOTW",
+		"the xDS configuration source is not offered: Sluice reads the YAML files of $RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY (CONFIG_TYPE=FILE)")},
+	{vars: []string{"BACKEND_TYPE"}, value: oneOf("BACKEND_TYPE", "redis", "memcache",
+		"Sluice has no memcached store (docs/envoy.md names those it has)")},
 	{flag: "log-level", vars: []string{"LOG_LEVEL"}, value: logLevel},
 	{flag: "log-format", vars: []string{"LOG_FORMAT"}, value: func(get func(string) string) (string, error) {
 		switch v := get("LOG_FORMAT"); {
@@ -319,6 +303,22 @@ func logLevel(get func(string) string) (string, error) {
 		return "error", nil
 	}
 	return "", fmt.Errorf("$LOG_LEVEL=%q: not a level (trace, debug, info, warn, error, fatal or panic)", get("LOG_LEVEL"))
+}
+
+// oneOf reads the variable name, whose values in the reference are
+// accepted and refused: the first is accepted, the second refused for
+// why, any other refused as the reference refuses it.
+func oneOf(name, accepted, refused, why string) func(func(string) string) (string, error) {
+	return func(get func(string) string) (string, error) {
+		switch v := get(name); v {
+		case accepted:
+			return "", nil
+		case refused:
+			return "", fmt.Errorf("$%s=%s: %s", name, v, why)
+		default:
+			return "", fmt.Errorf("$%s=%q: not a value of the reference's (%s or %s)", name, v, accepted, refused)
+		}
+	}
 }
 
 // refuseSet refuses the variable name set to anything.
