@@ -132,6 +132,7 @@ func (h *envoyHTTP) healthcheck(w http.ResponseWriter, r *http.Request) {
 		httpStatus(w, http.StatusMethodNotAllowed)
 		return
 	}
+	r.Pattern = "GET /healthcheck" // the route of the metrics and the access log
 	if h.healthy != nil {
 		if err := h.healthy(r.Context()); err != nil {
 			w.WriteHeader(http.StatusInternalServerError) // no body, as the reference
@@ -148,6 +149,7 @@ func (h *envoyHTTP) json(w http.ResponseWriter, r *http.Request) {
 		httpStatus(w, http.StatusMethodNotAllowed)
 		return
 	}
+	r.Pattern = "POST /json"
 	if o, ok := r.Header["Origin"]; ok {
 		origin := ""
 		if len(o) > 0 {

@@ -116,6 +116,14 @@ func TestEnvoyJSON(t *testing.T) {
 			t.Errorf("%d, %d calls; want 413 and none", code, len(svc.got))
 		}
 	})
+	t.Run("its route", func(t *testing.T) {
+		// Named for the metrics and the access log, as the API's routes.
+		r := httptest.NewRequest("POST", "/json", strings.NewReader(`{"domain": "foo"}`))
+		serveOne(h, r)
+		if routePath(r) != "/json" {
+			t.Errorf("route %q, want /json", routePath(r))
+		}
+	})
 	t.Run("not POST", func(t *testing.T) {
 		code, hdr, _ := serveOne(h, httptest.NewRequest("GET", "/json", nil))
 		if code != http.StatusMethodNotAllowed || hdr.Get("Allow") != "POST" {
@@ -202,6 +210,10 @@ func TestEnvoyHealthcheck(t *testing.T) {
 		if code != tc.code || (tc.body != "" && body != tc.body) {
 			t.Errorf("healthy %v: %d %q; want %d %q", tc.err, code, body, tc.code, tc.body)
 		}
+	}
+	r := httptest.NewRequest("GET", "/healthcheck", nil)
+	if serveOne(h, r); routePath(r) != "/healthcheck" {
+		t.Errorf("route %q, want /healthcheck", routePath(r))
 	}
 	if code, _, _ := serveOne(h, httptest.NewRequest("POST", "/healthcheck", nil)); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /healthcheck: %d, want 405", code)
