@@ -43,14 +43,15 @@ func registerCompat(fs *flag.FlagSet, on *bool) {
 // refDefaults are the reference's defaults of the variables read
 // (src/settings/settings.go), those that are not the flags' own.
 var refDefaults = map[string]string{
-	"PORT":                 "8080",
-	"GRPC_PORT":            "8081",
-	"RUNTIME_ROOT":         "/srv/runtime_data/current",
-	"RUNTIME_APPDIRECTORY": "config",
-	"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "false",
+	"PORT":                      "8080",
+	"GRPC_PORT":                 "8081",
+	"RUNTIME_ROOT":              "/srv/runtime_data/current",
+	"RUNTIME_APPDIRECTORY":      "config",
 	"BACKEND_TYPE":              "redis",
 	"CONFIG_TYPE":               "FILE",
 	"LOCAL_CACHE_SIZE_IN_BYTES": "0",
+	// --envoy-counting reference, the mode's
+	"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "false",
 }
 
 // compatRule reads some of the reference's variables into a flag, or only
