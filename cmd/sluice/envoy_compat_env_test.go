@@ -16,6 +16,8 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicehq/sluice/store/dynamostore/dynamotest"
 )
 
 // compatYAML is a domain of the tests of the compatible mode: 2 an hour
@@ -308,4 +310,27 @@ func TestEnvoyCompatClosedAPI(t *testing.T) {
 			t.Errorf("/healthcheck: %d, want 200", code)
 		}
 	})
+}
+
+// TestEnvoyCompatHealthcheckStore: /healthcheck answers 500 while the
+// store is not ready, as /readyz answers 503: a node on DynamoDB whose
+// way to it (a count-proxy) is cut.
+func TestEnvoyCompatHealthcheckStore(t *testing.T) {
+	proxy := startCountProxy(t, dynamotest.Get(t).Endpoint)
+	dir := filepath.Join(compatRuntime(t), "ratelimit", "config")
+	p := nodesVia(t, 1, "http://"+proxy.addr, "--envoy-compat", "--grpc-addr", freeAddr(t), "--envoy-config", dir)[0]
+	if code, body := p.raw(t, "", "GET", "/healthcheck", ""); code != http.StatusOK || string(body) != "OK" {
+		t.Fatalf("/healthcheck: %d %q, want 200 OK", code, body)
+	}
+	if err := proxy.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-proxy.exited
+	waitFor(t, "/healthcheck to answer 500 without the store", func() bool {
+		code, _ := p.raw(t, "", "GET", "/healthcheck", "")
+		return code == http.StatusInternalServerError
+	})
+	if code, _ := p.raw(t, "", "GET", "/readyz", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz: %d, want 503 as /healthcheck's 500", code)
+	}
 }
