@@ -213,10 +213,18 @@ func TestEnvoyCompatExplicitWins(t *testing.T) {
 // variables are not read at all.
 func TestEnvoyCompatRefused(t *testing.T) {
 	root := compatRuntime(t)
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, heldPort, _ := net.SplitHostPort(held.Addr().String())
 	for _, tc := range []struct {
 		env  string
 		want []string
 	}{
+		// A failure of the start names the variables of its flag.
+		{"GRPC_PORT=" + heldPort, []string{"address already in use", "$GRPC_HOST, $GRPC_PORT"}},
 		{"PORT=abc", []string{"$PORT", "integer"}},
 		{"SHADOW_MODE=maybe", []string{"$SHADOW_MODE", "true or false"}},
 		{"BACKEND_TYPE=memcache", []string{"$BACKEND_TYPE", "memcached"}},

@@ -36,6 +36,7 @@ type serveConfig struct {
 	AdminKeyFile string
 	logLevel     slog.Level
 	envWarnings  []string // of SLUICE_ variables that name no flag
+	compat       compat   // what --envoy-compat set, to explain errors
 }
 
 // serveLists are the flags of `sluice serve` read after parsing: lists,
@@ -62,6 +63,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		log.Warn("environment: " + w)
 	}
 	if err := runServer(ctx, c, log); err != nil {
+		err = c.compat.explain(err)
 		if c.LogFormat == "json" {
 			return logError(log, err)
 		}
@@ -154,15 +156,14 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	if c.envWarnings, err = applyEnv(fs, os.Environ()); err != nil {
 		return c, fmt.Errorf("serve: %w", err)
 	}
-	var cm compat // the compatible mode's doing, if on
 	if c.EnvoyCompat {
-		if cm, err = applyCompat(fs, os.Environ()); err != nil {
+		if c.compat, err = applyCompat(fs, os.Environ()); err != nil {
 			return c, err
 		}
-		c.envWarnings = append(c.envWarnings, cm.notes...)
+		c.envWarnings = append(c.envWarnings, c.compat.notes...)
 	}
 	if err := checkEnvoy(&c.Envoy, l.tokenFile); err != nil {
-		return c, cm.explain(err)
+		return c, c.compat.explain(err)
 	}
 	if err := c.parseLists(l); err != nil {
 		return c, err
@@ -174,7 +175,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 		}
 		c.AdminKey = strings.TrimSpace(string(b))
 	}
-	return c, cm.explain(c.check(l.regions))
+	return c, c.compat.explain(c.check(l.regions))
 }
 
 // flagSet defines the flags of `sluice serve` into c, and those read
