@@ -249,6 +249,17 @@ func TestEnvoyCompatRefused(t *testing.T) {
 		}
 	}
 
+	t.Run("LOG_FORMAT=json", func(t *testing.T) {
+		// The error at the start is a JSON line, as the rest of the log.
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		out, err := runBinary(ctx, []string{"SLUICE_ENVOY_COMPAT=true", "LOG_FORMAT=json", "PORT=abc"}, "serve", "--store", "memory")
+		var line struct{ Level, Err string }
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || json.Unmarshal([]byte(out), &line) != nil ||
+			line.Level != "ERROR" || !strings.Contains(line.Err, "$PORT") {
+			t.Errorf("%v: %q, want exit 2 and a JSON line naming $PORT", err, out)
+		}
+	})
 	t.Run("not read out of the mode", func(t *testing.T) {
 		addr := freeAddr(t)
 		startProgram(t, binary, addr, compatEnv("PORT=abc", "SHADOW_MODE=maybe", "BACKEND_TYPE=memcache", "RUNTIME_ROOT=/nowhere"),

@@ -53,7 +53,11 @@ type serveLists struct {
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parseServe(args, stdout, stderr)
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) && startLogFormat(args) == "json" {
+		format := startLogFormat(args)
+		if format == "" && c.EnvoyCompat && strings.EqualFold(os.Getenv("LOG_FORMAT"), "json") {
+			format = "json" // the reference's variable, read in this mode
+		}
+		if !errors.Is(err, flag.ErrHelp) && format == "json" {
 			return logError(newLogger(stderr, "json", slog.LevelInfo), err)
 		}
 		return err
