@@ -55,7 +55,8 @@ var (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	// Run as ratelimit, the reference's name: serve --envoy-compat.
+	if err := run(ctx, compatArgs(os.Args[0], os.Args[1:]), os.Stdout, os.Stderr); err != nil {
 		os.Exit(exitCode(err, os.Stderr)) // 2; a check denied 1 (cli.go)
 	}
 }

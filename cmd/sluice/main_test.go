@@ -141,6 +141,37 @@ func startAt(t *testing.T, addr string, args ...string) *process {
 	p.cmd = exec.Command(binary, append([]string{"serve", "--addr", p.addr}, args...)...)
 	// Static credentials for the DynamoDB emulator, as any client needs.
 	p.cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1")
+	p.launch(t)
+	// Ready when /healthz answers; an early exit fails at once.
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	scheme := "http"
+	if slices.Contains(args, "--tls-cert") { // whose certificate tls_test.go checks
+		scheme = "https"
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	}
+	deadline := time.Now().Add(patience)
+	for {
+		resp, err := client.Get(scheme + "://" + p.addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return p
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("sluice exited before serving on %s:\n%s", p.addr, p.log())
+		case <-time.After(20 * time.Millisecond): // the poll's period
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice did not serve on %s within %v:\n%s", p.addr, patience, p.log())
+		}
+	}
+}
+
+// launch starts p.cmd, its standard error read into p's logs, and kills
+// it at the test's end, logging them if the test failed.
+func (p *process) launch(t *testing.T) {
+	t.Helper()
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -166,30 +197,6 @@ func startAt(t *testing.T, addr string, args ...string) *process {
 			t.Logf("sluice logs:\n%s", p.log())
 		}
 	})
-	// Ready when /healthz answers; an early exit fails at once.
-	client := &http.Client{Timeout: 5 * time.Second}
-	defer client.CloseIdleConnections()
-	scheme := "http"
-	if slices.Contains(args, "--tls-cert") { // whose certificate tls_test.go checks
-		scheme = "https"
-		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
-	}
-	deadline := time.Now().Add(patience)
-	for {
-		resp, err := client.Get(scheme + "://" + p.addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return p
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("sluice exited before serving on %s:\n%s", p.addr, p.log())
-		case <-time.After(20 * time.Millisecond): // the poll's period
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sluice did not serve on %s within %v:\n%s", p.addr, patience, p.log())
-		}
-	}
 }
 
 func (p *process) log() string {

@@ -36,6 +36,7 @@ type serveConfig struct {
 	AdminKeyFile string
 	logLevel     slog.Level
 	envWarnings  []string // of SLUICE_ variables that name no flag
+	compat       compat   // what --envoy-compat set, to explain errors
 }
 
 // serveLists are the flags of `sluice serve` read after parsing: lists,
@@ -52,7 +53,11 @@ type serveLists struct {
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parseServe(args, stdout, stderr)
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) && startLogFormat(args) == "json" {
+		format := startLogFormat(args)
+		if format == "" && c.EnvoyCompat && strings.EqualFold(os.Getenv("LOG_FORMAT"), "json") {
+			format = "json" // the reference's variable, read in this mode
+		}
+		if !errors.Is(err, flag.ErrHelp) && format == "json" {
 			return logError(newLogger(stderr, "json", slog.LevelInfo), err)
 		}
 		return err
@@ -62,6 +67,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		log.Warn("environment: " + w)
 	}
 	if err := runServer(ctx, c, log); err != nil {
+		err = c.compat.explain(err)
 		if c.LogFormat == "json" {
 			return logError(log, err)
 		}
@@ -154,8 +160,14 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 	if c.envWarnings, err = applyEnv(fs, os.Environ()); err != nil {
 		return c, fmt.Errorf("serve: %w", err)
 	}
+	if c.EnvoyCompat {
+		if c.compat, err = applyCompat(fs, os.Environ()); err != nil {
+			return c, err
+		}
+		c.envWarnings = append(c.envWarnings, c.compat.notes...)
+	}
 	if err := checkEnvoy(&c.Envoy, l.tokenFile); err != nil {
-		return c, err
+		return c, c.compat.explain(err)
 	}
 	if err := c.parseLists(l); err != nil {
 		return c, err
@@ -167,7 +179,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 		}
 		c.AdminKey = strings.TrimSpace(string(b))
 	}
-	return c, c.check(l.regions)
+	return c, c.compat.explain(c.check(l.regions))
 }
 
 // flagSet defines the flags of `sluice serve` into c, and those read
@@ -205,6 +217,7 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.DurationVar(&c.HistorySave, "history-save", time.Minute, "how often the dashboard's history (a day of counts per minute, in --data-dir) is written, the minute in progress included: what a crash may forget of it; 1s to 1m")
 	fs.IntVar(&c.TenantLabels, "metrics-tenant-labels", 0, "label the gateway's and the decisions' metrics by tenant for the first `N` tenants seen (the rest count as \"(other)\", no tenant id; a tenant with no decision for an hour frees its place; /metrics then needs the admin key); 0 labels none")
 	registerEnvoy(fs, &c.Envoy, &l.tokenFile)
+	registerCompat(fs, &c.EnvoyCompat)
 	fs.StringVar(&c.TLS.CertFile, "tls-cert", "", "PEM `file` of the TLS certificate (and its chain) of the HTTP API and the rate limit service, with --tls-key; reloaded when it changes and on SIGHUP")
 	fs.StringVar(&c.TLS.KeyFile, "tls-key", "", "PEM `file` of the private key of --tls-cert")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback `address` to serve Go's pprof profiles on (off if empty)")

@@ -6,13 +6,17 @@
 # repository's root with VERSION, COMMIT and LDFLAGS; see
 # docs/operations.md, "Container image".
 #
-# The image holds one layer: the static binary /sluice, /etc/passwd and
+# The image holds one layer: the static binary /sluice, /bin/ratelimit, a
+# link to it (run by that name, envoyproxy/ratelimit's, sluice is `sluice
+# serve --envoy-compat`: a Deployment of the reference that runs
+# /bin/ratelimit needs only this image; docs/envoy.md), /etc/passwd and
 # /etc/group naming the user sluice (65532), Debian's CA certificates (for
 # DynamoDB over HTTPS), an empty /tmp, and /data, the pebble store's volume,
-# owned by sluice. No shell, no libc. The layer is written by GNU tar with
-# sorted names, numeric owners and the commit's time, so that one commit
-# builds the same layer; umoci makes the image of it (it needs no root), and
-# skopeo the archive.
+# owned by sluice, also the working directory (where a relative --data-dir
+# is: ratelimit's default ./sluice-data). No shell, no libc. The layer is
+# written by GNU tar with sorted names, numeric owners and the commit's
+# time, so that one commit builds the same layer; umoci makes the image of
+# it (it needs no root), and skopeo the archive.
 set -eu
 
 layout=${1:?usage: build.sh LAYOUT [ARCHIVE]}
@@ -37,19 +41,20 @@ created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 root=$work/root
-mkdir -p "$root/etc/ssl/certs" "$root/tmp" "$root/data"
+mkdir -p "$root/etc/ssl/certs" "$root/tmp" "$root/data" "$root/bin"
 
 CGO_ENABLED=0 GOOS=linux GOARCH=$GOARCH $GO build -trimpath -ldflags "$LDFLAGS -s -w" -o "$root/sluice" ./cmd/sluice
 printf 'root:x:0:0:root:/:/sbin/nologin\nsluice:x:%d:%d:sluice:/data:/sbin/nologin\n' $uid $uid >"$root/etc/passwd"
 printf 'root:x:0:\nsluice:x:%d:\n' $uid >"$root/etc/group"
+ln -s /sluice "$root/bin/ratelimit"
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
-chmod 0755 "$root/sluice" "$root/etc" "$root/etc/ssl" "$root/etc/ssl/certs"
+chmod 0755 "$root/sluice" "$root/bin" "$root/etc" "$root/etc/ssl" "$root/etc/ssl/certs"
 chmod 0644 "$root/etc/passwd" "$root/etc/group" "$root/etc/ssl/certs/ca-certificates.crt"
 chmod 1777 "$root/tmp"
 chmod 0750 "$root/data"
 
 set -- --sort=name --mtime="@$epoch" --numeric-owner --format=gnu -C "$root"
-tar --create --file "$work/layer.tar" --owner=0 --group=0 "$@" sluice etc tmp
+tar --create --file "$work/layer.tar" --owner=0 --group=0 "$@" sluice bin etc tmp
 tar --append --file "$work/layer.tar" --owner=$uid --group=$uid "$@" data
 
 rm -rf "$layout"
@@ -62,6 +67,7 @@ umoci config --image "$layout:$tag" --no-history --created "$created" \
 	--architecture "$GOARCH" --os linux \
 	--config.user "$uid:$uid" \
 	--config.entrypoint /sluice \
+	--config.workingdir /data \
 	--config.cmd serve --config.cmd --addr --config.cmd :8080 --config.cmd --data-dir --config.cmd /data \
 	--config.volume /data \
 	--config.exposedports 8080/tcp --config.exposedports 8081/tcp \

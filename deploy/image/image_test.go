@@ -8,6 +8,7 @@ package image
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/x509"
@@ -28,6 +29,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // The version and commit the test stamps into the image's binary.
@@ -73,6 +78,7 @@ func TestImage(t *testing.T) {
 			t.Errorf("without SLUICE_ADMIN_KEY: %v, %q: want a refusal naming the admin key", err, out)
 		}
 		serveImage(t, r)
+		t.Run("as ratelimit", func(t *testing.T) { serveRatelimit(t, r) })
 	})
 }
 
@@ -107,6 +113,7 @@ type ociConfig struct {
 // runConfig is how the image runs: its configuration's "config".
 type runConfig struct {
 	User         string
+	WorkingDir   string
 	Entrypoint   []string
 	Cmd          []string
 	Env          []string
@@ -173,6 +180,9 @@ func checkConfig(t *testing.T, c ociConfig) {
 	if !slices.Equal(cfg.Entrypoint, []string{"/sluice"}) {
 		t.Errorf("entrypoint %q, want [/sluice]", cfg.Entrypoint)
 	}
+	if cfg.WorkingDir != "/data" {
+		t.Errorf("working directory %q, want /data, where /bin/ratelimit's ./sluice-data is written", cfg.WorkingDir)
+	}
 	if want := []string{"serve", "--addr", ":8080", "--data-dir", "/data"}; !slices.Equal(cfg.Cmd, want) {
 		t.Errorf("cmd %q, want %q", cfg.Cmd, want)
 	}
@@ -207,27 +217,30 @@ func checkFiles(t *testing.T, img ociImage, root string) {
 	type entry struct {
 		mode     fs.FileMode
 		uid, gid int
+		link     string // a symbolic link's target
 	}
 	want := map[string]entry{
-		"sluice":                            {0o755, 0, 0},
-		"etc/":                              {fs.ModeDir | 0o755, 0, 0},
-		"etc/passwd":                        {0o644, 0, 0},
-		"etc/group":                         {0o644, 0, 0},
-		"etc/ssl/":                          {fs.ModeDir | 0o755, 0, 0},
-		"etc/ssl/certs/":                    {fs.ModeDir | 0o755, 0, 0},
-		"etc/ssl/certs/ca-certificates.crt": {0o644, 0, 0},
-		"tmp/":                              {fs.ModeDir | fs.ModeSticky | 0o777, 0, 0},
-		"data/":                             {fs.ModeDir | 0o750, uid, uid},
+		"sluice":                            {0o755, 0, 0, ""},
+		"bin/":                              {fs.ModeDir | 0o755, 0, 0, ""},
+		"bin/ratelimit":                     {fs.ModeSymlink | 0o777, 0, 0, "/sluice"},
+		"etc/":                              {fs.ModeDir | 0o755, 0, 0, ""},
+		"etc/passwd":                        {0o644, 0, 0, ""},
+		"etc/group":                         {0o644, 0, 0, ""},
+		"etc/ssl/":                          {fs.ModeDir | 0o755, 0, 0, ""},
+		"etc/ssl/certs/":                    {fs.ModeDir | 0o755, 0, 0, ""},
+		"etc/ssl/certs/ca-certificates.crt": {0o644, 0, 0, ""},
+		"tmp/":                              {fs.ModeDir | fs.ModeSticky | 0o777, 0, 0, ""},
+		"data/":                             {fs.ModeDir | 0o750, uid, uid, ""},
 	}
 	got := map[string]entry{}
 	files := unpack(t, img.layers[0], root, func(h *tar.Header) {
-		got[h.Name] = entry{h.FileInfo().Mode(), h.Uid, h.Gid}
+		got[h.Name] = entry{h.FileInfo().Mode(), h.Uid, h.Gid, h.Linkname}
 	})
 	for name, e := range got {
 		if w, ok := want[name]; !ok {
 			t.Errorf("unexpected file %s (%v) in the image: it holds only what sluice needs, no shell", name, e.mode)
 		} else if e != w {
-			t.Errorf("%s: mode %v, owner %d:%d; want %v, %d:%d", name, e.mode, e.uid, e.gid, w.mode, w.uid, w.gid)
+			t.Errorf("%s: mode %v, owner %d:%d, link %q; want %v, %d:%d, %q", name, e.mode, e.uid, e.gid, e.link, w.mode, w.uid, w.gid, w.link)
 		}
 	}
 	for name := range want {
@@ -292,10 +305,14 @@ func unpack(t *testing.T, layer, root string, seen func(*tar.Header)) map[string
 				files[h.Name] = b
 				err = os.WriteFile(path, b, 0o600)
 			}
+		case tar.TypeSymlink:
+			// Its target is read in the image's root (a chroot's, a
+			// container's), never here: os.Symlink only writes it.
+			err = os.Symlink(h.Linkname, path)
 		default:
-			t.Fatalf("%s: tar entry type %c, want only files and directories", h.Name, h.Typeflag)
+			t.Fatalf("%s: tar entry type %c, want only files, directories and links", h.Name, h.Typeflag)
 		}
-		if err == nil {
+		if err == nil && h.Typeflag != tar.TypeSymlink {
 			err = os.Chmod(path, mode&fs.ModePerm|mode&fs.ModeSticky)
 		}
 		if err == nil && os.Geteuid() == 0 {
@@ -365,6 +382,12 @@ func podman(t *testing.T, r *runner, archive string) string {
 // command returns the command running the image with env and args (the
 // image's command if none), on the host's network.
 func (r *runner) command(env []string, args ...string) *exec.Cmd {
+	return r.commandOf("", env, args...)
+}
+
+// commandOf is command with the program entry of the image in place of
+// its entrypoint, if not empty: the image's command is not given it.
+func (r *runner) commandOf(entry string, env []string, args ...string) *exec.Cmd {
 	if r.podman != nil {
 		// The runtime may not raise a limit over the host's here: podman's
 		// defaults do, so the container gets the host's open files and
@@ -376,20 +399,75 @@ func (r *runner) command(env []string, args ...string) *exec.Cmd {
 		for _, e := range env {
 			a = append(a, "--env", e)
 		}
+		if entry != "" {
+			a = append(a, "--entrypoint", entry)
+		}
 		return exec.Command(r.podman[0], append(append(a, r.image), args...)...)
 	}
-	if len(args) == 0 {
+	program := r.config.Entrypoint
+	if entry != "" {
+		program = []string{entry}
+	} else if len(args) == 0 {
 		args = r.config.Cmd
 	}
-	cmd := exec.Command(r.config.Entrypoint[0], append(r.config.Entrypoint[1:], args...)...)
+	cmd := exec.Command(program[0], append(program[1:], args...)...)
 	cmd.Env = append(slices.Clone(r.config.Env), env...)
-	cmd.Dir = "/"
+	cmd.Dir = cmp.Or(r.config.WorkingDir, "/")
 	u, g, _ := strings.Cut(r.config.User, ":")
 	uid, _ := strconv.Atoi(u)
 	gid, _ := strconv.Atoi(g)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: r.root,
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	return cmd
+}
+
+// container is a run of the image.
+type container struct {
+	cmd     *exec.Cmd
+	log     bytes.Buffer
+	exited  chan error // its exit, once; a reader that takes it puts it back
+	stopped bool
+}
+
+// startContainer starts cmd, a run of the image. At the test's end, it is
+// stopped if the test did not stop it, and its output logged if the test
+// failed.
+func startContainer(t *testing.T, cmd *exec.Cmd) *container {
+	c := &container{cmd: cmd, exited: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = &c.log, &c.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if !c.stopped {
+			// SIGTERM, which podman passes on: killed, podman would leave
+			// the container running.
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-c.exited:
+			case <-time.After(time.Minute):
+				cmd.Process.Kill()
+				<-c.exited
+			}
+		}
+		if t.Failed() {
+			t.Logf("the container's output:\n%s", c.log.String())
+		}
+	})
+	return c
+}
+
+// stop stops the container with SIGTERM, and fails the test unless it
+// exits with status 0.
+func (c *container) stop(t *testing.T) {
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	c.stopped = true
+	if err := <-c.exited; err != nil {
+		t.Errorf("after SIGTERM: %v, want a clean exit", err)
+	}
 }
 
 // serveImage runs the image's command given the admin key, off loopback
@@ -400,34 +478,10 @@ func serveImage(t *testing.T, r *runner) {
 	// The image's command with its address moved off :8080, which another
 	// run may hold on this host's network; the last --addr wins.
 	args := append(slices.Clone(r.config.Cmd), "--addr", "0.0.0.0:"+port)
-	var log bytes.Buffer
-	cmd := r.command([]string{"SLUICE_ADMIN_KEY=" + adminKey}, args...)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	defer func() {
-		if !stopped {
-			// SIGTERM, which podman passes on: killed, podman would leave
-			// the container running.
-			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(time.Minute):
-				cmd.Process.Kill()
-				<-exited
-			}
-		}
-		if t.Failed() {
-			t.Logf("the container's output:\n%s", log.String())
-		}
-	}()
+	c := startContainer(t, r.command([]string{"SLUICE_ADMIN_KEY=" + adminKey}, args...))
 
 	base := "http://127.0.0.1:" + port
-	if err := waitHealthy(base+"/healthz", exited); err != nil {
+	if err := waitHealthy(base+"/healthz", c.exited); err != nil {
 		t.Fatal(err)
 	}
 	if code, _ := call(t, "GET", base+"/readyz", "", ""); code != http.StatusOK {
@@ -443,13 +497,49 @@ func serveImage(t *testing.T, r *runner) {
 		}
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	c.stop(t)
+}
+
+// serveRatelimit runs the image as a Deployment of envoyproxy/ratelimit
+// does, /bin/ratelimit with the reference's variables alone, and checks
+// that it serves the compatible mode: gRPC health under "ratelimit",
+// /healthcheck and /json on the HTTP port, decisions with the store in
+// /data, and, without an admin key, nothing of Sluice's HTTP API.
+func serveRatelimit(t *testing.T, r *runner) {
+	httpPort, grpcPort := freePort(t), freePort(t)
+	// The configuration's directory, /tmp: empty.
+	env := []string{"PORT=" + httpPort, "GRPC_PORT=" + grpcPort, "RUNTIME_ROOT=/", "RUNTIME_APPDIRECTORY=tmp", "USE_STATSD=false"}
+	c := startContainer(t, r.commandOf("/bin/ratelimit", env))
+	base := "http://127.0.0.1:" + httpPort
+	if err := waitHealthy(base+"/healthcheck", c.exited); err != nil {
 		t.Fatal(err)
 	}
-	stopped = true
-	if err := <-exited; err != nil {
-		t.Errorf("after SIGTERM: %v, want a clean exit", err)
+	if code, body := call(t, "GET", base+"/healthcheck", "", ""); code != http.StatusOK || body != "OK" {
+		t.Errorf("/healthcheck: %d %q, want 200 OK", code, body)
 	}
+	if code, _ := call(t, "GET", base+"/readyz", "", ""); code != http.StatusOK {
+		t.Errorf("/readyz: %d, want 200 (the pebble store in /data)", code)
+	}
+	code, body := call(t, "POST", base+"/json", "", `{"domain": "none", "descriptors": [{"entries": [{"key": "k", "value": "v"}]}]}`)
+	var resp struct{ OverallCode string }
+	if json.Unmarshal([]byte(body), &resp); code != http.StatusOK || resp.OverallCode != "OK" {
+		t.Errorf("/json: %d %s, want 200 and overallCode OK", code, body)
+	}
+	if code, body := call(t, "POST", base+"/v1/check", "", `{}`); code != http.StatusNotFound {
+		t.Errorf("Sluice's API without an admin key: %d %s, want 404", code, body)
+	}
+
+	conn, err := grpc.NewClient("127.0.0.1:"+grpcPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "ratelimit"}); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("gRPC health of ratelimit: %v %v, want SERVING", h, err)
+	}
+	c.stop(t)
 }
 
 // waitHealthy waits for url to answer 200, or for the process to exit

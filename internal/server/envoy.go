@@ -173,6 +173,7 @@ func (c envoyConfig) named(policy string) bool { return c.current().HasPolicy(po
 
 // rlsServer is the running gRPC server, or nothing.
 type rlsServer struct {
+	svc  *envoyrls.Service // also POST /json's (envoyhttp.go)
 	gs   *grpc.Server
 	hs   *health.Server
 	once sync.Once
@@ -227,6 +228,7 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	opts = append(opts, grpc.NumStreamWorkers(uint32(workers)),
 		grpc.ChainUnaryInterceptor(m.UnaryInterceptor), grpc.ChainStreamInterceptor(m.StreamInterceptor),
 		grpc.UnknownServiceHandler(unknown))
+	r.svc = svc
 	r.gs, r.hs = envoyrls.NewServer(svc, f.Token, opts...)
 	cfg.health.serve(r.hs)
 	m.Known(r.gs.GetServiceInfo())

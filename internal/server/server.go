@@ -71,6 +71,7 @@ type Config struct {
 	TenantLabels    int            // --metrics-tenant-labels
 	HistorySave     time.Duration  // --history-save: how often the dashboard's history is written
 	Envoy           EnvoyConfig    // --grpc-addr and the --envoy-* flags
+	EnvoyCompat     bool           // --envoy-compat: envoyproxy/ratelimit's /healthcheck and /json on --addr (envoyhttp.go)
 	TLS             TLSConfig      // --tls-cert, --tls-key; empty: plain HTTP and gRPC
 	Pseudonyms      bool           // --pseudonymise-keys (docs/privacy.md)
 	KeySecretFile   string         // --key-secret-file; empty: $SLUICE_KEY_SECRET
@@ -127,7 +128,8 @@ type Server struct {
 // store and listens on c.Addr, logging to log. ctx bounds the store's
 // opening. On error, what it opened is closed.
 func New(ctx context.Context, c Config, log *slog.Logger) (*Server, error) {
-	if !loopback.Addr(c.Addr) && c.AdminKey == "" {
+	// The compatible mode serves its own routes alone then (envoyhttp.go).
+	if !loopback.Addr(c.Addr) && c.AdminKey == "" && !c.EnvoyCompat {
 		return nil, fmt.Errorf("serve: refusing to listen on %s, off loopback, without an admin key: set --admin-key, $SLUICE_ADMIN_KEY or --admin-key-file", c.Addr)
 	}
 	keyer, err := c.keyer()
@@ -285,7 +287,7 @@ func (s *Server) assemble() error {
 	}
 	s.ins = insighthttp.New(insighthttp.Options{Insight: s.rec, States: s.eng, Tenancy: s.tenants, Cluster: s.clu,
 		GatewayStats: s.gw.Stats, GatewayRefusals: s.gwMetrics.Refusals, Logger: s.log})
-	s.srv = s.httpServer(s.api())
+	s.srv = s.httpServer(s.envoyFront(s.api()))
 	return nil
 }
 
@@ -359,7 +361,7 @@ func (s *Server) api() *httpapi.Handler {
 }
 
 // httpServer serves api, logging each request, counting those in flight.
-func (s *Server) httpServer(api *httpapi.Handler) *http.Server {
+func (s *Server) httpServer(api http.Handler) *http.Server {
 	srv := &http.Server{
 		Handler: requestLog(s.log, requestMetrics(s.front.http, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.inflight.Add(1)
