@@ -3,6 +3,7 @@ package insight
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -426,53 +427,145 @@ func TestKeySampleTable(t *testing.T) {
 
 // Try runs while decisions arrive, keys are coarsened and expire, and p
 // halves: every answer is consistent, and the race detector sees no race.
+//
+// The two tenants' adders take turns by a token, a decision each, so that
+// the sample goes through the same states whatever the scheduler does:
+// the clock is virtual, moved by the decisions, and an adder left waiting
+// for a span's decisions of the other would be a tenant that stopped for
+// a span (its hot key swept, and back under p, never seen again: the
+// sample may then hold one hot key or none, and need not coarsen either:
+// TestKeySampleMissesHotKeysUnderP).
+// Every thousand decisions the adders wait for a try begun after: some
+// try sees the sample at each stage, p halved and the hot keys coarsened
+// (about 7 s in) included, however slowly the tries run.
 func TestKeySampleTryWhileAdding(t *testing.T) {
+	const (
+		decisions  = 60_000 // a minute: six spans, so that keys expire
+		checkpoint = 1_000
+	)
 	s := NewKeySample(10*time.Second, 2_000)
 	t0 := time.Unix(3_000_000, 0)
-	var clock atomic.Int64
-	done := make(chan struct{})
+	var tries atomic.Int64 // tries finished
+	turn := [2]chan int{make(chan int, 1), make(chan int, 1)}
+	stop := make(chan struct{})  // the test gave up: adders return
+	added := make(chan struct{}) // the adders are done
 	var wg sync.WaitGroup
 	for g := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), 9))
-			for i := 0; ; i++ {
+			for {
+				var i int
 				select {
-				case <-done:
+				case i = <-turn[g]:
+				case <-stop:
 					return
-				default:
 				}
-				now := t0.Add(time.Duration(clock.Add(int64(time.Millisecond))))
+				if i == decisions {
+					turn[1-g] <- i // the other returns too
+					return
+				}
+				if i%checkpoint == 0 {
+					for seen := tries.Load(); tries.Load() < seen+2; { // a try begun after this point finished
+						select {
+						case <-stop:
+							return
+						default:
+							runtime.Gosched()
+						}
+					}
+				}
 				key := "hot" // most decisions: the hot keys outgrow their share and are coarsened
 				if r.IntN(4) == 0 {
 					key = fmt.Sprint("k", r.IntN(20_000))
 				}
-				s.Add(now, fmt.Sprint("t", g), key, 1+r.Int64N(2))
+				s.Add(t0.Add(time.Duration(i+1)*time.Millisecond), fmt.Sprint("t", g), key, 1+r.Int64N(2))
+				turn[1-g] <- i + 1
 			}
 		}()
 	}
+	go func() { wg.Wait(); close(added) }()
+	defer func() { close(stop); <-added }()
+	turn[0] <- 0
 	p := &sluice.Policy{Name: "api", Algorithm: sluice.TokenBucket, Limit: 10, Window: time.Second}
-	tries, halved, coarse := 0, false, false
-	// Three spans at least, so that keys expire, and on until some try
-	// has seen p halved and a key coarsened (how far the adders get
-	// between two tries depends on the machine), up to 300 s of decisions.
-	for ; tries < 20 || clock.Load() < int64(30*time.Second) || !(halved && coarse) && clock.Load() < int64(300*time.Second); tries++ {
+	n, halved, coarse := 0, false, false
+	for running := true; running; n++ {
+		select {
+		case <-added:
+			running = false // a last try, on the whole minute
+		default:
+		}
 		got := s.Try(p, "", time.Time{}, 3)
-		halved, coarse = halved || got.Rate < 1, coarse || got.Coarse > 0
 		if got.Coarse > got.Events || got.Keys > got.Events || got.Heavy > heavyKeys || got.Bytes > got.Bound || float64(got.DeniedSampled) > float64(got.Events) {
 			t.Errorf("try: %+v", got)
 		}
-		if one := s.Try(p, "t1", time.Time{}, 3); one.Events > got.Events+200_000 {
-			t.Errorf("one tenant: %+v", one)
+		if one := s.Try(p, "t1", time.Time{}, 3); one.Events > got.Events+2*checkpoint || one.Keys > got.Keys+2*checkpoint {
+			t.Errorf("one tenant: %+v, both %+v", one, got)
+		}
+		halved, coarse = halved || got.Rate < 1, coarse || got.Coarse > 0
+		tries.Add(1)
+	}
+	if !halved || !coarse || n < decisions/checkpoint {
+		t.Errorf("over %d tries, halved p: %v, coarsened a key: %v; want both seen while tried, a try each %d decisions", n, halved, coarse, checkpoint)
+	}
+}
+
+// A key that p leaves out is not seen again, however heavy it turns (the
+// package doc), and a key that stops for a span leaves the sample: a hot
+// key that stops for a span and comes back with its hash under p is
+// missed, as is one that first decides after p halved. With both hot keys
+// missed the sample holds light keys only, within its bound, and coarsens
+// nothing. TestKeySampleTryWhileAdding's adders came to this when the
+// scheduler ran one alone for a while (its decisions move the virtual
+// clock: to the sample the other tenant stopped).
+func TestKeySampleMissesHotKeysUnderP(t *testing.T) {
+	s := NewKeySample(10*time.Second, 2_000)
+	// Keys of level 0, left out once p halves: one name in two.
+	hotKey := func(tenant string) string {
+		for i := 0; ; i++ {
+			if k := fmt.Sprint("hot", i); level(maphash.Bytes(s.seed, []byte(keyID(tenant, k)))) == 0 {
+				return k
+			}
 		}
 	}
-	close(done)
-	wg.Wait()
-	// How far the adders got between two tries depends on the machine's
-	// load: what counts is that some try saw each.
-	if !halved || !coarse {
-		t.Errorf("over %d tries, halved p: %v, coarsened a key: %v; want both seen while tried", tries, halved, coarse)
+	hot := [2]string{hotKey("t0"), hotKey("t1")}
+	r := [2]*rand.Rand{rand.New(rand.NewPCG(0, 9)), rand.New(rand.NewPCG(1, 9))}
+	t0 := time.Unix(3_000_000, 0)
+	i := 0
+	add := func(g int) {
+		key := hot[g]
+		if r[g].IntN(4) == 0 {
+			key = fmt.Sprint("k", r[g].IntN(20_000))
+		}
+		i++
+		s.Add(t0.Add(time.Duration(i)*time.Millisecond), fmt.Sprint("t", g), key, 1+r[g].Int64N(2))
+	}
+	p := &sluice.Policy{Name: "api", Algorithm: sluice.TokenBucket, Limit: 10, Window: time.Second}
+	for i < 3_000 { // t1 alone for 3 s: its hot key held, heavy; p halves
+		add(1)
+	}
+	if got := s.Try(p, "t1", time.Time{}, 1); got.Rate == 1 || got.Heavy == 0 || got.Events < 2_000 || got.Coarse > 0 {
+		t.Fatalf("t1 alone: %+v, want p halved and its hot key held exact", got)
+	}
+	for i < 14_000 { // then t0 alone for 11 s: its hot key missed, t1's swept
+		add(0)
+	}
+	n := 74_000 // then both by turns, a minute
+	if raceOn {
+		n = 34_000
+	}
+	for i < n {
+		add(i % 2)
+		if i%1000 != 0 {
+			continue
+		}
+		// A tenant's light decisions of a span are about 1,250, its hot
+		// key's 3,750.
+		all, t0s, t1s := s.Try(p, "", time.Time{}, 1), s.Try(p, "t0", time.Time{}, 1), s.Try(p, "t1", time.Time{}, 1)
+		if all.Rate == 1 || all.Coarse > 0 || all.Bytes > all.Bound || t0s.Events > 2_000 || t1s.Events > 2_000 {
+			t.Fatalf("at %v: %+v; t0 %+v; t1 %+v: want both hot keys missed, nothing coarse, within the bound", time.Duration(i)*time.Millisecond, all, t0s, t1s)
+		}
 	}
 }
 
