@@ -3,8 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -64,7 +71,7 @@ type suiteCase struct {
 	window int64             // seconds: the requests run within one window of this length, anew with fresh values otherwise
 	anchor string            // the docs/envoy.md anchor documenting the default mode's difference
 	fails  string            // serve refuses to start, its log naming this
-	burn   bool              // compat: the reference's counting, which burns denied hits (--envoy-counting reference)
+	burn   bool              // compat: the reference's counting burns denied hits (the engine's Burn, --envoy-counting reference)
 	steps  []step
 }
 
@@ -208,7 +215,8 @@ func (c *suiteCase) needed(mode string) []string {
 	}
 	if mode == modeCompat {
 		needs = append(needs, "envoy-compat")
-		if c.burn {
+		if c.burn || c.anchor != "" {
+			// The reference's counting: where the modes differ, it decides.
 			needs = append(needs, "envoy-counting")
 		}
 		for k := range c.env {
@@ -349,14 +357,14 @@ func (c *suiteCase) run(t *testing.T, mode string) {
 	case "":
 		argv = append(argv, "--store", "memory")
 	default:
-		r.redis = startRedis(t, c.redis == "auth")
+		r.redis = startRedis(t, c.redis)
 		if mode == modeCompat {
-			env = append(env, "BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+r.redis.addr)
-			if r.redis.password != "" {
-				env = append(env, "REDIS_AUTH="+r.redis.password)
-			}
+			env = append(env, r.redis.env()...)
 		} else {
 			argv = append(argv, "--store", "redis", "--redis-url", r.redis.url())
+			if r.redis.ca != "" {
+				argv = append(argv, "--redis-ca", r.redis.ca)
+			}
 		}
 	}
 	argv = append(argv, "--data-dir", filepath.Join(root, "data"), "--config-poll", "100ms")
@@ -689,54 +697,168 @@ func stopRedis(r *suiteRun) error {
 	return nil
 }
 
-// redisServer is a redis-server of one test's own.
+// redisServer is a redis-server of one test's own: standalone, with a
+// password, over TLS, a Cluster of one node, or behind a Sentinel.
 type redisServer struct {
-	addr     string
+	kind     string
+	addr     string // the server's (the sentinel's for "sentinel")
 	password string
-	cmd      *exec.Cmd
+	ca       string // the CA's PEM file, over TLS
+	procs    []*exec.Cmd
 	once     sync.Once
 }
 
+// url is the server's --redis-url.
 func (s *redisServer) url() string {
+	user := ""
 	if s.password != "" {
-		return "redis://:" + s.password + "@" + s.addr
+		user = ":" + s.password + "@"
 	}
-	return "redis://" + s.addr
+	switch s.kind {
+	case "tls":
+		return "rediss://" + user + s.addr
+	case "cluster":
+		return "redis+cluster://" + user + s.addr
+	case "sentinel":
+		// go-redis: the user information is the sentinels', the
+		// password query the server's.
+		return "redis://" + s.addr + "?master_name=suite&password=" + s.password
+	}
+	return "redis://" + user + s.addr
+}
+
+// env is the reference's variables for the server.
+func (s *redisServer) env() []string {
+	env := []string{"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + s.addr}
+	if s.password != "" {
+		env = append(env, "REDIS_AUTH="+s.password)
+	}
+	switch s.kind {
+	case "tls":
+		env = append(env, "REDIS_TLS=true", "REDIS_TLS_CACERT="+s.ca)
+	case "cluster":
+		env = append(env, "REDIS_TYPE=cluster")
+	case "sentinel":
+		env = append(env, "REDIS_TYPE=sentinel", "REDIS_URL=suite,"+s.addr)
+	}
+	return env
 }
 
 func (s *redisServer) stop() {
 	s.once.Do(func() {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
+		for _, p := range s.procs {
+			p.Process.Kill()
+			p.Wait()
+		}
 	})
 }
 
-// startRedis starts a redis-server (Debian's) on a free port, with a
-// password if auth, keeping nothing on disk.
-func startRedis(t *testing.T, auth bool) *redisServer {
+// startRedis starts a redis-server (Debian's) of a kind, on free ports,
+// keeping nothing on disk: "plain"; "auth", with a password; "tls", with
+// a password, over TLS only; "cluster", a Redis Cluster of one node that
+// holds every slot, with a password; "sentinel", a server with a password
+// and a Sentinel that watches it.
+func startRedis(t *testing.T, kind string) *redisServer {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server: %v", err)
 	}
-	s := &redisServer{addr: freeAddr(t)}
+	dir := t.TempDir()
+	s := &redisServer{kind: kind, addr: freeAddr(t)}
+	t.Cleanup(s.stop)
 	_, port, _ := net.SplitHostPort(s.addr)
-	args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir()}
-	if auth {
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}
+	if kind != "plain" {
 		s.password = "suite-secret-" + strconv.Itoa(os.Getpid())
-		args = append(args, "--requirepass", s.password)
+		args = append(args, "--requirepass", s.password, "--masterauth", s.password)
 	}
-	s.cmd = exec.Command(bin, args...)
-	if err := s.cmd.Start(); err != nil {
+	switch kind {
+	case "tls":
+		cert, key := writeTLSFiles(t, dir)
+		s.ca = cert // self-signed: its own CA
+		args = append(args, "--port", "0", "--tls-port", port, "--tls-cert-file", cert, "--tls-key-file", key,
+			"--tls-ca-cert-file", cert, "--tls-auth-clients", "no")
+	case "cluster":
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
+	}
+	s.spawn(t, bin, args...)
+	// cli asks redis-cli, with the password if auth.
+	cli := func(port string, auth bool, a ...string) string {
+		base := []string{"-h", "127.0.0.1", "-p", port, "--no-auth-warning"}
+		if auth {
+			base = append(base, "-a", s.password)
+		}
+		out, _ := exec.Command("redis-cli", append(base, a...)...).CombinedOutput()
+		return string(out)
+	}
+	switch kind {
+	case "cluster":
+		cli(port, true, "cluster", "addslotsrange", "0", "16383")
+		waitFor(t, "the cluster", func() bool { return strings.Contains(cli(port, true, "cluster", "info"), "cluster_state:ok") })
+	case "sentinel":
+		s.addr = freeAddr(t)
+		_, sport, _ := net.SplitHostPort(s.addr)
+		conf := filepath.Join(dir, "sentinel.conf")
+		body := fmt.Sprintf("port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor suite 127.0.0.1 %s 1\nsentinel auth-pass suite %s\n", sport, dir, port, s.password)
+		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s.spawn(t, bin, conf, "--sentinel")
+		waitFor(t, "the sentinel", func() bool {
+			return strings.Contains(cli(sport, false, "sentinel", "get-master-addr-by-name", "suite"), port)
+		})
+	}
+	return s
+}
+
+// spawn starts a redis process and waits until it takes connections.
+func (s *redisServer) spawn(t *testing.T, bin string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.stop)
-	waitFor(t, "redis-server on "+s.addr, func() bool {
-		c, err := net.Dial("tcp", s.addr)
+	s.procs = append(s.procs, cmd)
+	addr := s.addr
+	waitFor(t, "redis on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
 	})
-	return s
+}
+
+// writeTLSFiles writes a self-signed certificate for 127.0.0.1 and its
+// key, in PEM, and returns their files.
+func writeTLSFiles(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "suite redis"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "redis.crt"), filepath.Join(dir, "redis.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }
