@@ -397,6 +397,16 @@ var envoySuite = []suiteCase{
 	basicCase("TestBasicReloadConfig/BasicWithoutWatchRoot", map[string]string{"RUNTIME_WATCH_ROOT": "false"}, false),
 	{name: "integration/TestBasicReloadConfig/ReloadWithoutWatchRoot", config: "basic", modes: bothModes,
 		env: map[string]string{"RUNTIME_WATCH_ROOT": "false"}, steps: reloadSteps},
+	// The four subtests of TestReloadGRPCServerCerts, in order: the
+	// reference's GRPC_SERVER_TLS_* are Sluice's --tls-cert and --tls-key
+	// (the compatible mode does not map those variables: docs/envoy.md).
+	{name: "integration/TestReloadGRPCServerCerts", config: "basic", modes: []string{modeDefault}, tls: true, steps: []step{
+		act("WithInitialCert", tlsHandshake("a", true)),
+		act("WithNewCertFail", tlsHandshake("b", false)),
+		act("the certificate is replaced", swapCertificate),
+		act("WithNewCertOK", tlsHandshake("b", true)),
+		act("WithInitialCertFail", tlsHandshake("a", false)),
+	}},
 	{name: "integration/TestShareThreshold", config: "share", modes: bothModes, steps: shareSteps},
 	{name: "integration/TestBasicConfigMemcache (refused)", config: "basic", modes: []string{modeCompat},
 		env: map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "127.0.0.1:11211"}, fails: "BACKEND_TYPE"},

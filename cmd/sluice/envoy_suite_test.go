@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -71,6 +72,7 @@ type suiteCase struct {
 	window int64             // seconds: the requests run within one window of this length, anew with fresh values otherwise
 	anchor string            // the docs/envoy.md anchor documenting the default mode's difference
 	fails  string            // serve refuses to start, its log naming this
+	tls    bool              // default: --tls-cert and --tls-key, a certificate of the run's own, replaceable by another
 	burn   bool              // compat: the reference's counting burns denied hits (the engine's Burn, --envoy-counting reference)
 	steps  []step
 }
@@ -160,6 +162,7 @@ type suiteRun struct {
 	redis    *redisServer
 	u        string // the attempt's token
 	turns    int64  // windows the attempt waited to turn
+	tlsDir   string // with tls: the live certificate, and a and b, two certificates
 }
 
 var serveHelp = sync.OnceValues(func() (string, error) {
@@ -366,6 +369,17 @@ func (c *suiteCase) run(t *testing.T, mode string) {
 				argv = append(argv, "--redis-ca", r.redis.ca)
 			}
 		}
+	}
+	if c.tls {
+		r.tlsDir = filepath.Join(root, "tls")
+		for _, d := range []string{"a", "b"} {
+			if err := os.MkdirAll(filepath.Join(r.tlsDir, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeSelfSigned(t, filepath.Join(r.tlsDir, d))
+		}
+		copyDir(t, filepath.Join(r.tlsDir, "a"), r.tlsDir)
+		argv = append(argv, "--tls-cert", filepath.Join(r.tlsDir, "cert.pem"), "--tls-key", filepath.Join(r.tlsDir, "key.pem"))
 	}
 	argv = append(argv, "--data-dir", filepath.Join(root, "data"), "--config-poll", "100ms")
 	p, err := launch(t, r.httpAddr, env, argv...)
@@ -691,6 +705,53 @@ func httpCall(method, path, body string, wantCode int, wantBody string) func(r *
 	}
 }
 
+// tlsHandshake checks that a TLS handshake with the gRPC address, as a
+// client trusting only certificate a or b, succeeds or fails, polling
+// until it does (a replaced certificate is read on change).
+func tlsHandshake(trust string, wantOK bool) func(r *suiteRun) error {
+	return func(r *suiteRun) error {
+		pemBytes, err := os.ReadFile(filepath.Join(r.tlsDir, trust, "cert.pem"))
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pemBytes)
+		deadline := time.Now().Add(patience)
+		for {
+			d := &net.Dialer{Timeout: 5 * time.Second}
+			conn, err := tls.DialWithDialer(d, "tcp", r.grpcAddr, &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}})
+			if err == nil {
+				conn.Close()
+			}
+			if (err == nil) == wantOK {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("trusting %s: %v; want success %v", trust, err, wantOK)
+			}
+			time.Sleep(50 * time.Millisecond) // the poll's period
+		}
+	}
+}
+
+// swapCertificate replaces the live certificate and key by b's, by
+// renames, as the reference's test does.
+func swapCertificate(r *suiteRun) error {
+	for _, f := range []string{"cert.pem", "key.pem"} {
+		if err := os.Rename(filepath.Join(r.tlsDir, "b", f), filepath.Join(r.tlsDir, f)); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(filepath.Join(r.tlsDir, f)) // b's, kept to trust
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(r.tlsDir, "b", f), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // stopRedis stops the case's redis-server: the store fails.
 func stopRedis(r *suiteRun) error {
 	r.redis.stop()
@@ -775,7 +836,7 @@ func startRedis(t *testing.T, kind string) *redisServer {
 	}
 	switch kind {
 	case "tls":
-		cert, key := writeTLSFiles(t, dir)
+		cert, key := writeSelfSigned(t, dir)
 		s.ca = cert // self-signed: its own CA
 		args = append(args, "--port", "0", "--tls-port", port, "--tls-cert-file", cert, "--tls-key-file", key,
 			"--tls-ca-cert-file", cert, "--tls-auth-clients", "no")
@@ -830,9 +891,9 @@ func (s *redisServer) spawn(t *testing.T, bin string, args ...string) {
 	})
 }
 
-// writeTLSFiles writes a self-signed certificate for 127.0.0.1 and its
-// key, in PEM, and returns their files.
-func writeTLSFiles(t *testing.T, dir string) (certFile, keyFile string) {
+// writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its
+// key, in PEM (cert.pem, key.pem), and returns their files.
+func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -853,7 +914,7 @@ func writeTLSFiles(t *testing.T, dir string) (certFile, keyFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile = filepath.Join(dir, "redis.crt"), filepath.Join(dir, "redis.key")
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
