@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	ratelimitpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -100,6 +101,18 @@ func redisCase(name string, env map[string]string, redis string) suiteCase {
 	c := basicCase(name, env, false)
 	c.redis = redis
 	return c
+}
+
+// redisVariants are the four variants of an integration test on a Redis
+// of a kind: with or without a per-second Redis and a local cache, which
+// a single store makes the same.
+func redisVariants(test, kind, suffix string) []suiteCase {
+	return []suiteCase{
+		redisCase(test+"/WithoutPerSecondRedis"+suffix, nil, kind),
+		redisCase(test+"/WithPerSecondRedis"+suffix, perSecondEnv, kind),
+		redisCase(test+"/WithoutPerSecondRedis"+suffix+"WithLocalCache", localOn, kind),
+		redisCase(test+"/WithPerSecondRedis"+suffix+"WithLocalCache", with(perSecondEnv, localOn), kind),
+	}
 }
 
 var (
@@ -362,12 +375,25 @@ func limiterBurnCase(name string, steps ...step) suiteCase {
 	return c
 }
 
+// badConfig is a config test of a file the reference refuses: serve
+// refuses to start, naming what.
+func badConfig(test, dir, what string) suiteCase {
+	return suiteCase{name: "config/" + test, config: "bad/" + dir, modes: bothModes, fails: what}
+}
+
 // jsonBody is a RateLimitRequest in protojson.
 func jsonBody(domain, key, value string) string {
 	return fmt.Sprintf(`{"domain":%q,"descriptors":[{"entries":[{"key":%q,"value":%q}]}]}`, domain, key, value)
 }
 
-var envoySuite = []suiteCase{
+var envoySuite = slices.Concat(suiteCases,
+	redisVariants("TestBasicAuthConfig", "auth", "Auth"),
+	redisVariants("TestBasicTLSConfig", "tls", "TLS"),
+	redisVariants("TestBasicAuthConfigWithRedisCluster", "cluster", "Auth"),
+	redisVariants("TestBasicAuthConfigWithRedisSentinel", "sentinel", "Auth"),
+)
+
+var suiteCases = []suiteCase{
 	// I. test/integration/integration_test.go
 	basicCase("TestBasicConfig/WithoutPerSecondRedis", nil, false),
 	basicCase("TestBasicConfig/WithPerSecondRedis", perSecondEnv, false),
@@ -378,22 +404,6 @@ var envoySuite = []suiteCase{
 	basicCase("TestBasicConfig/WithPerSecondRedisWithstopCacheKeyIncrementWhenOverlimitConfig", with(perSecondEnv, stopOn), true),
 	basicCase("TestBasicConfig/WithoutPerSecondRedisWithLocalCacheAndstopCacheKeyIncrementWhenOverlimitConfig", with(localOn, stopOn), true),
 	basicCase("TestBasicConfig/WithPerSecondRedisWithLocalCacheAndstopCacheKeyIncrementWhenOverlimitConfig", with(perSecondEnv, localOn, stopOn), true),
-	redisCase("TestBasicAuthConfig/WithoutPerSecondRedisAuth", nil, "auth"),
-	redisCase("TestBasicAuthConfig/WithPerSecondRedisAuth", perSecondEnv, "auth"),
-	redisCase("TestBasicAuthConfig/WithoutPerSecondRedisAuthWithLocalCache", localOn, "auth"),
-	redisCase("TestBasicAuthConfig/WithPerSecondRedisAuthWithLocalCache", with(perSecondEnv, localOn), "auth"),
-	redisCase("TestBasicTLSConfig/WithoutPerSecondRedisTLS", nil, "tls"),
-	redisCase("TestBasicTLSConfig/WithPerSecondRedisTLS", perSecondEnv, "tls"),
-	redisCase("TestBasicTLSConfig/WithoutPerSecondRedisTLSWithLocalCache", localOn, "tls"),
-	redisCase("TestBasicTLSConfig/WithPerSecondRedisTLSWithLocalCache", with(perSecondEnv, localOn), "tls"),
-	redisCase("TestBasicAuthConfigWithRedisCluster/WithoutPerSecondRedisAuth", nil, "cluster"),
-	redisCase("TestBasicAuthConfigWithRedisCluster/WithPerSecondRedisAuth", perSecondEnv, "cluster"),
-	redisCase("TestBasicAuthConfigWithRedisCluster/WithoutPerSecondRedisAuthWithLocalCache", localOn, "cluster"),
-	redisCase("TestBasicAuthConfigWithRedisCluster/WithPerSecondRedisAuthWithLocalCache", with(perSecondEnv, localOn), "cluster"),
-	redisCase("TestBasicAuthConfigWithRedisSentinel/WithoutPerSecondRedisAuth", nil, "sentinel"),
-	redisCase("TestBasicAuthConfigWithRedisSentinel/WithPerSecondRedisAuth", perSecondEnv, "sentinel"),
-	redisCase("TestBasicAuthConfigWithRedisSentinel/WithoutPerSecondRedisAuthWithLocalCache", localOn, "sentinel"),
-	redisCase("TestBasicAuthConfigWithRedisSentinel/WithPerSecondRedisAuthWithLocalCache", with(perSecondEnv, localOn), "sentinel"),
 	basicCase("TestBasicReloadConfig/BasicWithoutWatchRoot", map[string]string{"RUNTIME_WATCH_ROOT": "false"}, false),
 	{name: "integration/TestBasicReloadConfig/ReloadWithoutWatchRoot", config: "basic", modes: bothModes,
 		env: map[string]string{"RUNTIME_WATCH_ROOT": "false"}, steps: reloadSteps},
@@ -479,19 +489,19 @@ var envoySuite = []suiteCase{
 		askOnce("a domain not configured: ignored", rq("elsewhere", dl(1, typepb.RateLimitUnit_HOUR, "anything", "x")), allow(noRule())),
 		askOnce("again: nothing was counted", rq("elsewhere", dl(1, typepb.RateLimitUnit_HOUR, "anything", "x")), allow(noRule())),
 	}},
-	{name: "config/TestEmptyDomain", config: "bad/empty-domain", modes: bothModes, fails: "empty-domain.yaml"},
-	{name: "config/TestDuplicateDomain", config: "bad/dup-domain", modes: bothModes, fails: "twice"},
-	{name: "config/TestEmptyKey", config: "bad/empty-key", modes: bothModes, fails: "empty-key.yaml"},
-	{name: "config/TestDuplicateKey", config: "bad/dup-key", modes: bothModes, fails: "dup-key.yaml"},
-	{name: "config/TestBadLimitUnit", config: "bad/bad-unit", modes: bothModes, fails: "bad-unit.yaml"},
-	{name: "config/TestReplacesSelf", config: "bad/replaces-self", modes: bothModes, fails: "replaces-self.yaml"},
-	{name: "config/TestReplacesEmpty", config: "bad/replaces-empty", modes: bothModes, fails: "replaces-empty.yaml"},
-	{name: "config/TestBadYaml", config: "bad/bad-yaml", modes: bothModes, fails: "bad-yaml.yaml"},
-	{name: "config/TestMisspelledKey", config: "bad/misspelled", modes: bothModes, fails: "misspelled.yaml"},
-	{name: "config/TestMisspelledKey/second file", config: "bad/misspelled2", modes: bothModes, fails: "misspelled2.yaml"},
-	{name: "config/TestNonStringKey", config: "bad/non-string-key", modes: bothModes, fails: "non-string-key.yaml"},
-	{name: "config/TestNonMapList", config: "bad/non-map-list", modes: bothModes, fails: "non-map-list.yaml"},
-	{name: "config/TestUnlimitedWithRateLimitUnit", config: "bad/unlimited-unit", modes: bothModes, fails: "unlimited-unit.yaml"},
+	badConfig("TestEmptyDomain", "empty-domain", "empty-domain.yaml"),
+	badConfig("TestDuplicateDomain", "dup-domain", "twice"),
+	badConfig("TestEmptyKey", "empty-key", "empty-key.yaml"),
+	badConfig("TestDuplicateKey", "dup-key", "dup-key.yaml"),
+	badConfig("TestBadLimitUnit", "bad-unit", "bad-unit.yaml"),
+	badConfig("TestReplacesSelf", "replaces-self", "replaces-self.yaml"),
+	badConfig("TestReplacesEmpty", "replaces-empty", "replaces-empty.yaml"),
+	badConfig("TestBadYaml", "bad-yaml", "bad-yaml.yaml"),
+	badConfig("TestMisspelledKey", "misspelled", "misspelled.yaml"),
+	badConfig("TestMisspelledKey/second file", "misspelled2", "misspelled2.yaml"),
+	badConfig("TestNonStringKey", "non-string-key", "non-string-key.yaml"),
+	badConfig("TestNonMapList", "non-map-list", "non-map-list.yaml"),
+	badConfig("TestUnlimitedWithRateLimitUnit", "unlimited-unit", "unlimited-unit.yaml"),
 	{name: "config/TestShadowModeConfig", config: "shadow-config", modes: bothModes, window: 60, steps: []step{
 		ask("a shadow rule", 2, rq("dim", desc("lamp", "{u}")), func(i int) answer { return allow(okSt(1, uMin, 0)) }),
 		ask("a nested shadow rule", 2, rq("dim", desc("room", "{u}", "lamp", "x")), func(i int) answer { return allow(okSt(1, uMin, 0)) }),

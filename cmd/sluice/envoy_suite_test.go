@@ -3,16 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -34,6 +28,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/sluicehq/sluice/internal/testcert"
 )
 
 // The reference's suite (envoyproxy/ratelimit's tests that check what
@@ -162,7 +158,7 @@ type suiteRun struct {
 	redis    *redisServer
 	u        string // the attempt's token
 	turns    int64  // windows the attempt waited to turn
-	tlsDir   string // with tls: the live certificate, and a and b, two certificates
+	tlsDir   string // with tls: the live certificate, and a and b, two of two CAs
 }
 
 var serveHelp = sync.OnceValues(func() (string, error) {
@@ -372,11 +368,13 @@ func (c *suiteCase) run(t *testing.T, mode string) {
 	}
 	if c.tls {
 		r.tlsDir = filepath.Join(root, "tls")
-		for _, d := range []string{"a", "b"} {
+		for i, d := range []string{"a", "b"} {
 			if err := os.MkdirAll(filepath.Join(r.tlsDir, d), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			writeSelfSigned(t, filepath.Join(r.tlsDir, d))
+			ca := testcert.NewCA(t)
+			ca.WriteCA(t, filepath.Join(r.tlsDir, d, "ca.pem"))
+			ca.Issue(t, int64(i+1), filepath.Join(r.tlsDir, d, "cert.pem"), filepath.Join(r.tlsDir, d, "key.pem"))
 		}
 		copyDir(t, filepath.Join(r.tlsDir, "a"), r.tlsDir)
 		argv = append(argv, "--tls-cert", filepath.Join(r.tlsDir, "cert.pem"), "--tls-key", filepath.Join(r.tlsDir, "key.pem"))
@@ -706,11 +704,11 @@ func httpCall(method, path, body string, wantCode int, wantBody string) func(r *
 }
 
 // tlsHandshake checks that a TLS handshake with the gRPC address, as a
-// client trusting only certificate a or b, succeeds or fails, polling
-// until it does (a replaced certificate is read on change).
+// client trusting only CA a or b, succeeds or fails, polling until it
+// does (a replaced certificate is read on change).
 func tlsHandshake(trust string, wantOK bool) func(r *suiteRun) error {
 	return func(r *suiteRun) error {
-		pemBytes, err := os.ReadFile(filepath.Join(r.tlsDir, trust, "cert.pem"))
+		pemBytes, err := os.ReadFile(filepath.Join(r.tlsDir, trust, "ca.pem"))
 		if err != nil {
 			return err
 		}
@@ -739,13 +737,6 @@ func tlsHandshake(trust string, wantOK bool) func(r *suiteRun) error {
 func swapCertificate(r *suiteRun) error {
 	for _, f := range []string{"cert.pem", "key.pem"} {
 		if err := os.Rename(filepath.Join(r.tlsDir, "b", f), filepath.Join(r.tlsDir, f)); err != nil {
-			return err
-		}
-		b, err := os.ReadFile(filepath.Join(r.tlsDir, f)) // b's, kept to trust
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(r.tlsDir, "b", f), b, 0o600); err != nil {
 			return err
 		}
 	}
@@ -836,10 +827,13 @@ func startRedis(t *testing.T, kind string) *redisServer {
 	}
 	switch kind {
 	case "tls":
-		cert, key := writeSelfSigned(t, dir)
-		s.ca = cert // self-signed: its own CA
+		s.ca = filepath.Join(dir, "ca.pem")
+		cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+		ca := testcert.NewCA(t)
+		ca.WriteCA(t, s.ca)
+		ca.Issue(t, 1, cert, key)
 		args = append(args, "--port", "0", "--tls-port", port, "--tls-cert-file", cert, "--tls-key-file", key,
-			"--tls-ca-cert-file", cert, "--tls-auth-clients", "no")
+			"--tls-ca-cert-file", s.ca, "--tls-auth-clients", "no")
 	case "cluster":
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
 	}
@@ -889,37 +883,4 @@ func (s *redisServer) spawn(t *testing.T, bin string, args ...string) {
 		}
 		return err == nil
 	})
-}
-
-// writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its
-// key, in PEM (cert.pem, key.pem), and returns their files.
-func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "suite redis"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
 }
