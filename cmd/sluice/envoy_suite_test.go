@@ -357,6 +357,11 @@ func (c *suiteCase) run(t *testing.T, mode string) {
 		argv = append(argv, "--store", "memory")
 	default:
 		r.redis = startRedis(t, c.redis)
+		deadline, err := filepath.Abs("testdata/envoysuite/redis-deadline.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		argv = append(argv, "--config", deadline)
 		if mode == modeCompat {
 			env = append(env, r.redis.env()...)
 		} else {
@@ -677,6 +682,8 @@ func grpcHealth(service string, want healthpb.HealthCheckResponse_ServingStatus)
 // status and that the body holds wantBody, polling until it does.
 func httpCall(method, path, body string, wantCode int, wantBody string) func(r *suiteRun) error {
 	return func(r *suiteRun) error {
+		client := &http.Client{Timeout: patience}
+		defer client.CloseIdleConnections() // no connection outlives the test
 		deadline := time.Now().Add(patience)
 		for {
 			code, got, err := func() (int, string, error) {
@@ -684,7 +691,7 @@ func httpCall(method, path, body string, wantCode int, wantBody string) func(r *
 				if err != nil {
 					return 0, "", err
 				}
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := client.Do(req)
 				if err != nil {
 					return 0, "", err
 				}
