@@ -364,7 +364,7 @@ func slices2(s []step) []step { return append([]step(nil), s...) }
 // The limiter's statuses from a count (base_limiter_test.go's
 // TestGetResponseStatus*), each reached by real hits.
 func limiterCase(name string, steps ...step) suiteCase {
-	return suiteCase{name: "limiter/" + name, config: "cache", modes: bothModes, steps: steps}
+	return suiteCase{name: "limiter/" + name, config: "cache", modes: bothModes, window: 3600, steps: steps}
 }
 
 // limiterBurnCase is a limiter case whose counter the reference takes
@@ -417,7 +417,7 @@ var suiteCases = []suiteCase{
 		act("WithNewCertOK", tlsHandshake("b", true)),
 		act("WithInitialCertFail", tlsHandshake("a", false)),
 	}},
-	{name: "integration/TestShareThreshold", config: "share", modes: bothModes, steps: shareSteps},
+	{name: "integration/TestShareThreshold", config: "share", modes: bothModes, window: 3600, steps: shareSteps},
 	{name: "integration/TestBasicConfigMemcache (refused)", config: "basic", modes: []string{modeCompat},
 		env: map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "127.0.0.1:11211"}, fails: "BACKEND_TYPE"},
 	{name: "integration/TestXdsProviderBasicConfig (refused)", config: "basic", modes: []string{modeCompat},
@@ -512,8 +512,8 @@ var suiteCases = []suiteCase{
 		askOnce("a wildcard, each value its own counter", rq("glob", desc("route", "api/v2/items")), allow(okSt(4, uMin, 3))),
 		askOnce("the key alone", rq("glob", desc("route", "web/home")), allow(okSt(2, uMin, 1))),
 	}},
-	{name: "config/TestShareThreshold/Basic share_threshold", config: "share", modes: bothModes, steps: shareSteps[:3]},
-	{name: "config/TestShareThreshold/Explicit value precedence", config: "share", modes: bothModes, steps: []step{
+	{name: "config/TestShareThreshold/Basic share_threshold", config: "share", modes: bothModes, window: 3600, steps: shareSteps[:3]},
+	{name: "config/TestShareThreshold/Explicit value precedence", config: "share", modes: bothModes, window: 3600, steps: []step{
 		askOnce("docs/index: its own rule", rq("bucket", desc("path", "docs/index")), allow(okSt(3, uHour, 2))),
 		askOnce("docs/other: the shared rule", rq("bucket", desc("path", "docs/other")), allow(okSt(8, uHour, 7))),
 		askOnce("docs/index did not count in the shared one", rq("bucket", desc("path", "docs/more")), allow(okSt(8, uHour, 6))),
@@ -523,7 +523,7 @@ var suiteCases = []suiteCase{
 	}},
 
 	// IV. test/service/ratelimit_test.go
-	{name: "service/TestService", config: "service-before", modes: bothModes, steps: []step{
+	{name: "service/TestService", config: "service-before", modes: bothModes, window: 60, steps: []step{
 		askOnce("no rule yet", rq("desk", desc("alpha", "x")), allow(noRule())),
 		act("a reload", putFile("service-later/desk.yaml", "desk.yaml")),
 		act("brings the rule", waitAnswer(rq("desk", dh(0, "alpha", "x")), allow(okSt(10, uMin, 10)))),
@@ -643,15 +643,15 @@ var suiteCases = []suiteCase{
 	{name: "redis/TestRedis/WithoutPerSecondRedis", config: "cache", modes: bothModes, window: 1, burn: true, anchor: differences, steps: redisSteps},
 	{name: "redis/TestRedis/WithPerSecondRedis", config: "cache", modes: bothModes, window: 1, burn: true, anchor: differences,
 		env: perSecondEnv, steps: redisSteps},
-	{name: "redis/TestOverLimitWithLocalCache", config: "cache", modes: bothModes, env: localOn, steps: localCacheSteps},
+	{name: "redis/TestOverLimitWithLocalCache", config: "cache", modes: bothModes, window: 3600, env: localOn, steps: localCacheSteps},
 	{name: "redis/TestNearLimit", config: "cache", modes: bothModes, window: 1, steps: nearLimitSteps},
-	{name: "redis/TestOverLimitWithLocalCacheShadowRule", config: "cache", modes: bothModes, env: localOn, burn: true, anchor: differences, steps: shadowRuleSteps},
-	{name: "redis/TestOverLimitWithStopCacheKeyIncrementWhenOverlimitConfig", config: "cache", modes: bothModes, env: stopOn, steps: stopSteps},
+	{name: "redis/TestOverLimitWithLocalCacheShadowRule", config: "cache", modes: bothModes, window: 3600, env: localOn, burn: true, anchor: differences, steps: shadowRuleSteps},
+	{name: "redis/TestOverLimitWithStopCacheKeyIncrementWhenOverlimitConfig", config: "cache", modes: bothModes, window: 3600, env: stopOn, steps: stopSteps},
 	{name: "memcached/TestMemcached", config: "cache", modes: bothModes, window: 1, burn: true, anchor: differences, steps: redisSteps},
 	{name: "memcached/TestMemcachedGetError", config: "cache", modes: bothModes, window: 60, steps: []step{
 		askOnce("a first hit", rq("store", desc("slow", "{u}")), allow(okSt(10, uMin, 9))),
 	}},
-	{name: "memcached/TestOverLimitWithLocalCache", config: "cache", modes: bothModes, env: localOn, steps: localCacheSteps},
+	{name: "memcached/TestOverLimitWithLocalCache", config: "cache", modes: bothModes, window: 3600, env: localOn, steps: localCacheSteps},
 	{name: "memcached/TestNearLimit", config: "cache", modes: bothModes, window: 1, steps: nearLimitSteps},
 	limiterCase("TestGetResponseStatusEmptyKey", askOnce("no rule", rq("store", desc("unknown", "x")), allow(noRule()))),
 	limiterCase("TestGetResponseStatusOverLimitWithLocalCache",

@@ -406,8 +406,9 @@ func (c *suiteCase) run(t *testing.T, mode string) {
 			// Start a fresh second: a second's counters are new in it.
 			time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 5*time.Millisecond)))
 		} else if w > 1 {
-			// Start away from the window's end.
-			if left := time.Duration(w-time.Now().Unix()%w) * time.Second; left < 3*time.Second {
+			// Start away from the window's end: a case takes a second or
+			// two, and a straddle starts it again.
+			if left := time.Duration(w-time.Now().Unix()%w) * time.Second; left < 10*time.Second {
 				time.Sleep(left)
 			}
 		}
