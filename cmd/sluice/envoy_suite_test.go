@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -325,26 +326,12 @@ func docAnchors(doc string) map[string]bool {
 
 // run starts sluice serve for the case in a mode, and runs its steps.
 func (c *suiteCase) run(t *testing.T, mode string) {
-	r := &suiteRun{t: t, c: c, mode: mode, httpAddr: freeAddr(t), grpcAddr: freeAddr(t)}
+	r := &suiteRun{t: t, c: c, mode: mode}
 	root := t.TempDir()
-	var env []string
-	var argv []string
+	r.dir = filepath.Join(root, "config")
 	if mode == modeCompat {
 		// The reference's runtime layout: ROOT/SUBDIRECTORY/config.
 		r.dir = filepath.Join(root, "current", "ratelimit", "config")
-		host, port, _ := net.SplitHostPort(r.httpAddr)
-		ghost, gport, _ := net.SplitHostPort(r.grpcAddr)
-		env = []string{
-			"RUNTIME_ROOT=" + filepath.Join(root, "current"), "RUNTIME_SUBDIRECTORY=ratelimit",
-			"HOST=" + host, "PORT=" + port, "GRPC_HOST=" + ghost, "GRPC_PORT=" + gport, "USE_STATSD=false",
-		}
-		for k, v := range c.env {
-			env = append(env, k+"="+v)
-		}
-		argv = []string{"serve", "--envoy-compat"}
-	} else {
-		r.dir = filepath.Join(root, "config")
-		argv = append([]string{"serve", "--addr", r.httpAddr, "--grpc-addr", r.grpcAddr, "--envoy-config", r.dir}, c.flags...)
 	}
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -352,22 +339,21 @@ func (c *suiteCase) run(t *testing.T, mode string) {
 	if c.config != "" {
 		copyDir(t, filepath.Join("testdata/envoysuite", c.config), r.dir)
 	}
+	var store []string // the store's flags, or in compat its variables
 	switch c.redis {
 	case "":
-		argv = append(argv, "--store", "memory")
+		store = []string{"--store", "memory"}
 	default:
 		r.redis = startRedis(t, c.redis)
 		deadline, err := filepath.Abs("testdata/envoysuite/redis-deadline.yaml")
 		if err != nil {
 			t.Fatal(err)
 		}
-		argv = append(argv, "--config", deadline)
-		if mode == modeCompat {
-			env = append(env, r.redis.env()...)
-		} else {
-			argv = append(argv, "--store", "redis", "--redis-url", r.redis.url())
+		store = []string{"--config", deadline}
+		if mode != modeCompat {
+			store = append(store, "--store", "redis", "--redis-url", r.redis.url())
 			if r.redis.ca != "" {
-				argv = append(argv, "--redis-ca", r.redis.ca)
+				store = append(store, "--redis-ca", r.redis.ca)
 			}
 		}
 	}
@@ -382,10 +368,9 @@ func (c *suiteCase) run(t *testing.T, mode string) {
 			ca.Issue(t, int64(i+1), filepath.Join(r.tlsDir, d, "cert.pem"), filepath.Join(r.tlsDir, d, "key.pem"))
 		}
 		copyDir(t, filepath.Join(r.tlsDir, "a"), r.tlsDir)
-		argv = append(argv, "--tls-cert", filepath.Join(r.tlsDir, "cert.pem"), "--tls-key", filepath.Join(r.tlsDir, "key.pem"))
+		store = append(store, "--tls-cert", filepath.Join(r.tlsDir, "cert.pem"), "--tls-key", filepath.Join(r.tlsDir, "key.pem"))
 	}
-	argv = append(argv, "--data-dir", filepath.Join(root, "data"), "--config-poll", "100ms")
-	p, err := launch(t, r.httpAddr, env, argv...)
+	p, err := r.launch(root, store)
 	if c.fails != "" {
 		if err == nil {
 			t.Fatalf("serve started; want it refused, naming %q", c.fails)
@@ -422,6 +407,40 @@ func (c *suiteCase) run(t *testing.T, mode string) {
 			t.Error(e)
 		}
 		return
+	}
+}
+
+// launch starts sluice serve in the run's mode, on free ports: anew on
+// others if one was taken meanwhile (another test's process may take a
+// port between freeAddr and serve's listen).
+func (r *suiteRun) launch(root string, extra []string) (*process, error) {
+	for try := 0; ; try++ {
+		r.httpAddr, r.grpcAddr = freeAddr(r.t), freeAddr(r.t)
+		var env, argv []string
+		if r.mode == modeCompat {
+			host, port, _ := net.SplitHostPort(r.httpAddr)
+			ghost, gport, _ := net.SplitHostPort(r.grpcAddr)
+			env = []string{
+				"RUNTIME_ROOT=" + filepath.Join(root, "current"), "RUNTIME_SUBDIRECTORY=ratelimit",
+				"HOST=" + host, "PORT=" + port, "GRPC_HOST=" + ghost, "GRPC_PORT=" + gport, "USE_STATSD=false",
+			}
+			for k, v := range r.c.env {
+				env = append(env, k+"="+v)
+			}
+			if r.redis != nil {
+				env = append(env, r.redis.env()...)
+			}
+			argv = []string{"serve", "--envoy-compat"}
+		} else {
+			argv = append([]string{"serve", "--addr", r.httpAddr, "--grpc-addr", r.grpcAddr, "--envoy-config", r.dir}, r.c.flags...)
+		}
+		argv = append(append(argv, extra...), "--data-dir", filepath.Join(root, fmt.Sprintf("data%d", try)), "--config-poll", "100ms")
+		p, err := launch(r.t, r.httpAddr, env, argv...)
+		if err != nil && strings.Contains(p.log(), "address already in use") && try < 3 {
+			r.t.Logf("a port was taken meanwhile: again on others")
+			continue
+		}
+		return p, err
 	}
 }
 
@@ -764,8 +783,14 @@ type redisServer struct {
 	addr     string // the server's (the sentinel's for "sentinel")
 	password string
 	ca       string // the CA's PEM file, over TLS
-	procs    []*exec.Cmd
+	procs    []*redisProc
 	once     sync.Once
+}
+
+// redisProc is a redis process, and its end.
+type redisProc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // url is the server's --redis-url.
@@ -807,8 +832,8 @@ func (s *redisServer) env() []string {
 func (s *redisServer) stop() {
 	s.once.Do(func() {
 		for _, p := range s.procs {
-			p.Process.Kill()
-			p.Wait()
+			p.cmd.Process.Kill()
+			<-p.exited
 		}
 	})
 }
@@ -825,27 +850,34 @@ func startRedis(t *testing.T, kind string) *redisServer {
 		t.Fatalf("redis-server: %v", err)
 	}
 	dir := t.TempDir()
-	s := &redisServer{kind: kind, addr: freeAddr(t)}
+	s := &redisServer{kind: kind}
 	t.Cleanup(s.stop)
-	_, port, _ := net.SplitHostPort(s.addr)
-	args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}
 	if kind != "plain" {
 		s.password = "suite-secret-" + strconv.Itoa(os.Getpid())
-		args = append(args, "--requirepass", s.password, "--masterauth", s.password)
 	}
-	switch kind {
-	case "tls":
+	var cert, key string
+	if kind == "tls" {
 		s.ca = filepath.Join(dir, "ca.pem")
-		cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+		cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 		ca := testcert.NewCA(t)
 		ca.WriteCA(t, s.ca)
 		ca.Issue(t, 1, cert, key)
-		args = append(args, "--port", "0", "--tls-port", port, "--tls-cert-file", cert, "--tls-key-file", key,
-			"--tls-ca-cert-file", s.ca, "--tls-auth-clients", "no")
-	case "cluster":
-		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
 	}
-	s.spawn(t, bin, args...)
+	s.addr = s.spawn(t, bin, func(port string) []string {
+		args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}
+		if s.password != "" {
+			args = append(args, "--requirepass", s.password, "--masterauth", s.password)
+		}
+		switch kind {
+		case "tls":
+			args = append(args, "--port", "0", "--tls-port", port, "--tls-cert-file", cert, "--tls-key-file", key,
+				"--tls-ca-cert-file", s.ca, "--tls-auth-clients", "no")
+		case "cluster":
+			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"))
+		}
+		return args
+	})
+	_, port, _ := net.SplitHostPort(s.addr)
 	// cli asks redis-cli, with the password if auth.
 	cli := func(port string, auth bool, a ...string) string {
 		base := []string{"-h", "127.0.0.1", "-p", port, "--no-auth-warning"}
@@ -860,14 +892,15 @@ func startRedis(t *testing.T, kind string) *redisServer {
 		cli(port, true, "cluster", "addslotsrange", "0", "16383")
 		waitFor(t, "the cluster", func() bool { return strings.Contains(cli(port, true, "cluster", "info"), "cluster_state:ok") })
 	case "sentinel":
-		s.addr = freeAddr(t)
-		_, sport, _ := net.SplitHostPort(s.addr)
 		conf := filepath.Join(dir, "sentinel.conf")
-		body := fmt.Sprintf("port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor suite 127.0.0.1 %s 1\nsentinel auth-pass suite %s\n", sport, dir, port, s.password)
-		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		s.spawn(t, bin, conf, "--sentinel")
+		s.addr = s.spawn(t, bin, func(sport string) []string {
+			body := fmt.Sprintf("port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor suite 127.0.0.1 %s 1\nsentinel auth-pass suite %s\n", sport, dir, port, s.password)
+			if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return []string{conf, "--sentinel"}
+		})
+		_, sport, _ := net.SplitHostPort(s.addr)
 		waitFor(t, "the sentinel", func() bool {
 			return strings.Contains(cli(sport, false, "sentinel", "get-master-addr-by-name", "suite"), port)
 		})
@@ -875,20 +908,50 @@ func startRedis(t *testing.T, kind string) *redisServer {
 	return s
 }
 
-// spawn starts a redis process and waits until it takes connections.
-func (s *redisServer) spawn(t *testing.T, bin string, args ...string) {
+// spawn starts a redis process on a free port, with the arguments args
+// makes for it, and returns its address once it accepts connections:
+// anew on another port if it exits first (the port was taken meanwhile).
+func (s *redisServer) spawn(t *testing.T, bin string, args func(port string) []string) string {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.procs = append(s.procs, cmd)
-	addr := s.addr
-	waitFor(t, "redis on "+addr, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
+	for try := 0; ; try++ {
+		addr := freeAddr(t)
+		_, port, _ := net.SplitHostPort(addr)
+		cmd := exec.Command(bin, args(port)...)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
 		}
-		return err == nil
-	})
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := &redisProc{cmd: cmd, exited: make(chan struct{})}
+		s.procs = append(s.procs, p)
+		ready := make(chan struct{})
+		var log strings.Builder // written by the reader until exited is closed
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				log.WriteString(sc.Text() + "\n")
+				// A server says it is ready; a Sentinel, that it monitors.
+				if strings.Contains(sc.Text(), "Ready to accept connections") || strings.Contains(sc.Text(), "+monitor master") {
+					close(ready)
+					break
+				}
+			}
+			io.Copy(io.Discard, out)
+			cmd.Wait()
+			close(p.exited)
+		}()
+		select {
+		case <-ready:
+			return addr
+		case <-p.exited:
+			if try < 3 && strings.Contains(log.String(), "in use") {
+				continue
+			}
+			t.Fatalf("redis-server exited:\n%s", log.String())
+		case <-time.After(patience):
+			t.Fatalf("redis-server not ready within %v", patience)
+		}
+	}
 }
