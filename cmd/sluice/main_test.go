@@ -134,19 +134,31 @@ func start(t *testing.T, args ...string) *process {
 
 func startAt(t *testing.T, addr string, args ...string) *process {
 	t.Helper()
-	p := &process{addr: addr, done: make(chan error, 1), exited: make(chan struct{})}
 	if !slices.Contains(args, "--data-dir") {
 		args = append(args, "--data-dir", t.TempDir())
 	}
-	p.cmd = exec.Command(binary, append([]string{"serve", "--addr", p.addr}, args...)...)
+	p, err := launch(t, addr, nil, append([]string{"serve", "--addr", addr}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// launch runs the binary with argv and env added to this process's
+// environment, and waits until it serves HTTP on addr; an error if it
+// exits first.
+func launch(t *testing.T, addr string, env []string, argv ...string) (*process, error) {
+	t.Helper()
+	p := &process{addr: addr, done: make(chan error, 1), exited: make(chan struct{})}
+	p.cmd = exec.Command(binary, argv...)
 	// Static credentials for the DynamoDB emulator, as any client needs.
-	p.cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1")
+	p.cmd.Env = append(append(os.Environ(), "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1"), env...)
 	p.launch(t)
 	// Ready when /healthz answers; an early exit fails at once.
 	client := &http.Client{Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
 	scheme := "http"
-	if slices.Contains(args, "--tls-cert") { // whose certificate tls_test.go checks
+	if slices.Contains(argv, "--tls-cert") { // whose certificate tls_test.go checks
 		scheme = "https"
 		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
 	}
@@ -155,11 +167,11 @@ func startAt(t *testing.T, addr string, args ...string) *process {
 		resp, err := client.Get(scheme + "://" + p.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			return p
+			return p, nil
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("sluice exited before serving on %s:\n%s", p.addr, p.log())
+			return p, fmt.Errorf("sluice exited before serving on %s:\n%s", p.addr, p.log())
 		case <-time.After(20 * time.Millisecond): // the poll's period
 		}
 		if time.Now().After(deadline) {
