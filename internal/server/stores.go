@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/metrics"
@@ -15,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/store/dynamostore"
 	"github.com/sluicehq/sluice/store/memstore"
 	"github.com/sluicehq/sluice/store/pebblestore"
+	"github.com/sluicehq/sluice/store/redisstore"
 )
 
 // stores are the stores of a server, whichever kind.
@@ -30,15 +34,53 @@ type stores struct {
 	// metrics publishes the store's own counts, if it keeps any.
 	metrics prometheus.Collector
 	// nodes lists the live nodes of a shared store, for the dashboard to
-	// sum them (DynamoDB); nil for a store of one process.
+	// sum them (DynamoDB, Redis); nil for a store of one process.
 	nodes peer.Store
 	// sweepSessions removes expired sessions' state, periodically (not
-	// for DynamoDB, whose TTL does it, eventually).
+	// for DynamoDB and Redis, whose TTLs do it).
 	sweepSessions func(now time.Time)
+}
+
+// RedisConfig reaches a Redis (or Valkey).
+type RedisConfig struct {
+	URL    string // --redis-url, as redisstore.Dial takes it; may hold a password
+	CAFile string // --redis-ca: PEM file of the CAs of a rediss:// server; empty: the system's
+}
+
+// client returns a client of the Redis c names.
+func (c RedisConfig) client() (redis.UniversalClient, error) {
+	var o redisstore.DialOptions
+	if c.CAFile != "" {
+		b, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-ca: %w", err)
+		}
+		o.RootCAs = x509.NewCertPool()
+		if !o.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("--redis-ca: %s holds no PEM certificate", c.CAFile)
+		}
+	}
+	return redisstore.DialWith(c.URL, o)
 }
 
 func openStores(ctx context.Context, c Config, log *slog.Logger) (stores, error) {
 	mem := memstore.Options{MaxKeys: c.MaxKeys}
+	if c.Store == "redis" {
+		client, err := c.Redis.client()
+		if err != nil {
+			return stores{}, fmt.Errorf("serve: %w", err)
+		}
+		// Each decision's deadline is the engine's (defaults.timeout), and
+		// a tenant's calls have theirs: the store's own bounds the rest.
+		s, err := redisstore.New(client, redisstore.Options{CacheKeys: c.MaxKeys, Timeout: 10 * time.Second, Logger: log})
+		if err != nil {
+			client.Close()
+			return stores{}, fmt.Errorf("serve: %w", err)
+		}
+		log.Info("redis store", "url", redisstore.Redact(c.Redis.URL), "ca", c.Redis.CAFile)
+		return stores{counters: s, tenants: s, sessions: s, audit: s, registry: s, nodes: s, ready: s.Ping,
+			close: func() error { return errors.Join(s.Close(), client.Close()) }}, nil
+	}
 	if c.Store == "dynamodb" {
 		counter := newCountingClient(nil)
 		db, err := c.Dynamo.clientVia(ctx, counter)

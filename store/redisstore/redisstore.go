@@ -115,6 +115,27 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// Ping reports whether Redis answers, within the call's deadline, for
+// readiness checks (/readyz). On Cluster it asks every master, since a
+// tenant's keys may be on any of them.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return sluice.ErrStoreClosed
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	var err error
+	if cc, ok := s.c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
+	} else {
+		err = s.c.Ping(ctx).Err()
+	}
+	if err != nil {
+		return errStore("Ping", err)
+	}
+	return nil
+}
+
 // tag is the hash tag of a tenant's keys: "{=id}", or "{~base64}" for an
 // id that holds a brace, so that the tag ends where the id does and is
 // never empty (Redis hashes a key whose tag is "{}" whole).
