@@ -201,3 +201,35 @@ func goroutines(t *testing.T, addr string) int {
 	return n
 }
 
+
+// TestRedisNodesExact: three servers on one Redis, 16 clients spread over
+// them, 300 requests of three policies each (all or nothing): the
+// algorithm's at a limit of 100, a token bucket on the same key and a
+// fixed window on another at 1000. Exactly 100 are admitted for every
+// algorithm, and the two others counted those 100 alone, as every node
+// reads them: a request denied by one policy consumed nothing of the
+// others.
+func TestRedisNodesExact(t *testing.T) {
+	r := redistest.StartOwn(t)
+	ps := redisNodes(t, 3, "redis://"+r.Addr, "30s")
+	loose := func(i int) string {
+		return fmt.Sprintf(`{"key":"k","policy":{"name":"bucket%d","algorithm":"token_bucket","limit":1000,"window":"8760h","failMode":"closed"}},`+
+			`{"key":"other","policy":{"name":"window%d","algorithm":"fixed_window","limit":1000,"window":"8760h","failMode":"closed"}}`, i, i)
+	}
+	exactAcrossWith(t, ps, func(i int, alg string) string {
+		return fmt.Sprintf(`{"tenant":"acme","checks":[{"key":"k","policy":{"name":"p%d","failMode":"closed",%s}},%s]}`, i, alg, loose(i))
+	}, func(t *testing.T, i int) {
+		peek := fmt.Sprintf(`{"tenant":"acme","hits":0,"checks":[%s]}`, loose(i))
+		for _, p := range ps {
+			code, out := p.call(t, "", "POST", "/v1/check", peek)
+			if code != 200 {
+				t.Fatalf("%s: %d %v", p.addr, code, out)
+			}
+			for _, d := range out["decisions"].([]any) {
+				if d := d.(map[string]any); d["remaining"] != 900.0 {
+					t.Errorf("%s: %s has %v remaining, want 900: denied requests consumed it", p.addr, d["policy"], d["remaining"])
+				}
+			}
+		}
+	})
+}
