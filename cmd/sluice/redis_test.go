@@ -233,3 +233,21 @@ func TestRedisNodesExact(t *testing.T) {
 		}
 	})
 }
+
+// TestRedisSurvivesSIGKILL: TestSurvivesSIGKILL on Redis, which holds
+// every state: the server is killed with SIGKILL, and so is redis-server,
+// which runs with its append-only file synced at every write
+// (appendfsync always, docs/redis.md); both restarted, exactly what was
+// spent is spent, and the tenant, its key, the block and the audit trail
+// are there.
+func TestRedisSurvivesSIGKILL(t *testing.T) {
+	r := redistest.StartOwn(t, "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir())
+	survivesKill(t, []string{"--store", "redis", "--redis-url", "redis://" + r.Addr}, func() {
+		if err := r.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
