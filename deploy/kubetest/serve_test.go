@@ -47,8 +47,11 @@ func TestServeTakesTheArgs(t *testing.T) {
 				t.Fatal(err)
 			}
 			var env []string
-			if s.Name == "dynamodb" {
+			switch s.Name {
+			case "dynamodb":
 				env = dynamoTable(t, bin, values)
+			case "redis":
+				env = redisServer(t)
 			}
 			r := render(t, values)
 			srv := r.checkPod(t)
@@ -101,6 +104,38 @@ func dynamoTable(t *testing.T, bin string, values map[string]any) []string {
 		t.Fatalf("sluice dynamodb create-table: %v\n%s", err, out)
 	}
 	return env
+}
+
+// redisServer starts a redis-server (Debian's package) of the test's own
+// and returns the environment that reaches it: the URL the shape's Secret
+// would hold.
+func redisServer(t *testing.T) []string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server: %v: apt-get install redis-server", err)
+		}
+		t.Skipf("redis-server: %v: apt-get install redis-server", err)
+	}
+	addr := freeAddr(t)
+	host, port, _ := strings.Cut(addr, ":")
+	ctx, cancel := context.WithCancel(context.Background())
+	r := exec.CommandContext(ctx, bin, "--bind", host, "--port", port, "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); r.Wait() })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("redis-server did not listen within a minute")
+		}
+	}
+	return []string{"SLUICE_REDIS_URL=redis://" + addr + "/0"}
 }
 
 func runServe(t *testing.T, bin string, env []string, r *rendered, srv *server) {
