@@ -84,15 +84,7 @@ func dynamoTable(t *testing.T, bin string, values map[string]any) []string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); d.Wait() })
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("dynoxide did not listen within a minute")
-		}
-	}
+	waitListen(t, "dynoxide", addr)
 	endpoint := "http://" + addr
 	db := values["dynamodb"].(map[string]any)
 	db["endpoint"] = endpoint
@@ -126,16 +118,22 @@ func redisServer(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); r.Wait() })
+	waitListen(t, "redis-server", addr)
+	return []string{"SLUICE_REDIS_URL=redis://" + addr + "/0"}
+}
+
+// waitListen waits until what listens on addr, for up to a minute.
+func waitListen(t *testing.T, what, addr string) {
+	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not listen within a minute")
+			t.Fatalf("%s did not listen on %s within a minute", what, addr)
 		}
 	}
-	return []string{"SLUICE_REDIS_URL=redis://" + addr + "/0"}
 }
 
 func runServe(t *testing.T, bin string, env []string, r *rendered, srv *server) {
