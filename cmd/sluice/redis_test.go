@@ -64,6 +64,10 @@ func TestRedisServe(t *testing.T) {
 		if code, out := p.call(t, "", "GET", "/readyz", ""); code != 200 {
 			t.Fatalf("/readyz: %d %v", code, out)
 		}
+		// The client's pool, on /metrics: it has opened connections.
+		if n := metric(t, p, `sluice_redis_pool_connections{state="total"}`); n < 1 {
+			t.Fatalf("sluice_redis_pool_connections{state=\"total\"} is %v, want at least 1", n)
+		}
 		if strings.Contains(p.log(), password) {
 			t.Fatalf("the password is in the logs:\n%s", p.log())
 		}
