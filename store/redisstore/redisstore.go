@@ -337,14 +337,15 @@ func (s *Store) write(st *algo.State, now int64) (string, string) {
 	return string(b), strconv.FormatInt(ms, 10)
 }
 
-// cas runs one decision over keys: decide computes, from the keys' current
+// cas runs one decision over keys, in the turns of turnKeys (those of
+// keys the script does not judge): decide computes, from the keys' current
 // states (encoded, "" for none), each key's new state and ttl argument (""
 // to leave it) and, where the script may judge a fixed window itself, its
 // spec (fixed.go); it is called again with the values the script answers
 // until the script's comparison holds, and once more with the values a
 // spec's judgement read, so that its decisions are of those.
-func (s *Store) cas(ctx context.Context, op string, keys []string, decide func(cur []string, vals, ttls []string, specs []fixedSpec)) error {
-	done, err := s.turns.take(ctx, keys)
+func (s *Store) cas(ctx context.Context, op string, keys, turnKeys []string, decide func(cur []string, vals, ttls []string, specs []fixedSpec)) error {
+	done, err := s.turns.take(ctx, turnKeys)
 	if err != nil {
 		return errStore(op, err)
 	}
@@ -486,9 +487,25 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 		}
 	}
 	nowNs := now.UnixNano()
+	// A key the script judges needs no turn: the node's own decisions on
+	// it do not fail each other's comparison (only a verdict a stale view
+	// got wrong does, and is decided again), so a hot fixed window is
+	// decided as fast as Redis runs scripts, not one round trip at a time.
+	judged := make([]bool, len(keys))
+	turnKeys := make([]string, 0, len(keys))
+	for i := range ops {
+		if _, ok := specOf(&ops[i], nowNs, false); ok && count[at[i]] == 1 {
+			judged[at[i]] = true
+		}
+	}
+	for j, k := range keys {
+		if !judged[j] {
+			turnKeys = append(turnKeys, k)
+		}
+	}
 	stored := make([]algo.State, len(ops))
 	next := make([]algo.State, len(ops))
-	return s.cas(ctx, "Apply", keys, func(cur []string, vals, ttls []string, specs []fixedSpec) {
+	return s.cas(ctx, "Apply", keys, turnKeys, func(cur []string, vals, ttls []string, specs []fixedSpec) {
 		for i := range ops {
 			stored[i] = s.decode(keys[at[i]], cur[at[i]])
 		}
@@ -499,12 +516,10 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 				vals[j], ttls[j] = s.write(&next[last[j]], nowNs)
 			}
 		}
-		// A key of one op, a fixed window's, the script may judge.
+		// A key of one op, a fixed window's, the script judges.
 		for i := range ops {
-			if count[at[i]] == 1 {
-				if sp, ok := specOf(&ops[i], nowNs, dst[i].Allowed); ok {
-					specs[at[i]] = sp
-				}
+			if judged[at[i]] {
+				specs[at[i]], _ = specOf(&ops[i], nowNs, dst[i].Allowed)
 			}
 		}
 	})
@@ -531,7 +546,7 @@ func (s *Store) lease(ctx context.Context, op string, now time.Time, key sluice.
 	nowNs := now.UnixNano()
 	var d sluice.Decision
 	var found bool
-	err := s.cas(ctx, op, keys, func(cur []string, vals, ttls []string, _ []fixedSpec) {
+	err := s.cas(ctx, op, keys, keys, func(cur []string, vals, ttls []string, _ []fixedSpec) {
 		var st algo.State
 		st, d, found = f(p, s.decode(keys[0], cur[0]), nowNs, lease)
 		vals[0], ttls[0] = "", ""

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/redisstore/redistest"
 )
 
 // TestTurnsPerKey: while one key's turn is held (a hot key, its decision
@@ -90,5 +93,43 @@ func TestTurnsExclusive(t *testing.T) {
 	held()
 	if n := len(tu.keys); n != 0 {
 		t.Fatalf("%d turns kept after every decision gave its back", n)
+	}
+}
+
+// TestFixedWindowTakesNoTurn: a decision on a fixed window the script
+// judges does not wait for its key's turn (held here as by a decision in
+// flight), so a node's decisions on a hot fixed window run side by side; a
+// token bucket's, compared as bytes, waits for it and fails at its
+// deadline.
+func TestFixedWindowTakesNoTurn(t *testing.T) {
+	s, err := New(redistest.Client(t), Options{Prefix: redistest.Prefix(t), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 5, Window: time.Minute}
+	tb := sluice.Policy{Name: "tb", Algorithm: sluice.TokenBucket, Limit: 5, Window: time.Minute}
+	for _, p := range []*sluice.Policy{&fw, &tb} {
+		k := sluice.Key{Tenant: "acme", Algorithm: p.Algorithm, Policy: p.Name, Value: "hot"}
+		held, err := s.turns.take(context.Background(), []string{s.counterKey(&k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Ample for a round trip on a loaded machine; the token bucket,
+		// which cannot be decided, is given less.
+		wait := 10 * time.Second
+		if p == &tb {
+			wait = 200 * time.Millisecond
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		dst := make([]sluice.Decision, 1)
+		err = s.Apply(ctx, time.Now(), []sluice.Op{{Key: k, Policy: p, Hits: 1}}, dst)
+		cancel()
+		held()
+		switch {
+		case p == &fw && (err != nil || !dst[0].Allowed):
+			t.Fatalf("the fixed window, its turn held: %+v %v, want decided", dst[0], err)
+		case p == &tb && err == nil:
+			t.Fatal("the token bucket was decided while its turn was held")
+		}
 	}
 }
