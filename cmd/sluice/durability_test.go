@@ -63,12 +63,12 @@ func TestSurvivesSIGKILL(t *testing.T) {
 }
 
 // survivesKill is TestSurvivesSIGKILL's run, on the store of args (the
-// same for both servers), with meanwhile, if set, called between the kill
-// and the restart.
+// same for both servers; a --config of theirs wins over the example's),
+// with meanwhile, if set, called between the kill and the restart.
 func survivesKill(t *testing.T, args []string, meanwhile func()) {
 	t.Helper()
 	addr := freeAddr(t)
-	args = append(args, "--admin-key", testAdminKey, "--config", "../../examples/sluice.yaml")
+	args = append([]string{"--admin-key", testAdminKey, "--config", "../../examples/sluice.yaml"}, args...)
 	p := startAt(t, addr, args...)
 
 	if code, out := p.call(t, testAdminKey, "POST", "/v1/tenants", `{"id":"acme","tier":"premium"}`); code != 201 {

@@ -78,6 +78,14 @@ func openStores(ctx context.Context, c Config, log *slog.Logger) (stores, error)
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
 		log.Info("redis store", "url", redisstore.Redact(c.Redis.URL), "ca", c.Redis.CAFile)
+		// A first ping loads the script: the first decisions are one round
+		// trip. Redis not answering yet is no reason not to serve: the
+		// policies' fail modes answer until it does, and /readyz says so.
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := s.Ping(pctx); err != nil {
+			log.Warn("redis does not answer yet: the policies' fail modes decide until it does", "err", err)
+		}
+		cancel()
 		return stores{counters: s, tenants: s, sessions: s, audit: s, registry: s, nodes: s, ready: s.Ping,
 			close: func() error { return errors.Join(s.Close(), client.Close()) }, metrics: redisPool{client}}, nil
 	}

@@ -116,19 +116,30 @@ func (s *Store) Close() error {
 }
 
 // Ping reports whether Redis answers, within the call's deadline, for
-// readiness checks (/readyz). On Cluster it asks every master, since a
-// tenant's keys may be on any of them.
+// readiness checks (/readyz), and loads the decisions' script, so that a
+// new node's first decision, or the first after Redis restarted (which
+// forgets scripts), is one round trip. On Cluster it asks every master,
+// since a tenant's keys may be on any of them.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return sluice.ErrStoreClosed
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
+	ping := func(ctx context.Context, c interface {
+		redis.Scripter
+		Ping(context.Context) *redis.StatusCmd
+	}) error {
+		if err := c.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		return casScript.Load(ctx, c).Err()
+	}
 	var err error
 	if cc, ok := s.c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return ping(ctx, c) })
 	} else {
-		err = s.c.Ping(ctx).Err()
+		err = ping(ctx, s.c)
 	}
 	if err != nil {
 		return errStore("Ping", err)
