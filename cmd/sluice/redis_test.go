@@ -175,6 +175,13 @@ func TestRedisOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	failing("Redis killed")
+	// go-redis's own messages (a failed dial, each try) are the server's
+	// log's, at debug: none in its own format at the default level.
+	for _, line := range strings.Split(p.log(), "\n") {
+		if strings.HasPrefix(line, "redis: ") {
+			t.Fatalf("a line of go-redis's own logger in the server's log: %s", line)
+		}
+	}
 	if err := r.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +211,6 @@ func goroutines(t *testing.T, addr string) int {
 	}
 	return n
 }
-
 
 // TestRedisNodesExact: three servers on one Redis, 16 clients spread over
 // them, 300 requests of three policies each (all or nothing): the

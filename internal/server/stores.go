@@ -77,6 +77,7 @@ func openStores(ctx context.Context, c Config, log *slog.Logger) (stores, error)
 			client.Close()
 			return stores{}, fmt.Errorf("serve: %w", err)
 		}
+		redis.SetLogger(redisLog{log})
 		log.Info("redis store", "url", redisstore.Redact(c.Redis.URL), "ca", c.Redis.CAFile)
 		// A first ping loads the script: the first decisions are one round
 		// trip. Redis not answering yet is no reason not to serve: the
@@ -155,4 +156,15 @@ func (p redisPool) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(redisWaited, prometheus.CounterValue, float64(st.WaitDurationNs)/1e9)
 	ch <- prometheus.MustNewConstMetric(redisTimeout, prometheus.CounterValue, float64(st.Timeouts))
 	ch <- prometheus.MustNewConstMetric(redisMisses, prometheus.CounterValue, float64(st.Misses))
+}
+
+// redisLog takes go-redis's own messages (every dial that failed, every
+// try) into the server's log, at debug: a store failure reaches the log
+// already, rate-limited, as the fail modes' warning; at the default level
+// these would repeat it many times a second while Redis is gone, outside
+// --log-format.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
