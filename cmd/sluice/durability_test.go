@@ -59,9 +59,16 @@ func (p *process) kill9(t *testing.T) {
 // same data, and exactly 3 are left; the tenant and its API key made before
 // the kill still work, as do an operator's block and the audit trail.
 func TestSurvivesSIGKILL(t *testing.T) {
-	dir := t.TempDir()
+	survivesKill(t, []string{"--data-dir", t.TempDir()}, nil)
+}
+
+// survivesKill is TestSurvivesSIGKILL's run, on the store of args (the
+// same for both servers; a --config of theirs wins over the example's),
+// with meanwhile, if set, called between the kill and the restart.
+func survivesKill(t *testing.T, args []string, meanwhile func()) {
+	t.Helper()
 	addr := freeAddr(t)
-	args := []string{"--data-dir", dir, "--admin-key", testAdminKey, "--config", "../../examples/sluice.yaml"}
+	args = append([]string{"--admin-key", testAdminKey, "--config", "../../examples/sluice.yaml"}, args...)
 	p := startAt(t, addr, args...)
 
 	if code, out := p.call(t, testAdminKey, "POST", "/v1/tenants", `{"id":"acme","tier":"premium"}`); code != 201 {
@@ -83,6 +90,9 @@ func TestSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("block: %d %v", code, out)
 	}
 	p.kill9(t)
+	if meanwhile != nil {
+		meanwhile()
+	}
 
 	p = startAt(t, addr, args...)
 	if code, _ := p.call(t, key, "POST", "/v1/check", `{"endpoint":"chat","key":{"user":"mallory"}}`); code != 429 {

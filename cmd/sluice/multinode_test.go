@@ -67,11 +67,22 @@ var multiNodeAlgorithms = []string{
 // the rest are denied (429, over the limit or failed closed) or 503.
 func exactAcross(t *testing.T, ps []*process) {
 	t.Helper()
+	exactAcrossWith(t, ps, func(i int, alg string) string {
+		return fmt.Sprintf(`{"tenant":"acme","checks":[{"key":"k","policy":{"name":"p%d","failMode":"closed",%s}}]}`, i, alg)
+	}, nil)
+}
+
+// exactAcrossWith is exactAcross with the request body of each algorithm
+// (its index and policy fields) made by body, whose limit 100 is the
+// request's tightest; after, if set, checks the nodes once an algorithm's
+// requests are done.
+func exactAcrossWith(t *testing.T, ps []*process, body func(i int, alg string) string, after func(t *testing.T, i int)) {
+	t.Helper()
 	const limit, requests = 100, 300
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 60 * time.Second}
 	for i, alg := range multiNodeAlgorithms {
 		t.Run(strings.Split(strings.Split(alg, `"algorithm":"`)[1], `"`)[0], func(t *testing.T) {
-			body := fmt.Sprintf(`{"tenant":"acme","checks":[{"key":"k","policy":{"name":"p%d","failMode":"closed",%s}}]}`, i, alg)
+			body := body(i, alg)
 			var sent, allowed, denied, unavailable atomic.Int64
 			var other atomic.Value
 			var wg sync.WaitGroup
@@ -107,6 +118,9 @@ func exactAcross(t *testing.T, ps []*process) {
 				t.Fatalf("allowed %d, denied %d, failed closed %d; want exactly %d allowed of %d", allowed.Load(), denied.Load(), unavailable.Load(), limit, requests)
 			}
 			t.Logf("allowed %d, denied %d, failed closed %d", allowed.Load(), denied.Load(), unavailable.Load())
+			if after != nil {
+				after(t, i)
+			}
 		})
 	}
 }

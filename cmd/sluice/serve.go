@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/loopback"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/store/pebblestore"
+	"github.com/sluicehq/sluice/store/redisstore"
 )
 
 // maxSyncInterval bounds --sync-interval: a durable decision may wait this
@@ -187,8 +189,10 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`address` to listen on")
-	fs.StringVar(&c.Store, "store", "pebble", "state store: pebble (embedded, durable), memory, or dynamodb (shared by many nodes)")
+	fs.StringVar(&c.Store, "store", "pebble", "state store: pebble (embedded, durable), memory, or dynamodb or redis (shared by many nodes)")
 	registerDynamo(fs, &c.Dynamo)
+	fs.StringVar(&c.Redis.URL, "redis-url", "", "with --store redis: the Redis (or Valkey) `URL`: redis://[user:password@]host:port[/db], rediss:// for TLS, ?master_name=NAME for Sentinel, redis+cluster:// for Cluster (docs/redis.md); better from the environment than on a command line, which other users can read")
+	fs.StringVar(&c.Redis.CAFile, "redis-ca", "", "with a rediss:// --redis-url: PEM `file` of the CAs the server's certificate is checked against; default the system's")
 	fs.StringVar(&c.RegionID, "region-id", "", "with --store dynamodb on a global table: this node's `region`, one of --regions (multi-region limits; see docs/dynamodb.md)")
 	fs.StringVar(&l.regions, "regions", "", "with --region-id: comma-separated ids of every `region` of the global table, the same list on every node")
 	fs.StringVar(&c.DataDir, "data-dir", "./sluice-data", "`directory` of the pebble store")
@@ -210,7 +214,7 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.DurationVar(&c.WSLifetime, "ws-max-lifetime", 2*time.Hour, "close any WebSocket connection after this long")
 	fs.DurationVar(&c.WSCheck, "ws-session-check", 30*time.Second, "how often a node reads every session it holds connections of, to find a deletion it was not told of (one read per session); a deletion is told to every node at once, so this is the fallback")
 	fs.DurationVar(&c.WSRenew, "ws-renew", 10*time.Second, "how often a node brings its WebSocket connection counts and registrations to what it holds; on a store of one process, how often it renews them (a dead node's connections return within three)")
-	fs.DurationVar(&c.Heartbeat, "heartbeat", 5*time.Second, "on a store shared by nodes (dynamodb), how often a node records itself live; a dead node's WebSocket connections stop counting within five")
+	fs.DurationVar(&c.Heartbeat, "heartbeat", 5*time.Second, "on a store shared by nodes (dynamodb, redis), how often a node records itself live; a dead node's WebSocket connections stop counting within five")
 	fs.StringVar(&l.wsOrigins, "ws-allowed-origins", "", "comma-separated browser `origins` besides this server's own host that may open WebSocket connections: hosts (app.example.com, *.example.com) or origins (https://*.example.com)")
 	fs.StringVar(&l.hosts, "allowed-hosts", "", "comma-separated host `names` besides loopback ones (localhost, 127.0.0.1, [::1]) that this server answers: without an admin key it answers no other, so that no web page can reach it by pointing its own name at loopback (DNS rebinding); with one, only these if any are given. Patterns as in --ws-allowed-origins, with a port or for any (sluice.internal, *.corp.example.com, sluice.internal:8443)")
 	fs.StringVar(&l.origins, "allowed-origins", "", "comma-separated browser `origins` besides this server's own whose pages may send requests that change state (POST, PUT, PATCH, DELETE); others are refused 403. Patterns as in --ws-allowed-origins")
@@ -250,9 +254,18 @@ func (c *serveConfig) parseLists(l serveLists) error {
 // check checks the values of c, naming their flags; regions is --regions
 // as given.
 func (c *serveConfig) check(regions string) error {
+	if c.Store == "redis" && c.Redis.URL != "" {
+		if err := checkRedisURL(c.Redis); err != nil {
+			return fmt.Errorf("serve: --redis-url: %w", err)
+		}
+	}
 	switch {
-	case c.Store != "memory" && c.Store != "pebble" && c.Store != "dynamodb":
-		return fmt.Errorf("serve: --store %q is not supported (want pebble, memory or dynamodb)", c.Store)
+	case c.Store != "memory" && c.Store != "pebble" && c.Store != "dynamodb" && c.Store != "redis":
+		return fmt.Errorf("serve: --store %q is not supported (want pebble, memory, dynamodb or redis)", c.Store)
+	case c.Store == "redis" && c.Redis.URL == "":
+		return errors.New("serve: --store redis needs --redis-url (or $SLUICE_REDIS_URL)")
+	case c.Store != "redis" && (c.Redis.URL != "" || c.Redis.CAFile != ""):
+		return fmt.Errorf("serve: --redis-url and --redis-ca need --store redis, got --store %s", c.Store)
 	case c.RegionID != "" && c.Store != "dynamodb":
 		return fmt.Errorf("serve: --region-id needs --store dynamodb (a global table), got --store %s", c.Store)
 	case c.RegionID != "" && !slices.Contains(c.Regions, c.RegionID):
@@ -303,6 +316,21 @@ func (c *serveConfig) check(regions string) error {
 		return errors.New("serve: the admin key must be at least 16 characters")
 	}
 	return nil
+}
+
+// checkRedisURL reports what redisstore.Dial refuses of r's URL (no host,
+// a bad option, a CA for a URL without TLS), without reaching it; the
+// error never holds the password.
+func checkRedisURL(r server.RedisConfig) error {
+	var o redisstore.DialOptions
+	if r.CAFile != "" {
+		o.RootCAs = x509.NewCertPool() // read when serving; here its presence alone
+	}
+	c, err := redisstore.DialWith(r.URL, o)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 // patterns parses the comma-separated origin patterns of flag (host

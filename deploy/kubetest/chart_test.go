@@ -142,6 +142,8 @@ func TestShapes(t *testing.T) {
 			case "envoy":
 				r.checkSingleWriter(t, c)
 				r.checkEnvoy(t, c)
+			case "redis":
+				r.checkRedis(t, c)
 			}
 		})
 	}
@@ -307,7 +309,10 @@ func (r *rendered) checkPod(t *testing.T) *server {
 		t.Errorf("--advertise-url %q, want %q", s.flags["advertise-url"], want)
 	}
 	for _, e := range c.Env {
-		if strings.HasPrefix(e.Name, "SLUICE_") && e.Name != "SLUICE_ADMIN_KEY" {
+		// The Redis URL may hold a password: from a Secret, into the
+		// environment, never on the command line.
+		fromSecret := e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+		if strings.HasPrefix(e.Name, "SLUICE_") && e.Name != "SLUICE_ADMIN_KEY" && !(e.Name == "SLUICE_REDIS_URL" && fromSecret) {
 			t.Errorf("env %s: the chart passes flags, which win", e.Name)
 		}
 	}
@@ -520,6 +525,45 @@ func (r *rendered) checkDynamo(t *testing.T, s *server) {
 	}
 	if !strings.Contains(r.notes, "sluice dynamodb iam-policy") {
 		t.Error("NOTES.txt does not show the IAM policy's command")
+	}
+}
+
+// checkRedis: several nodes, a Deployment with no volume claim (the
+// counters are Redis's), the URL from a Secret into $SLUICE_REDIS_URL,
+// never in the arguments.
+func (r *rendered) checkRedis(t *testing.T, s *server) {
+	f := s.flags
+	if f["store"] != "redis" {
+		t.Errorf("--store %q, want redis", f["store"])
+	}
+	if _, ok := f["redis-url"]; ok {
+		t.Error("--redis-url is in the arguments, which show its password")
+	}
+	i := slices.IndexFunc(s.c.Env, func(e corev1.EnvVar) bool { return e.Name == "SLUICE_REDIS_URL" })
+	if i < 0 || s.c.Env[i].ValueFrom == nil || s.c.Env[i].ValueFrom.SecretKeyRef == nil {
+		t.Fatal("no $SLUICE_REDIS_URL from a Secret")
+	}
+	ref := s.c.Env[i].ValueFrom.SecretKeyRef
+	rv := r.values["redis"].(map[string]any)
+	if ref.Name != rv["urlSecretName"] || ref.Key != rv["urlSecretKey"] {
+		t.Errorf("$SLUICE_REDIS_URL from Secret %s key %s, want the values' %v key %v", ref.Name, ref.Key, rv["urlSecretName"], rv["urlSecretKey"])
+	}
+	if len(r.deployments) != 1 || len(r.statefulSets) != 0 {
+		t.Fatalf("%d Deployments and %d StatefulSets, want one Deployment", len(r.deployments), len(r.statefulSets))
+	}
+	if want := int32(toInt(t, r.values["replicaCount"])); s.replicas != want || want < 2 {
+		t.Errorf("%d replicas, want the values' %d, several", s.replicas, want)
+	}
+	if d := r.deployments[0].Spec.Strategy; d.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		t.Errorf("strategy %s, want RollingUpdate: the nodes share Redis", d.Type)
+	}
+	for _, v := range s.pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.Name == "data" && v.EmptyDir == nil {
+			t.Errorf("volume %s is %+v: the Redis shape claims no volume", v.Name, v.VolumeSource)
+		}
+	}
+	if !strings.Contains(r.notes, "create secret generic "+fmt.Sprint(rv["urlSecretName"])) {
+		t.Error("NOTES.txt does not show how to create the URL's Secret")
 	}
 }
 
@@ -748,5 +792,22 @@ func TestTLSAndPseudonyms(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRedisCA: redis.caSecretName gives --redis-ca, a key of that Secret
+// mounted read-only.
+func TestRedisCA(t *testing.T) {
+	values, err := Values(ChartDir, Shapes[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	values["redis"].(map[string]any)["caSecretName"] = "redis-ca"
+	r := render(t, values)
+	s := r.checkPod(t)
+	r.checkRedis(t, s)
+	v := s.volumeOf(t, "redis-ca")
+	if v.Secret == nil || v.Secret.SecretName != "redis-ca" || !slices.ContainsFunc(v.Secret.Items, func(k corev1.KeyToPath) bool { return k.Path == path.Base(s.flags["redis-ca"]) }) {
+		t.Errorf("--redis-ca %s is not a key of the Secret redis-ca: %+v", s.flags["redis-ca"], v.VolumeSource)
 	}
 }

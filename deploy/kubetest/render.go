@@ -34,6 +34,7 @@ var Shapes = []Shape{
 	{"pebble", "values-pebble.yaml"},     // one node, embedded store, a volume
 	{"dynamodb", "values-dynamodb.yaml"}, // several nodes on DynamoDB
 	{"envoy", "values-envoy.yaml"},       // Envoy's rate limit service
+	{"redis", "values-redis.yaml"},       // several nodes on a Redis
 }
 
 // Paths of the chart and of the plain manifests, from this directory.

@@ -47,8 +47,11 @@ func TestServeTakesTheArgs(t *testing.T) {
 				t.Fatal(err)
 			}
 			var env []string
-			if s.Name == "dynamodb" {
+			switch s.Name {
+			case "dynamodb":
 				env = dynamoTable(t, bin, values)
+			case "redis":
+				env = redisServer(t)
 			}
 			r := render(t, values)
 			srv := r.checkPod(t)
@@ -67,29 +70,9 @@ func dynamoTable(t *testing.T, bin string, values map[string]any) []string {
 	if dynoxide == "" {
 		dynoxide = "../../tools/node_modules/@dynoxide/linux-x64/dynoxide"
 	}
-	if _, err := os.Stat(dynoxide); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("dynoxide: %v: run make deps", err)
-		}
-		t.Skipf("dynoxide: %v: run make deps", err)
-	}
-	addr := freeAddr(t)
-	host, port, _ := strings.Cut(addr, ":")
-	ctx, cancel := context.WithCancel(context.Background())
-	d := exec.CommandContext(ctx, dynoxide, "serve", "--host", host, "--port", port)
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); d.Wait() })
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("dynoxide did not listen within a minute")
-		}
-	}
+	_, err := os.Stat(dynoxide)
+	need(t, "dynoxide", err, "run make deps")
+	addr := serveOn(t, "dynoxide", func(host, port string) []string { return []string{dynoxide, "serve", "--host", host, "--port", port} })
 	endpoint := "http://" + addr
 	db := values["dynamodb"].(map[string]any)
 	db["endpoint"] = endpoint
@@ -101,6 +84,65 @@ func dynamoTable(t *testing.T, bin string, values map[string]any) []string {
 		t.Fatalf("sluice dynamodb create-table: %v\n%s", err, out)
 	}
 	return env
+}
+
+// redisServer starts a redis-server (Debian's package) of the test's own
+// and returns the environment that reaches it: the URL the shape's Secret
+// would hold.
+func redisServer(t *testing.T) []string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	need(t, "redis-server", err, "apt-get install redis-server")
+	dir := t.TempDir()
+	addr := serveOn(t, "redis-server", func(host, port string) []string {
+		return []string{bin, "--bind", host, "--port", port, "--save", "", "--appendonly", "no", "--dir", dir}
+	})
+	return []string{"SLUICE_REDIS_URL=redis://" + addr + "/0"}
+}
+
+// need skips the test if err says what is missing, or fails it in CI
+// (CI=true), with the hint that installs it.
+func need(t *testing.T, what string, err error, hint string) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s: %v: %s", what, err, hint)
+	}
+	t.Skipf("%s: %v: %s", what, err, hint)
+}
+
+// serveOn runs the command that command gives for a loopback host and a
+// free port until the test ends, and returns its address once it listens.
+func serveOn(t *testing.T, what string, command func(host, port string) []string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	host, port, _ := strings.Cut(addr, ":")
+	argv := command(host, port)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); cmd.Wait() })
+	waitListen(t, what, addr)
+	return addr
+}
+
+// waitListen waits until what listens on addr, for up to a minute.
+func waitListen(t *testing.T, what, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not listen on %s within a minute", what, addr)
+		}
+	}
 }
 
 func runServe(t *testing.T, bin string, env []string, r *rendered, srv *server) {

@@ -45,7 +45,7 @@ import (
 // sizes, checked patterns), and errors that name a flag name its field.
 type Config struct {
 	Addr            string         // --addr
-	Store           string         // --store: pebble, memory or dynamodb
+	Store           string         // --store: pebble, memory, dynamodb or redis
 	DataDir         string         // --data-dir
 	SyncInterval    time.Duration  // --sync-interval
 	ConfigFile      string         // --config; empty: none, the defaults
@@ -56,6 +56,7 @@ type Config struct {
 	ShutdownTimeout time.Duration  // --shutdown-timeout
 	DebugAddr       string         // --debug-addr; empty: no profiles
 	Dynamo          DynamoConfig   // --dynamodb-table, --dynamodb-region, --dynamodb-endpoint
+	Redis           RedisConfig    // --redis-url, --redis-ca
 	RegionID        string         // --region-id: this node's region, in multi-region mode
 	Regions         []string       // --regions: every region of the global table
 	WSRenew         time.Duration  // --ws-renew

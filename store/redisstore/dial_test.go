@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/x509"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,5 +56,55 @@ func TestDial(t *testing.T) {
 	}
 	if _, err := redisstore.Dial("redis://h:1?nonsense=1"); err == nil {
 		t.Fatal("an unknown option was accepted")
+	}
+}
+
+// TestDialRefuses: a URL naming no host (go-redis would reach
+// localhost:6379), a CA for a URL without TLS and a URL that does not
+// parse are refused, and no error repeats the password.
+func TestDialRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		ca   bool
+		want string
+	}{
+		{"redis://:hunter2@/0", false, "names no host"},
+		{"redis://:hunter2@:6379", false, "names no host"},
+		{"rediss://user:hunter2@", false, "names no host"},
+		{"unix://:hunter2@", false, "names no host"},
+		{"redis://:hunter2@h:6379/0", true, "not TLS"},
+		{"redis://:hunter2@h:port/0", false, "invalid port"},
+		{"redis://:hunter2@h:6379/0?bogus=1", false, "unexpected option"},
+	} {
+		var o redisstore.DialOptions
+		if tc.ca {
+			o.RootCAs = x509.NewCertPool()
+		}
+		c, err := redisstore.DialWith(tc.url, o)
+		if err == nil {
+			c.Close()
+			t.Errorf("%s: accepted", tc.url)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v, want an error with %q and without the password", tc.url, err, tc.want)
+		}
+	}
+}
+
+// TestRedact: the password of a URL, wherever it is, is hidden; the rest
+// stays, to tell which Redis a log names.
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://h:6379/0":                       "redis://h:6379/0",
+		"redis://:pw@h:6379/0":                   "redis://:xxxxx@h:6379/0",
+		"rediss://user:pw@h:6380?master_name=m":  "rediss://user:xxxxx@h:6380?master_name=m",
+		"redis://h?sentinel_password=pw&addr=h2": "redis://h?addr=h2&sentinel_password=xxxxx",
+		"redis://:pw@h:port":                     "redis://(unparsable)",
+		"::pw@":                                  "(unparsable)",
+	} {
+		if got := redisstore.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -330,3 +330,31 @@ func TestPeekWritesNoKey(t *testing.T) {
 		t.Fatalf("a peek wrote %d keys", len(keys))
 	}
 }
+
+// TestPingLoadsScript: a readiness check loads the decisions' script, so
+// that the first decision after Redis forgot it (a restart, SCRIPT FLUSH)
+// is one command, not two.
+func TestPingLoadsScript(t *testing.T) {
+	c := redistest.Client(t)
+	cnt := &counter{}
+	c.AddHook(cnt)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := sluice.Policy{Name: "p", Algorithm: sluice.SlidingWindow, Limit: 5, Window: time.Minute}
+	before := cnt.n.Load()
+	dst := make([]sluice.Decision, 1)
+	if err := s.Apply(context.Background(), t0, []sluice.Op{{Key: sluice.Key{Tenant: "acme", Algorithm: p.Algorithm, Policy: "p", Value: "u"}, Policy: &p, Hits: 1}}, dst); err != nil {
+		t.Fatal(err)
+	}
+	if n := cnt.n.Load() - before; n != 1 {
+		t.Fatalf("the first decision after a ping: %d commands, want 1", n)
+	}
+}

@@ -115,6 +115,38 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// Ping reports whether Redis answers, within the call's deadline, for
+// readiness checks (/readyz), and loads the decisions' script, so that a
+// new node's first decision, or the first after Redis restarted (which
+// forgets scripts), is one round trip. On Cluster it asks every master,
+// since a tenant's keys may be on any of them.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return sluice.ErrStoreClosed
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	ping := func(ctx context.Context, c interface {
+		redis.Scripter
+		Ping(context.Context) *redis.StatusCmd
+	}) error {
+		if err := c.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		return casScript.Load(ctx, c).Err()
+	}
+	var err error
+	if cc, ok := s.c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return ping(ctx, c) })
+	} else {
+		err = ping(ctx, s.c)
+	}
+	if err != nil {
+		return errStore("Ping", err)
+	}
+	return nil
+}
+
 // tag is the hash tag of a tenant's keys: "{=id}", or "{~base64}" for an
 // id that holds a brace, so that the tag ends where the id does and is
 // never empty (Redis hashes a key whose tag is "{}" whole).
@@ -152,26 +184,57 @@ func (s *Store) counterKey(k *sluice.Key) string {
 	return string(b)
 }
 
-// casScript compares each KEYS[i]'s value with ARGV[3i-2] ("" for none)
-// and, only if every one matches, writes ARGV[3i-1] (nothing if "") with a
-// time to live of ARGV[3i] ms ("0": none) and answers 1. Otherwise it
+// casScript decides a call's writes. ARGV[1] is the call's id; each
+// KEYS[i] has eight arguments from ARGV[8i-6]: the value the node decided
+// from ("" for none), the value to write ("" nothing), its time to live in
+// ms ("0" none), and a fixed window's spec (fixed.go): aligned start (""
+// for no spec), window, limit, hits, and the node's verdict ("1" admitted).
+// A key whose value is not the one decided from fails the call, unless it
+// has a spec, its value is a fixed window's text (or none) not written by
+// this call, and algo's rule on what it holds gives the node's verdict.
+// If no key fails, it writes every value (a spec's key: its window with
+// the hits added, as text, with the id) and answers 1 followed, for each
+// key, by the value it held if its spec judged it, else "-". Otherwise it
 // writes nothing and answers every key's value.
 var casScript = redis.NewScript(`
-local cur = {}
+local id = ARGV[1]
+local cur, fw = {}, {}
 local ok = true
 for i = 1, #KEYS do
+  local a = 8*(i-1) + 1
   local v = redis.call('GET', KEYS[i]) or ''
   cur[i] = v
-  if v ~= ARGV[3*i-2] then ok = false end
+  if v ~= ARGV[a+1] then
+    local start = ARGV[a+4]
+    if start == '' or (v ~= '' and (string.byte(v, 1) ~= 70 or string.sub(v, -8) == id)) then
+      ok = false
+    else
+      local wstart, count = start, 0
+      if v ~= '' then
+        local s = string.sub(v, 2, 20)
+        if s >= start then wstart, count = s, tonumber(string.sub(v, 42, -9)) end
+      end
+      local limit, hits = tonumber(ARGV[a+6]), tonumber(ARGV[a+7])
+      local allow = hits <= limit and count + hits <= limit
+      if allow ~= (ARGV[a+8] == '1') then ok = false else fw[i] = {wstart, count + hits} end
+    end
+  end
 end
 if not ok then return cur end
+local out = {1}
 for i = 1, #KEYS do
-  local v, ttl = ARGV[3*i-1], ARGV[3*i]
+  local a = 8*(i-1) + 1
+  local v, ttl = ARGV[a+2], ARGV[a+3]
+  out[i+1] = '-'
+  if fw[i] then
+    out[i+1] = cur[i]
+    if v ~= '' then v = 'F' .. fw[i][1] .. ':' .. ARGV[a+5] .. ':' .. string.format('%d', fw[i][2]) .. id end
+  end
   if v ~= '' then
     if ttl == '0' then redis.call('SET', KEYS[i], v) else redis.call('SET', KEYS[i], v, 'PX', ttl) end
   end
 end
-return 1
+return out
 `)
 
 // A stored value is the state's encoding (algo.State.MarshalBinary)
@@ -249,6 +312,14 @@ func (s *Store) decode(key, v string) algo.State {
 	if v == "" {
 		return st
 	}
+	if v[0] == 'F' {
+		st, err := decodeFixed(v)
+		if err != nil {
+			s.opts.Logger.Error("redisstore: unreadable counter state dropped", "key", key, "err", err)
+			return algo.State{}
+		}
+		return st
+	}
 	if err := st.UnmarshalBinary([]byte(v)); err != nil {
 		s.opts.Logger.Error("redisstore: unreadable counter state dropped", "key", key, "err", err)
 		return algo.State{}
@@ -259,9 +330,14 @@ func (s *Store) decode(key, v string) algo.State {
 // write is one key's part of a script run: the value to write ("" none)
 // and its time to live argument.
 func (s *Store) write(st *algo.State, now int64) (string, string) {
-	b, err := st.MarshalBinary()
-	if err != nil {
-		panic(err) // AppendBinary never fails
+	var b []byte
+	if fixedText(st) {
+		b = []byte(encodeFixed(st))
+	} else {
+		var err error
+		if b, err = st.MarshalBinary(); err != nil {
+			panic(err) // AppendBinary never fails
+		}
 	}
 	if st.Expires == 0 {
 		return string(b), "0"
@@ -272,12 +348,15 @@ func (s *Store) write(st *algo.State, now int64) (string, string) {
 	return string(b), strconv.FormatInt(ms, 10)
 }
 
-// cas runs one decision over keys: decide computes, from the keys' current
+// cas runs one decision over keys, in the turns of turnKeys (those of
+// keys the script does not judge): decide computes, from the keys' current
 // states (encoded, "" for none), each key's new state and ttl argument (""
-// to leave it), and is called again with the values the script answers
-// until the script's comparison holds.
-func (s *Store) cas(ctx context.Context, op string, keys []string, decide func(cur []string, vals, ttls []string)) error {
-	done, err := s.turns.take(ctx, keys)
+// to leave it) and, where the script may judge a fixed window itself, its
+// spec (fixed.go); it is called again with the values the script answers
+// until the script's comparison holds, and once more with the values a
+// spec's judgement read, so that its decisions are of those.
+func (s *Store) cas(ctx context.Context, op string, keys, turnKeys []string, decide func(cur []string, vals, ttls []string, specs []fixedSpec)) error {
+	done, err := s.turns.take(ctx, turnKeys)
 	if err != nil {
 		return errStore(op, err)
 	}
@@ -289,13 +368,17 @@ func (s *Store) cas(ctx context.Context, op string, keys []string, decide func(c
 	states := make([]string, len(keys)) // their states
 	vals := make([]string, len(keys))
 	ttls := make([]string, len(keys))
-	args := make([]any, 3*len(keys))
+	specs := make([]fixedSpec, len(keys))
+	args := make([]any, 1+8*len(keys))
+	args[0] = id
 	s.view(keys, cur)
-	for {
+	// run decides from cur, and sets the script's arguments.
+	run := func() {
 		for i := range cur {
 			states[i] = statePart(cur[i])
+			specs[i] = fixedSpec{}
 		}
-		decide(states, vals, ttls)
+		decide(states, vals, ttls, specs)
 		for i := range keys {
 			if vals[i] == states[i] {
 				vals[i] = "" // unchanged: nothing to write
@@ -303,15 +386,40 @@ func (s *Store) cas(ctx context.Context, op string, keys []string, decide func(c
 			if vals[i] != "" {
 				vals[i] += id
 			}
-			args[3*i], args[3*i+1], args[3*i+2] = cur[i], vals[i], ttls[i]
+			verdict := "0"
+			if specs[i].allowed {
+				verdict = "1"
+			}
+			a := args[1+8*i:]
+			a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7] = cur[i], vals[i], ttls[i],
+				specs[i].start, specs[i].window, specs[i].limit, specs[i].hits, verdict
 		}
+	}
+	for {
+		run()
 		res, err := casScript.Run(ctx, s.c, keys, args...).Result()
 		if err != nil {
 			s.forget(keys)
 			return errStore(op, err)
 		}
-		switch r := res.(type) {
-		case int64:
+		r, ok := res.([]any)
+		if !ok {
+			return errStore(op, fmt.Errorf("script answered a %T", res))
+		}
+		if len(r) == len(keys)+1 && r[0] == int64(1) {
+			// Written. Where a spec judged a value other than the one
+			// decided from, decide again from it: the same verdicts
+			// (the script checked them), the same writes, and decisions
+			// of the state that was there.
+			again := false
+			for i := range keys {
+				if v, ok := r[i+1].(string); ok && v != "-" {
+					cur[i], again = v, true
+				}
+			}
+			if again {
+				run()
+			}
 			for i := range keys {
 				if vals[i] != "" {
 					cur[i] = vals[i]
@@ -319,35 +427,32 @@ func (s *Store) cas(ctx context.Context, op string, keys []string, decide func(c
 			}
 			s.remember(keys, cur)
 			return nil
-		case []any:
-			if len(r) != len(keys) {
-				return errStore(op, fmt.Errorf("script answered %d values for %d keys", len(r), len(keys)))
+		}
+		if len(r) != len(keys) {
+			return errStore(op, fmt.Errorf("script answered %d values for %d keys", len(r), len(keys)))
+		}
+		for i, v := range r {
+			str, ok := v.(string)
+			if !ok {
+				return errStore(op, fmt.Errorf("script answered a %T", v))
 			}
-			for i, v := range r {
-				str, ok := v.(string)
-				if !ok {
-					return errStore(op, fmt.Errorf("script answered a %T", v))
-				}
-				cur[i] = str
-			}
-			s.remember(keys, cur)
-			if landed(cur, vals) {
-				return nil // an earlier run of this script wrote: its answer was lost
-			}
-			if err := ctx.Err(); err != nil {
-				return errStore(op, err)
-			}
-		default:
-			return errStore(op, fmt.Errorf("script answered a %T", res))
+			cur[i] = str
+		}
+		s.remember(keys, cur)
+		if landed(cur, vals, id) {
+			return nil // an earlier run of this script wrote: its answer was lost
+		}
+		if err := ctx.Err(); err != nil {
+			return errStore(op, err)
 		}
 	}
 }
 
 // landed reports whether the values hold a write of this call: its id is
 // in every value it writes, which no other call writes.
-func landed(cur, vals []string) bool {
+func landed(cur, vals []string, id string) bool {
 	for i := range vals {
-		if vals[i] != "" && cur[i] == vals[i] {
+		if vals[i] != "" && strings.HasSuffix(cur[i], id) {
 			return true
 		}
 	}
@@ -370,7 +475,8 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 	// dynamostore store it.
 	keys := make([]string, 0, len(ops))
 	at := make([]int, len(ops))
-	last := make([]int, 0, len(ops)) // last op of nonzero hits of each key, or -1
+	last := make([]int, 0, len(ops))  // last op of nonzero hits of each key, or -1
+	count := make([]int, 0, len(ops)) // ops of each key
 	for i := range ops {
 		k := s.counterKey(&ops[i].Key)
 		at[i] = -1
@@ -384,15 +490,33 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 			at[i] = len(keys)
 			keys = append(keys, k)
 			last = append(last, -1)
+			count = append(count, 0)
 		}
+		count[at[i]]++
 		if ops[i].Hits != 0 {
 			last[at[i]] = i
 		}
 	}
 	nowNs := now.UnixNano()
+	// A key the script judges needs no turn: the node's own decisions on
+	// it do not fail each other's comparison (only a verdict a stale view
+	// got wrong does, and is decided again), so a hot fixed window is
+	// decided as fast as Redis runs scripts, not one round trip at a time.
+	judged := make([]bool, len(keys))
+	turnKeys := make([]string, 0, len(keys))
+	for i := range ops {
+		if _, ok := specOf(&ops[i], nowNs, false); ok && count[at[i]] == 1 {
+			judged[at[i]] = true
+		}
+	}
+	for j, k := range keys {
+		if !judged[j] {
+			turnKeys = append(turnKeys, k)
+		}
+	}
 	stored := make([]algo.State, len(ops))
 	next := make([]algo.State, len(ops))
-	return s.cas(ctx, "Apply", keys, func(cur []string, vals, ttls []string) {
+	return s.cas(ctx, "Apply", keys, turnKeys, func(cur []string, vals, ttls []string, specs []fixedSpec) {
 		for i := range ops {
 			stored[i] = s.decode(keys[at[i]], cur[at[i]])
 		}
@@ -401,6 +525,12 @@ func (s *Store) Apply(ctx context.Context, now time.Time, ops []sluice.Op, dst [
 			vals[j], ttls[j] = "", ""
 			if allowed && last[j] >= 0 {
 				vals[j], ttls[j] = s.write(&next[last[j]], nowNs)
+			}
+		}
+		// A key of one op, a fixed window's, the script judges.
+		for i := range ops {
+			if judged[at[i]] {
+				specs[at[i]], _ = specOf(&ops[i], nowNs, dst[i].Allowed)
 			}
 		}
 	})
@@ -427,7 +557,7 @@ func (s *Store) lease(ctx context.Context, op string, now time.Time, key sluice.
 	nowNs := now.UnixNano()
 	var d sluice.Decision
 	var found bool
-	err := s.cas(ctx, op, keys, func(cur []string, vals, ttls []string) {
+	err := s.cas(ctx, op, keys, keys, func(cur []string, vals, ttls []string, _ []fixedSpec) {
 		var st algo.State
 		st, d, found = f(p, s.decode(keys[0], cur[0]), nowNs, lease)
 		vals[0], ttls[0] = "", ""

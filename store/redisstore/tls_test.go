@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testcert"
 	"github.com/sluicehq/sluice/store/redisstore"
@@ -32,12 +30,19 @@ func TestTLSURL(t *testing.T) {
 	ln.Close()
 	redistest.StartOwn(t, "--tls-port", strconv.Itoa(port), "--tls-cert-file", certFile, "--tls-key-file", keyFile,
 		"--tls-ca-cert-file", caFile, "--tls-auth-clients", "no")
-	o, err := redis.ParseURL("rediss://127.0.0.1:" + strconv.Itoa(port) + "/0")
+	url := "rediss://127.0.0.1:" + strconv.Itoa(port) + "/0"
+	plain, err := redisstore.Dial(url) // the system's CAs
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.TLSConfig.RootCAs = ca.Pool
-	c := redis.NewClient(o)
+	defer plain.Close()
+	if err := plain.Ping(context.Background()).Err(); err == nil {
+		t.Fatal("a server certificate of an unknown CA was accepted")
+	}
+	c, err := redisstore.DialWith(url, redisstore.DialOptions{RootCAs: ca.Pool}) // --redis-ca
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 	s, err := redisstore.New(c, redisstore.Options{Timeout: 10 * time.Second})
 	if err != nil {

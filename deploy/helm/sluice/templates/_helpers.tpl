@@ -30,6 +30,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{- define "sluice.redisSecretName" -}}
+{{- .Values.redis.urlSecretName | default (printf "%s-redis" (include "sluice.fullname" .)) -}}
+{{- end -}}
+
 {{- define "sluice.adminSecretName" -}}
 {{- .Values.adminKey.secretName | default (printf "%s-admin-key" (include "sluice.fullname" .)) -}}
 {{- end -}}
@@ -45,10 +49,10 @@ DNS names, and those the values add. */}}
 
 {{/* The checks of the values that templates cannot express. */}}
 {{- define "sluice.check" -}}
-{{- if not (has .Values.store (list "pebble" "dynamodb" "memory")) -}}
-{{- fail (printf "store must be pebble, dynamodb or memory, got %q" .Values.store) -}}
+{{- if not (has .Values.store (list "pebble" "dynamodb" "redis" "memory")) -}}
+{{- fail (printf "store must be pebble, dynamodb, redis or memory, got %q" .Values.store) -}}
 {{- end -}}
-{{- if and (eq .Values.store "dynamodb") (lt (int .Values.replicaCount) 1) -}}
+{{- if and (has .Values.store (list "dynamodb" "redis")) (lt (int .Values.replicaCount) 1) -}}
 {{- fail "replicaCount must be at least 1" -}}
 {{- end -}}
 {{- if le (int .Values.terminationGracePeriodSeconds) (add .Values.preStopSleepSeconds .Values.shutdownTimeoutSeconds | int) -}}
@@ -102,7 +106,7 @@ spec:
         - --addr=:{{ .Values.http.port }}
         - --store={{ .Values.store }}
         {{- if ne .Values.store "memory" }}
-        {{- /* pebble's store; on dynamodb, the dashboard's history (an emptyDir: it outlives a container's restart, not the pod) */}}
+        {{- /* pebble's store; on dynamodb and redis, the dashboard's history (an emptyDir: it outlives a container's restart, not the pod) */}}
         - --data-dir=/data
         {{- end }}
         {{- if eq .Values.store "pebble" }}
@@ -118,6 +122,9 @@ spec:
         {{- with .Values.dynamodb.endpoint }}
         - --dynamodb-endpoint={{ . }}
         {{- end }}
+        {{- end }}
+        {{- if and (eq .Values.store "redis") .Values.redis.caSecretName }}
+        - --redis-ca=/etc/sluice/redis-ca/{{ .Values.redis.caSecretKey }}
         {{- end }}
         - --advertise-url={{ include "sluice.scheme" . }}://$(POD_IP):{{ .Values.http.port }}
         - --allowed-hosts={{ include "sluice.allowedHosts" . }}
@@ -166,6 +173,15 @@ spec:
           valueFrom:
             fieldRef:
               fieldPath: status.podIP
+        {{- if eq .Values.store "redis" }}
+        # --redis-url, from a Secret: it may hold the password, which a
+        # command line would show (the logs show it as xxxxx).
+        - name: SLUICE_REDIS_URL
+          valueFrom:
+            secretKeyRef:
+              name: {{ include "sluice.redisSecretName" . }}
+              key: {{ .Values.redis.urlSecretKey }}
+        {{- end }}
         {{- with .Values.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -244,6 +260,11 @@ spec:
           mountPath: /etc/sluice/key-secret
           readOnly: true
         {{- end }}
+        {{- if and (eq .Values.store "redis") .Values.redis.caSecretName }}
+        - name: redis-ca
+          mountPath: /etc/sluice/redis-ca
+          readOnly: true
+        {{- end }}
         {{- with .Values.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -251,7 +272,7 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 64Mi
-    {{- if eq .Values.store "dynamodb" }}
+    {{- if has .Values.store (list "dynamodb" "redis") }}
     - name: data
       emptyDir:
         sizeLimit: 64Mi
@@ -298,6 +319,15 @@ spec:
         items:
           - key: {{ .Values.pseudonymiseKeys.secretKey }}
             path: {{ .Values.pseudonymiseKeys.secretKey }}
+    {{- end }}
+    {{- if and (eq .Values.store "redis") .Values.redis.caSecretName }}
+    - name: redis-ca
+      secret:
+        secretName: {{ .Values.redis.caSecretName }}
+        defaultMode: 0440
+        items:
+          - key: {{ .Values.redis.caSecretKey }}
+            path: {{ .Values.redis.caSecretKey }}
     {{- end }}
     {{- with .Values.extraVolumes }}
     {{- toYaml . | nindent 4 }}
