@@ -71,8 +71,8 @@ type compatRule struct {
 }
 
 // compatRules are the variables of the reference the compatible mode
-// reads or refuses. Those of Redis (REDIS_*) are not read yet.
-var compatRules = []compatRule{
+// reads or refuses; those of Redis are redisRules.
+var compatRules = append([]compatRule{
 	{flag: "addr", vars: []string{"HOST", "PORT"}, value: hostPort("HOST", "PORT")},
 	{flag: "grpc-addr", vars: []string{"GRPC_HOST", "GRPC_PORT"}, value: hostPort("GRPC_HOST", "GRPC_PORT")},
 	{vars: []string{"GRPC_UDS"}, value: refuseSet("GRPC_UDS", "a Unix socket is not offered: Sluice serves gRPC on TCP ($GRPC_HOST and $GRPC_PORT, or --grpc-addr)")},
@@ -126,7 +126,7 @@ var compatRules = []compatRule{
 	{vars: []string{"USE_DOG_STATSD"}, value: boolValue("USE_DOG_STATSD"), note: "Sluice sends no DogStatsD; its metrics are Prometheus's, on --addr's /metrics"},
 	{vars: []string{"USE_PROMETHEUS"}, value: boolValue("USE_PROMETHEUS"), note: "Sluice's Prometheus metrics are on --addr's /metrics, not on $PROMETHEUS_ADDR, and have Sluice's names"},
 	{vars: []string{"TRACING_ENABLED"}, value: boolValue("TRACING_ENABLED"), note: "Sluice exports no traces"},
-}
+}, redisRules...)
 
 // compat is what the compatible mode did to serve's flags.
 type compat struct {
