@@ -50,7 +50,7 @@ tenants:
 
 const (
 	namedCheck  = `{"tenant":"acme","policies":["api"],"key":{"user":"` + rawKey + `"}}`
-	inlineCheck = `{"tenant":"acme","hits":%d,"checks":[{"key":"` + rawKey + `","policy":{"name":"mine","algorithm":"fixed_window","limit":3,"window":"2m"}}]}`
+	inlineCheck = `{"tenant":"acme","hits":%d,"checks":[{"key":"` + rawKey + `","policy":{"name":"mine","algorithm":"sliding_window","limit":3,"window":"2m"}}]}`
 	leaseBody   = `{"tenant":"acme","policy":"running","units":%d,"key":{"user":"` + rawKey + `"}}`
 )
 
@@ -121,8 +121,10 @@ func TestPseudonymisedKeys(t *testing.T) {
 			}
 
 			// Erase: the configured policies' state by the key's parts,
-			// the inline policy's by the key.
-			for _, body := range []string{`{"parts":{"user":"` + rawKey + `"}}`, `{"keyValue":"` + rawKey + `","inline":[{"name":"mine","algorithm":"fixed_window"}]}`} {
+			// the inline policy's by the key. Both are sliding windows,
+			// whose counters outlive a window's turn: the erase finds them
+			// even if a window ends meanwhile.
+			for _, body := range []string{`{"parts":{"user":"` + rawKey + `"}}`, `{"keyValue":"` + rawKey + `","inline":[{"name":"mine","algorithm":"sliding_window"}]}`} {
 				code, out := p.call(t, "", "POST", "/v1/tenants/acme/erase", body)
 				if code != 200 || out["counters"].(float64) < 1 {
 					t.Fatalf("erase %s: %d %v", body, code, out)
