@@ -3,9 +3,9 @@ package server
 import (
 	"bytes"
 	"crypto/tls"
-	"net"
 	"log"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
