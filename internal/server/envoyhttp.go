@@ -33,7 +33,9 @@ import (
 //     or the limiter unavailable, a deadline) is 500.
 //
 // /json spends limits as the gRPC calls do, so it is held to their token
-// (--grpc-token-file), sent as "Authorization: Bearer <token>"; and no web
+// (--grpc-token-file), sent as "Authorization: Bearer <token>"; with
+// client certificates (--grpc-client-ca) and no token, it is refused (403),
+// not a way around them; and no web
 // page may call it (a request with an Origin is refused unless
 // --allowed-origins names it): a form's POST needs no CORS preflight.
 //
@@ -52,9 +54,12 @@ type envoyHTTP struct {
 	rls     func() rateLimitService     // the service of --grpc-addr; nil if none
 	healthy func(context.Context) error // nil while healthy
 	token   string                      // --grpc-token-file's; empty: none asked
-	origins []string                    // --allowed-origins: pages that may call /json
-	api     http.Handler                // Sluice's HTTP API
-	closed  bool                        // of api, only /healthz and /readyz
+	// certOnly: the service asks a client certificate (--grpc-client-ca)
+	// and no token, so /json, which can ask neither, is refused.
+	certOnly bool
+	origins  []string     // --allowed-origins: pages that may call /json
+	api      http.Handler // Sluice's HTTP API
+	closed   bool         // of api, only /healthz and /readyz
 }
 
 // envoyFront returns api behind the reference's routes in the compatible
@@ -71,11 +76,12 @@ func (s *Server) envoyFront(api http.Handler) http.Handler {
 			}
 			return s.rls.svc
 		},
-		healthy: s.envoyHealthy,
-		token:   s.c.Envoy.Token,
-		origins: s.c.AllowedOrigins,
-		api:     api,
-		closed:  s.c.AdminKey == "" && !loopback.Addr(s.c.Addr),
+		healthy:  s.envoyHealthy,
+		token:    s.c.Envoy.Token,
+		certOnly: s.c.TLS.ClientCAFile != "" && s.c.Envoy.Token == "",
+		origins:  s.c.AllowedOrigins,
+		api:      api,
+		closed:   s.c.AdminKey == "" && !loopback.Addr(s.c.Addr),
 	}
 	if h.closed {
 		s.log.Info("envoy compatible mode without an admin key: --addr serves /healthcheck, /json, /healthz and /readyz alone; Sluice's HTTP API, the dashboard and /metrics need an admin key", "addr", s.c.Addr)
@@ -161,6 +167,10 @@ func (h *envoyHTTP) json(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("Forbidden: origin %q may not call /json: only pages of --allowed-origins may", origin), http.StatusForbidden)
 			return
 		}
+	}
+	if h.certOnly {
+		http.Error(w, "Forbidden: the rate limit service asks a client certificate (--grpc-client-ca), which /json on --addr cannot; give it a token (--grpc-token-file) to open /json to its holders", http.StatusForbidden)
+		return
 	}
 	if h.token != "" && !bearerIs(r, h.token) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)

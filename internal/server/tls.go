@@ -161,6 +161,9 @@ func (l *certLoader) grpcConfig(san string, protos ...string) *tls.Config {
 		cc := l.config(protos...)
 		cc.ClientAuth = tls.RequireAndVerifyClientCert
 		cc.ClientCAs = f.clients
+		// A resumed session is not verified again: a client of a CA
+		// since removed from the file could resume one for days.
+		cc.SessionTicketsDisabled = true
 		if san != "" {
 			cc.VerifyPeerCertificate = func(_ [][]byte, chains [][]*x509.Certificate) error {
 				// Verified by then: every chain starts at the leaf.
