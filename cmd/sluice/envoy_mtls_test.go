@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -205,17 +206,22 @@ func TestEnvoyCompatClientCerts(t *testing.T) {
 	})
 }
 
+// tlsCompatFlags is compatFlags with the flags of TLS.
+func tlsCompatFlags() *flag.FlagSet {
+	fs := compatFlags()
+	for _, name := range []string{"tls-cert", "tls-key", "grpc-client-ca", "grpc-client-san"} {
+		fs.String(name, "", "")
+	}
+	return fs
+}
+
 // TestCompatEnvClientCerts: the reference's GRPC_* variables of TLS read
 // into --tls-cert, --tls-key, --grpc-client-ca and --grpc-client-san, and
 // only with GRPC_SERVER_USE_TLS=true, as the reference reads them;
 // GRPC_SERVER_USE_TLS=true without a certificate, or a SAN without a CA,
 // is refused naming the variables.
 func TestCompatEnvClientCerts(t *testing.T) {
-	fs := compatFlags()
-	fs.String("tls-cert", "", "")
-	fs.String("tls-key", "", "")
-	fs.String("grpc-client-ca", "", "")
-	fs.String("grpc-client-san", "", "")
+	fs := tlsCompatFlags()
 	all := []string{"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=/c.pem", "GRPC_SERVER_TLS_KEY=/k.pem",
 		"GRPC_CLIENT_TLS_CACERT=/ca.pem", "GRPC_CLIENT_TLS_SAN=envoy.internal"}
 	if _, err := applyCompat(fs, all); err != nil {
@@ -229,9 +235,7 @@ func TestCompatEnvClientCerts(t *testing.T) {
 	}
 
 	// Without GRPC_SERVER_USE_TLS=true, the reference reads none of them.
-	fs = compatFlags()
-	fs.String("tls-cert", "", "")
-	fs.String("grpc-client-ca", "", "")
+	fs = tlsCompatFlags()
 	if _, err := applyCompat(fs, append([]string{"GRPC_SERVER_USE_TLS=false"}, all[1:]...)); err != nil {
 		t.Fatal(err)
 	}
@@ -247,12 +251,7 @@ func TestCompatEnvClientCerts(t *testing.T) {
 		{[]string{"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=/c.pem"}, []string{"$GRPC_SERVER_TLS_KEY"}},
 		{[]string{"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=/c.pem", "GRPC_SERVER_TLS_KEY=/k.pem", "GRPC_CLIENT_TLS_SAN=x"}, []string{"$GRPC_CLIENT_TLS_SAN", "$GRPC_CLIENT_TLS_CACERT"}},
 	} {
-		fs := compatFlags()
-		fs.String("tls-cert", "", "")
-		fs.String("tls-key", "", "")
-		fs.String("grpc-client-ca", "", "")
-		fs.String("grpc-client-san", "", "")
-		_, err := applyCompat(fs, tc.env)
+		_, err := applyCompat(tlsCompatFlags(), tc.env)
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%q: %v, want an error naming %s", tc.env, err, w)
