@@ -54,12 +54,13 @@ type envoyHTTP struct {
 	rls     func() rateLimitService     // the service of --grpc-addr; nil if none
 	healthy func(context.Context) error // nil while healthy
 	token   string                      // --grpc-token-file's; empty: none asked
+	origins []string                    // --allowed-origins: pages that may call /json
+	api     http.Handler                // Sluice's HTTP API
+	closed  bool                        // of api, only /healthz and /readyz
+
 	// certOnly: the service asks a client certificate (--grpc-client-ca)
 	// and no token, so /json, which can ask neither, is refused.
 	certOnly bool
-	origins  []string     // --allowed-origins: pages that may call /json
-	api      http.Handler // Sluice's HTTP API
-	closed   bool         // of api, only /healthz and /readyz
 }
 
 // envoyFront returns api behind the reference's routes in the compatible
@@ -76,13 +77,13 @@ func (s *Server) envoyFront(api http.Handler) http.Handler {
 			}
 			return s.rls.svc
 		},
-		healthy:  s.envoyHealthy,
-		token:    s.c.Envoy.Token,
-		certOnly: s.c.TLS.ClientCAFile != "" && s.c.Envoy.Token == "",
-		origins:  s.c.AllowedOrigins,
-		api:      api,
-		closed:   s.c.AdminKey == "" && !loopback.Addr(s.c.Addr),
+		healthy: s.envoyHealthy,
+		token:   s.c.Envoy.Token,
+		origins: s.c.AllowedOrigins,
+		api:     api,
+		closed:  s.c.AdminKey == "" && !loopback.Addr(s.c.Addr),
 	}
+	h.certOnly = s.c.TLS.ClientCAFile != "" && s.c.Envoy.Token == ""
 	if h.closed {
 		s.log.Info("envoy compatible mode without an admin key: --addr serves /healthcheck, /json, /healthz and /readyz alone; Sluice's HTTP API, the dashboard and /metrics need an admin key", "addr", s.c.Addr)
 	}
