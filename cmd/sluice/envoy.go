@@ -13,8 +13,11 @@ import (
 )
 
 // registerEnvoy defines the flags of Envoy's rate limit service, and
-// --grpc-token-file, whose token checkEnvoy reads.
-func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, tokenFile *string) {
+// --grpc-token-file, whose token checkEnvoy reads, and the client
+// certificates of the service into t.
+func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, t *server.TLSConfig, tokenFile *string) {
+	fs.StringVar(&t.ClientCAFile, "grpc-client-ca", "", "PEM `file` of the CAs a client certificate of --grpc-addr must chain to: with it, with --tls-cert, a client without such a certificate is refused in the TLS handshake, health checks too (envoyproxy/ratelimit's GRPC_CLIENT_TLS_CACERT); reloaded as --tls-cert. The HTTP port asks for none")
+	fs.StringVar(&t.ClientSAN, "grpc-client-san", "", "with --grpc-client-ca, a `name` the client certificate must hold among its DNS names (or its IP addresses, for an address), compared as a host name, wildcards included (envoyproxy/ratelimit's GRPC_CLIENT_TLS_SAN)")
 	fs.StringVar(&f.GRPCAddr, "grpc-addr", "", "`address` to serve Envoy's rate limit service on, over gRPC (off if empty; see docs/envoy.md)")
 	fs.StringVar(&f.Dir, "envoy-config", "", "`directory` of envoyproxy/ratelimit YAML files, one domain each (reloaded on SIGHUP and on change)")
 	fs.BoolVar(&f.PerDescriptor, "envoy-per-descriptor", false, "decide each descriptor on its own, as envoyproxy/ratelimit does, instead of all-or-nothing: an admitted descriptor consumes even when another denies")
@@ -33,9 +36,15 @@ func registerEnvoy(fs *flag.FlagSet, f *server.EnvoyConfig, tokenFile *string) {
 	fs.StringVar(tokenFile, "grpc-token-file", "", "`file` holding a token every rate limit call must carry as \"authorization: Bearer <token>\" metadata (health checks excepted)")
 }
 
-// checkEnvoy checks the flags of Envoy's rate limit service, and reads
-// the token of tokenFile into f.
-func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
+// checkEnvoy checks the flags of Envoy's rate limit service, and those of
+// its client certificates in t, and reads the token of tokenFile into f.
+func checkEnvoy(f *server.EnvoyConfig, t server.TLSConfig, tokenFile string) error {
+	switch {
+	case t.ClientSAN != "" && t.ClientCAFile == "":
+		return errors.New("serve: --grpc-client-san needs --grpc-client-ca: without it no client certificate is asked")
+	case t.ClientCAFile != "" && t.CertFile == "":
+		return errors.New("serve: --grpc-client-ca needs --tls-cert and --tls-key: a client certificate is asked over TLS")
+	}
 	if f.GRPCAddr == "" {
 		for _, o := range []struct {
 			name string
@@ -53,6 +62,7 @@ func checkEnvoy(f *server.EnvoyConfig, tokenFile string) error {
 			{"--envoy-start-without-config", f.StartWithoutConfig},
 			{"--envoy-health-needs-config", f.HealthNeedsConfig},
 			{"--grpc-token-file", tokenFile != ""},
+			{"--grpc-client-ca", t.ClientCAFile != ""},
 		} {
 			if o.set {
 				return fmt.Errorf("serve: %s needs --grpc-addr, as every --envoy-* flag does", o.name)

@@ -76,7 +76,12 @@ var compatRules = append([]compatRule{
 	{flag: "addr", vars: []string{"HOST", "PORT"}, value: hostPort("HOST", "PORT")},
 	{flag: "grpc-addr", vars: []string{"GRPC_HOST", "GRPC_PORT"}, value: hostPort("GRPC_HOST", "GRPC_PORT")},
 	{vars: []string{"GRPC_UDS"}, value: refuseSet("GRPC_UDS", "a Unix socket is not offered: Sluice serves gRPC on TCP ($GRPC_HOST and $GRPC_PORT, or --grpc-addr)")},
-	{vars: []string{"GRPC_SERVER_USE_TLS"}, value: refuseTrue("GRPC_SERVER_USE_TLS", "TLS of the gRPC port alone is not offered, nor client certificates: --tls-cert and --tls-key serve both ports, HTTP and gRPC, over TLS")},
+	// TLS, read only with GRPC_SERVER_USE_TLS=true, as the reference does.
+	{vars: []string{"GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN"}, value: checkTLS},
+	{flag: "tls-cert", vars: []string{"GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_CERT"}, value: withTLS("GRPC_SERVER_TLS_CERT")},
+	{flag: "tls-key", vars: []string{"GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_KEY"}, value: withTLS("GRPC_SERVER_TLS_KEY")},
+	{flag: "grpc-client-ca", vars: []string{"GRPC_SERVER_USE_TLS", "GRPC_CLIENT_TLS_CACERT"}, value: withTLS("GRPC_CLIENT_TLS_CACERT")},
+	{flag: "grpc-client-san", vars: []string{"GRPC_SERVER_USE_TLS", "GRPC_CLIENT_TLS_SAN"}, value: withTLS("GRPC_CLIENT_TLS_SAN")},
 	{flag: "envoy-config", vars: []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"}, value: func(get func(string) string) (string, error) {
 		return filepath.Join(get("RUNTIME_ROOT"), get("RUNTIME_SUBDIRECTORY"), get("RUNTIME_APPDIRECTORY")), nil
 	}},
@@ -341,4 +346,32 @@ func refuseTrue(name, why string) func(func(string) string) (string, error) {
 		}
 		return "", err
 	}
+}
+
+// withTLS is the value of the variable name when GRPC_SERVER_USE_TLS is
+// true; the reference reads it only then.
+func withTLS(name string) func(func(string) string) (string, error) {
+	return func(get func(string) string) (string, error) {
+		if on, err := refBool(get, "GRPC_SERVER_USE_TLS"); err != nil || !on {
+			return "", err
+		}
+		return get(name), nil
+	}
+}
+
+// checkTLS refuses GRPC_SERVER_USE_TLS=true without a certificate, which
+// the reference cannot start without either, and a SAN without a client
+// CA, which the reference ignores: refused, so that no one believes
+// clients are checked when none is.
+func checkTLS(get func(string) string) (string, error) {
+	on, err := refBool(get, "GRPC_SERVER_USE_TLS")
+	switch {
+	case err != nil || !on:
+		return "", err
+	case get("GRPC_SERVER_TLS_CERT") == "" || get("GRPC_SERVER_TLS_KEY") == "":
+		return "", fmt.Errorf("$GRPC_SERVER_USE_TLS=%s needs $GRPC_SERVER_TLS_CERT and $GRPC_SERVER_TLS_KEY, the certificate served (read into --tls-cert and --tls-key, which serve both ports, HTTP and gRPC, over TLS)", get("GRPC_SERVER_USE_TLS"))
+	case get("GRPC_CLIENT_TLS_SAN") != "" && get("GRPC_CLIENT_TLS_CACERT") == "":
+		return "", fmt.Errorf("$GRPC_CLIENT_TLS_SAN=%q needs $GRPC_CLIENT_TLS_CACERT: without a client CA no client certificate is asked, and the SAN checks nothing (the reference ignores it then)", get("GRPC_CLIENT_TLS_SAN"))
+	}
+	return "", nil
 }

@@ -168,7 +168,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (serveConfig, error) {
 		}
 		c.envWarnings = append(c.envWarnings, c.compat.notes...)
 	}
-	if err := checkEnvoy(&c.Envoy, l.tokenFile); err != nil {
+	if err := checkEnvoy(&c.Envoy, c.TLS, l.tokenFile); err != nil {
 		return c, c.compat.explain(err)
 	}
 	if err := c.parseLists(l); err != nil {
@@ -220,7 +220,7 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.StringVar(&l.origins, "allowed-origins", "", "comma-separated browser `origins` besides this server's own whose pages may send requests that change state (POST, PUT, PATCH, DELETE); others are refused 403. Patterns as in --ws-allowed-origins")
 	fs.DurationVar(&c.HistorySave, "history-save", time.Minute, "how often the dashboard's history (a day of counts per minute, in --data-dir) is written, the minute in progress included: what a crash may forget of it; 1s to 1m")
 	fs.IntVar(&c.TenantLabels, "metrics-tenant-labels", 0, "label the gateway's and the decisions' metrics by tenant for the first `N` tenants seen (the rest count as \"(other)\", no tenant id; a tenant with no decision for an hour frees its place; /metrics then needs the admin key); 0 labels none")
-	registerEnvoy(fs, &c.Envoy, &l.tokenFile)
+	registerEnvoy(fs, &c.Envoy, &c.TLS, &l.tokenFile)
 	registerCompat(fs, &c.EnvoyCompat)
 	fs.StringVar(&c.TLS.CertFile, "tls-cert", "", "PEM `file` of the TLS certificate (and its chain) of the HTTP API and the rate limit service, with --tls-key; reloaded when it changes and on SIGHUP")
 	fs.StringVar(&c.TLS.KeyFile, "tls-key", "", "PEM `file` of the private key of --tls-cert")

@@ -33,7 +33,9 @@ import (
 //     or the limiter unavailable, a deadline) is 500.
 //
 // /json spends limits as the gRPC calls do, so it is held to their token
-// (--grpc-token-file), sent as "Authorization: Bearer <token>"; and no web
+// (--grpc-token-file), sent as "Authorization: Bearer <token>"; with
+// client certificates (--grpc-client-ca) and no token, it is refused (403),
+// not a way around them; and no web
 // page may call it (a request with an Origin is refused unless
 // --allowed-origins names it): a form's POST needs no CORS preflight.
 //
@@ -55,6 +57,10 @@ type envoyHTTP struct {
 	origins []string                    // --allowed-origins: pages that may call /json
 	api     http.Handler                // Sluice's HTTP API
 	closed  bool                        // of api, only /healthz and /readyz
+
+	// certOnly: the service asks a client certificate (--grpc-client-ca)
+	// and no token, so /json, which can ask neither, is refused.
+	certOnly bool
 }
 
 // envoyFront returns api behind the reference's routes in the compatible
@@ -77,6 +83,7 @@ func (s *Server) envoyFront(api http.Handler) http.Handler {
 		api:     api,
 		closed:  s.c.AdminKey == "" && !loopback.Addr(s.c.Addr),
 	}
+	h.certOnly = s.c.TLS.ClientCAFile != "" && s.c.Envoy.Token == ""
 	if h.closed {
 		s.log.Info("envoy compatible mode without an admin key: --addr serves /healthcheck, /json, /healthz and /readyz alone; Sluice's HTTP API, the dashboard and /metrics need an admin key", "addr", s.c.Addr)
 	}
@@ -161,6 +168,10 @@ func (h *envoyHTTP) json(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("Forbidden: origin %q may not call /json: only pages of --allowed-origins may", origin), http.StatusForbidden)
 			return
 		}
+	}
+	if h.certOnly {
+		http.Error(w, "Forbidden: the rate limit service asks a client certificate (--grpc-client-ca), which /json on --addr cannot; give it a token (--grpc-token-file) to open /json to its holders", http.StatusForbidden)
+		return
 	}
 	if h.token != "" && !bearerIs(r, h.token) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)

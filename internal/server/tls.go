@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 	"log"
@@ -21,37 +22,61 @@ import (
 )
 
 // TLSConfig is the TLS of the HTTP API and of Envoy's rate limit service:
-// both files or neither (cmd/sluice checks).
+// both files or neither (cmd/sluice checks). With ClientCAFile, the rate
+// limit service alone (--grpc-addr) requires a client certificate; the
+// HTTP API asks for none, whose callers carry keys.
 type TLSConfig struct {
 	CertFile string // --tls-cert: PEM, the leaf first, then its chain
 	KeyFile  string // --tls-key: PEM
+	// ClientCAFile (--grpc-client-ca) holds in PEM the CAs a client
+	// certificate of --grpc-addr must chain to; empty: none asked.
+	ClientCAFile string
+	// ClientSAN (--grpc-client-san), with ClientCAFile, is a name the
+	// client certificate must hold, compared as envoyproxy/ratelimit's
+	// GRPC_CLIENT_TLS_SAN is: x509's VerifyHostname, against its DNS
+	// names (wildcards as a host name matches them) or, for an IP
+	// address, its IP addresses; never its URIs or common name.
+	ClientSAN string
 }
 
 // tlsPoll is how often the files of the certificate are read for a
 // change.
 const tlsPoll = time.Second
 
-// tlsPair is the content of the two files of a certificate.
-type tlsPair struct{ cert, key []byte }
+// tlsPair is the content of the two files of a certificate, and of the
+// client CA file if any.
+type tlsPair struct{ cert, key, clientCA []byte }
 
-// certLoader serves a certificate read from a pair of PEM files, read
+// tlsFiles is what the files of a tlsPair hold.
+type tlsFiles struct {
+	cert    tls.Certificate
+	clients *x509.CertPool // nil without a client CA file
+}
+
+// certLoader serves a certificate read from a pair of PEM files, and the
+// pool of client CAs of a third if any (the three one source, read
+// together), read
 // again on reload (SIGHUP) and when their content changes and has settled
 // (package reload, as for --config): a pair that fails to load is logged,
 // naming the file, and the certificate in force stays. Safe for
 // concurrent use.
 type certLoader struct {
-	w *reload.Watcher[tlsPair, tls.Certificate]
+	w *reload.Watcher[tlsPair, tlsFiles]
 }
 
 // newCertLoader loads the pair of c; an error names the file at fault.
 func newCertLoader(c TLSConfig, log *slog.Logger) (*certLoader, error) {
-	w, err := reload.New(reload.Source[tlsPair, tls.Certificate]{
+	where := []any{"cert", c.CertFile, "key", c.KeyFile}
+	if c.ClientCAFile != "" {
+		where = append(where, "client_ca", c.ClientCAFile)
+	}
+	w, err := reload.New(reload.Source[tlsPair, tlsFiles]{
 		What:  "TLS certificate",
-		Where: []any{"cert", c.CertFile, "key", c.KeyFile},
+		Where: where,
 		Read:  func() (tlsPair, [sha256.Size]byte, error) { return readPair(c) },
-		Parse: func(p tlsPair) (*tls.Certificate, error) { return parsePair(c, p) },
-		Attrs: func(cert *tls.Certificate) []any {
-			return []any{"serial", cert.Leaf.SerialNumber.String(), "not_after", cert.Leaf.NotAfter}
+		Parse: func(p tlsPair) (*tlsFiles, error) { return parsePair(c, p) },
+		Attrs: func(f *tlsFiles) []any {
+			return []any{"serial", f.cert.Leaf.SerialNumber.String(), "not_after", f.cert.Leaf.NotAfter}
 		},
 	}, log, nil)
 	if err != nil {
@@ -70,16 +95,24 @@ func readPair(c TLSConfig) (tlsPair, [sha256.Size]byte, error) {
 	if p.key, err = os.ReadFile(c.KeyFile); err != nil {
 		return p, [sha256.Size]byte{}, fmt.Errorf("--tls-key: %w", err)
 	}
+	if c.ClientCAFile != "" {
+		if p.clientCA, err = os.ReadFile(c.ClientCAFile); err != nil {
+			return p, [sha256.Size]byte{}, fmt.Errorf("--grpc-client-ca: %w", err)
+		}
+	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%d\n", len(p.cert))
+	fmt.Fprintf(h, "%d %d\n", len(p.cert), len(p.key))
 	h.Write(p.cert)
 	h.Write(p.key)
+	h.Write(p.clientCA)
 	return p, [sha256.Size]byte(h.Sum(nil)), nil
 }
 
-// parsePair parses the pair read from the files of c, naming the file at
-// fault.
-func parsePair(c TLSConfig, p tlsPair) (*tls.Certificate, error) {
+// parsePair parses the pair, and the client CAs, read from the files of c,
+// naming the file at fault. The client CAs are those of the file alone,
+// not the system's: envoyproxy/ratelimit adds them to the system's, which
+// lets in a client certificate of any public CA.
+func parsePair(c TLSConfig, p tlsPair) (*tlsFiles, error) {
 	if !hasBlock(p.cert, "CERTIFICATE") {
 		return nil, fmt.Errorf("--tls-cert %s: no PEM CERTIFICATE block", c.CertFile)
 	}
@@ -90,7 +123,14 @@ func parsePair(c TLSConfig, p tlsPair) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert %s and --tls-key %s: %w", c.CertFile, c.KeyFile, err)
 	}
-	return &cert, nil // its Leaf parsed by X509KeyPair
+	f := &tlsFiles{cert: cert} // its Leaf parsed by X509KeyPair
+	if c.ClientCAFile != "" {
+		f.clients = x509.NewCertPool()
+		if !hasBlock(p.clientCA, "CERTIFICATE") || !f.clients.AppendCertsFromPEM(p.clientCA) {
+			return nil, fmt.Errorf("--grpc-client-ca %s: no PEM CERTIFICATE block that parses", c.ClientCAFile)
+		}
+	}
+	return f, nil
 }
 
 // config returns a server TLS configuration serving l's certificate,
@@ -100,9 +140,45 @@ func (l *certLoader) config(protos ...string) *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: protos,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return l.w.Config(), nil
+			return &l.w.Config().cert, nil
 		},
 	}
+}
+
+// grpcConfig returns config(protos), requiring of each client, with a
+// client CA file, a certificate that chains to its CAs, for client
+// authentication, and, if san is not empty, holds san (see
+// TLSConfig.ClientSAN): a client without is refused in the handshake.
+// The CAs in force, read again as the certificate, are those of each
+// handshake.
+func (l *certLoader) grpcConfig(san string, protos ...string) *tls.Config {
+	c := l.config(protos...)
+	if l.w.Config().clients == nil {
+		return c
+	}
+	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		f := l.w.Config()
+		cc := l.config(protos...)
+		cc.ClientAuth = tls.RequireAndVerifyClientCert
+		cc.ClientCAs = f.clients
+		// A resumed session is not verified again: a client of a CA
+		// since removed from the file could resume one for days.
+		cc.SessionTicketsDisabled = true
+		if san != "" {
+			cc.VerifyPeerCertificate = func(_ [][]byte, chains [][]*x509.Certificate) error {
+				// Verified by then: every chain starts at the leaf.
+				if len(chains) == 0 || len(chains[0]) == 0 {
+					return fmt.Errorf("no verified client certificate")
+				}
+				if err := chains[0][0].VerifyHostname(san); err != nil {
+					return fmt.Errorf("the client certificate is not for %q (--grpc-client-san): %w", san, err)
+				}
+				return nil
+			}
+		}
+		return cc, nil
+	}
+	return c
 }
 
 // hasBlock reports whether data holds a PEM block whose type ends with
@@ -146,12 +222,14 @@ func (s *Server) tlsListener(ln net.Listener) net.Listener {
 	return tls.NewListener(ln, s.tls.config("http/1.1"))
 }
 
-// grpcTLS returns the rate limit service's TLS option, if configured.
+// grpcTLS returns the rate limit service's TLS option, if configured:
+// with a client CA file, it requires client certificates, of every call,
+// health checks included, as envoyproxy/ratelimit does on its gRPC port.
 func (s *Server) grpcTLS() []grpc.ServerOption {
 	if s.tls == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.tls.config("h2")))}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.tls.grpcConfig(s.c.TLS.ClientSAN, "h2")))}
 }
 
 // errorLog returns the HTTP server's error log, at warn. With TLS, a

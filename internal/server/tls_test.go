@@ -2,8 +2,10 @@ package server
 
 import (
 	"bytes"
+	"crypto/tls"
 	"log"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +115,98 @@ func TestHandshakeLog(t *testing.T) {
 	if len(lines) != 3 || !strings.Contains(lines[0], "1234") || !strings.Contains(lines[0], "sampled=") ||
 		!strings.Contains(lines[1], "Accept error") || !strings.Contains(lines[2], "1235") {
 		t.Fatalf("logged at info and above:\n%s\nwant the first handshake error, the accept error, and the next minute's first", &logs)
+	}
+}
+
+// TestClientCerts: with a client CA, the gRPC configuration refuses in
+// the handshake a client without a certificate, one of another CA and,
+// with a SAN, one without it among its DNS names; it accepts one the CA
+// signed for the SAN. The CA file is read again on change, as the
+// certificate. The HTTP configuration asks for no client certificate.
+func TestClientCerts(t *testing.T) {
+	ca, clients, other := testcert.NewCA(t), testcert.NewCA(t), testcert.NewCA(t)
+	dir := t.TempDir()
+	file := func(name string) string { return filepath.Join(dir, name) }
+	c := TLSConfig{CertFile: file("cert.pem"), KeyFile: file("key.pem"), ClientCAFile: file("clients.pem"), ClientSAN: "envoy.internal"}
+	ca.Issue(t, 1, c.CertFile, c.KeyFile)
+	clients.WriteCA(t, c.ClientCAFile)
+	clients.IssueClient(t, 10, file("good.pem"), file("good.key"), "envoy.internal")
+	clients.IssueClient(t, 11, file("nosan.pem"), file("nosan.key"), "other.internal")
+	other.IssueClient(t, 12, file("other.pem"), file("other.key"), "envoy.internal")
+	l, err := newCertLoader(c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handshake := func(cfg *tls.Config, cert string) error {
+		t.Helper()
+		client := &tls.Config{RootCAs: ca.Pool, ServerName: "localhost"}
+		if cert != "" {
+			pair, err := tls.LoadX509KeyPair(file(cert+".pem"), file(cert+".key"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			client.Certificates = []tls.Certificate{pair}
+		}
+		// Over TCP, whose buffers let the server's alert go unread.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		done := make(chan error, 1)
+		go func() {
+			conn, err := ln.Accept()
+			if err != nil {
+				done <- err
+				return
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(time.Minute))
+			done <- tls.Server(conn, cfg).Handshake()
+		}()
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(time.Minute))
+		tls.Client(conn, client).Handshake() // the server's verdict is what counts
+		return <-done
+	}
+	grpc := l.grpcConfig(c.ClientSAN, "h2")
+	if err := handshake(grpc, "good"); err != nil {
+		t.Fatalf("a client certificate of the CA with the SAN: %v", err)
+	}
+	for _, cert := range []string{"", "other", "nosan"} {
+		if err := handshake(grpc, cert); err == nil {
+			t.Errorf("client certificate %q: accepted, want refused in the handshake", cert)
+		}
+	}
+	if err := handshake(l.config("http/1.1"), ""); err != nil {
+		t.Fatalf("the HTTP configuration without a client certificate: %v", err)
+	}
+
+	// Without a SAN, any client certificate of the CA.
+	if err := handshake(l.grpcConfig("", "h2"), "nosan"); err != nil {
+		t.Fatalf("no SAN asked, a certificate of the CA: %v", err)
+	}
+
+	// The CA replaced on disk: read again once settled.
+	other.WriteCA(t, c.ClientCAFile)
+	l.w.Poll()
+	l.w.Poll()
+	if err := handshake(grpc, "other"); err != nil {
+		t.Fatalf("a certificate of the new CA: %v", err)
+	}
+	if err := handshake(grpc, "good"); err == nil {
+		t.Fatal("a certificate of the replaced CA: accepted")
+	}
+	// A bad CA file: the one in force stays, the error names the file.
+	testcert.Replace(t, c.ClientCAFile, []byte("not a certificate"))
+	if err := l.w.Reload(); err == nil || !strings.Contains(err.Error(), "--grpc-client-ca "+c.ClientCAFile) {
+		t.Fatalf("reload of a bad CA file: %v, want an error naming it", err)
+	}
+	if err := handshake(grpc, "other"); err != nil {
+		t.Fatalf("after a bad CA file, the one in force: %v", err)
 	}
 }

@@ -1,7 +1,7 @@
 // Package testcert makes certificates for tests: a certificate authority,
-// and server certificates it signs for 127.0.0.1 and localhost, written as
-// PEM files the way certificate managers write them (a file renamed over
-// the old one).
+// server certificates it signs for 127.0.0.1 and localhost, and client
+// certificates, written as PEM files the way certificate managers write
+// them (a file renamed over the old one).
 package testcert
 
 import (
@@ -63,16 +63,34 @@ func (ca *CA) WriteCA(t testing.TB, file string) {
 // whole.
 func (ca *CA) Issue(t testing.TB, serial int64, certFile, keyFile string) {
 	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
+	ca.issue(t, &x509.Certificate{
 		SerialNumber: big.NewInt(serial),
 		Subject:      pkix.Name{CommonName: "localhost"},
 		DNSNames:     []string{"localhost"},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	}, certFile, keyFile)
+}
+
+// IssueClient writes a client certificate of serial (extended key usage
+// client authentication) whose DNS names are names, none if none, signed
+// by the CA, to certFile, and its key to keyFile. Its common name is
+// "client", never one of names.
+func (ca *CA) IssueClient(t testing.TB, serial int64, certFile, keyFile string, names ...string) {
+	t.Helper()
+	ca.issue(t, &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: "client"},
+		DNSNames:     names,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, certFile, keyFile)
+}
+
+// issue signs tmpl, valid for a day, and writes it and its new key.
+func (ca *CA) issue(t testing.TB, tmpl *x509.Certificate, certFile, keyFile string) {
+	t.Helper()
+	key := newKey(t)
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
