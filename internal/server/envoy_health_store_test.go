@@ -2,15 +2,18 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/envoyrls"
@@ -141,4 +144,77 @@ func pings(t *testing.T, rc *redis.Client) int {
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n
+}
+
+// TestEnvoyHealthStoreAndConfig: the health is SERVING only while the
+// store is ready and, with --envoy-health-needs-config, a domain is
+// loaded: NOT_SERVING if either says so. After the server's shutdown
+// (hs.Shutdown), the store's recovery changes nothing.
+func TestEnvoyHealthStoreAndConfig(t *testing.T) {
+	rs := redistest.StartOwn(t)
+	rc := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1})
+	defer rc.Close()
+	empty, _ := envoyrls.Parse(nil)
+	one, err := envoyrls.Parse([]envoyrls.File{{Name: "d.yaml", Data: []byte("domain: d\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	cfg := empty
+	h := &envoyHealth{needsConfig: true, current: func() *envoyrls.Config { mu.Lock(); defer mu.Unlock(); return cfg }}
+	load := func(c *envoyrls.Config) {
+		mu.Lock()
+		cfg = c
+		mu.Unlock()
+		h.update() // as a reload does
+	}
+	hs := health.NewServer()
+	h.serve(hs)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.watchStore(ctx, func(ctx context.Context) error { return rc.Ping(ctx).Err() }, 10*time.Millisecond, time.Second, slog.New(slog.DiscardHandler))
+	}()
+	defer func() { cancel(); <-done }()
+	want := func(what string, st healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			r, err := hs.Check(context.Background(), &healthpb.HealthCheckRequest{Service: envoyrls.ReferenceHealthName})
+			if err == nil && r.GetStatus() == st && h.healthy() == (st == healthpb.HealthCheckResponse_SERVING) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v, %v, healthy %v; want %v", what, r.GetStatus(), err, h.healthy(), st)
+			}
+		}
+	}
+	want("store up, no domain", healthpb.HealthCheckResponse_NOT_SERVING)
+	load(one)
+	want("store up, a domain", healthpb.HealthCheckResponse_SERVING)
+	rs.Stop()
+	want("store down, a domain", healthpb.HealthCheckResponse_NOT_SERVING)
+	load(empty)
+	want("store down, no domain", healthpb.HealthCheckResponse_NOT_SERVING)
+	load(one)
+	want("store down, a domain again", healthpb.HealthCheckResponse_NOT_SERVING)
+	if err := rs.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	want("store back, a domain", healthpb.HealthCheckResponse_SERVING)
+	rs.Stop()
+	want("store down before shutdown", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.Shutdown()
+	if err := rs.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !h.healthy(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the poller never saw the store back")
+		}
+	}
+	h.update()
+	if r, _ := hs.Check(context.Background(), &healthpb.HealthCheckRequest{Service: ""}); r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("after shutdown, the store back: %v; want NOT_SERVING", r.GetStatus())
+	}
 }
