@@ -86,9 +86,9 @@ func (s *Server) envoyFront(api http.Handler) http.Handler {
 // envoyHealthy returns why the server is not healthy as the reference's
 // health check means it, or nil: the rate limit service's gRPC health for
 // "ratelimit" (NOT_SERVING while stopping, while the store is not ready,
-// and with --envoy-health-needs-config while no domain is loaded), or,
-// without the service, the same but stopping. Neither reaches the store:
-// its poller (envoyHealth.watchStore) does, once a period.
+// and with --envoy-health-needs-config while no domain is loaded); without
+// the service (no --grpc-addr), the same but for stopping. Neither reaches
+// the store: its poller (envoyHealth.watchStore) does, once a period.
 func (s *Server) envoyHealthy(ctx context.Context) error {
 	if s.rls == nil || s.rls.hs == nil {
 		if !s.envoy.Healthy() {
