@@ -678,8 +678,12 @@ var suiteCases = []suiteCase{
 
 	// VI. test/server/*: health and the JSON endpoint, the compatible
 	// mode's (gRPC health in both).
-	{name: "server/TestHealthCheck", config: "service", modes: []string{modeCompat}, steps: []step{
+	{name: "server/TestHealthCheck", config: "service", modes: []string{modeCompat}, redis: "plain", steps: []step{
 		act("healthy", httpCall("GET", "/healthcheck", "", 200, "OK")),
+		act("the store fails", stopRedis),
+		act("unhealthy", httpCall("GET", "/healthcheck", "", 500, "")),
+		act("the store is back", restartRedis),
+		act("healthy again", httpCall("GET", "/healthcheck", "", 200, "OK")),
 	}},
 	{name: "server/TestHealthyWithAtLeastOneConfigLoaded", modes: []string{modeCompat},
 		env: map[string]string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true"}, steps: []step{
@@ -687,9 +691,15 @@ var suiteCases = []suiteCase{
 			act("a file", putFile("service/desk.yaml", "desk.yaml")),
 			act("healthy", httpCall("GET", "/healthcheck", "", 200, "OK")),
 		}},
-	{name: "server/TestGrpcHealthCheck", config: "service", modes: bothModes, steps: []step{
+	{name: "server/TestGrpcHealthCheck", config: "service", modes: bothModes, redis: "plain", steps: []step{
 		act("ratelimit serving", healthIs("ratelimit", healthpb.HealthCheckResponse_SERVING)),
 		act("the whole server serving", healthIs("", healthpb.HealthCheckResponse_SERVING)),
+		act("the store fails", stopRedis),
+		act("ratelimit not serving", healthIs("ratelimit", healthpb.HealthCheckResponse_NOT_SERVING)),
+		act("nor the whole server", healthIs("", healthpb.HealthCheckResponse_NOT_SERVING)),
+		act("the store is back", restartRedis),
+		act("ratelimit serving again", healthIs("ratelimit", healthpb.HealthCheckResponse_SERVING)),
+		act("the whole server again", healthIs("", healthpb.HealthCheckResponse_SERVING)),
 	}},
 	{name: "server/TestGrpcHealthyWithAtLeastOneConfigLoaded", modes: bothModes,
 		env: map[string]string{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED": "true"}, flags: []string{"--envoy-health-needs-config"}, steps: []step{

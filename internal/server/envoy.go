@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -102,15 +104,24 @@ type envoyConfig struct {
 }
 
 // envoyHealth is the rate limit service's gRPC health, kept to the
-// configuration in force with --envoy-health-needs-config. Reloads
-// update it from the watcher's goroutine, the server sets it once it
+// store's readiness (watchStore's) and, with --envoy-health-needs-config,
+// to the configuration in force. Reloads update it from the watcher's
+// goroutine, the store's poller from its own, the server sets it once it
 // serves.
 type envoyHealth struct {
 	needsConfig bool
 	current     func() *envoyrls.Config
+	storeDown   atomic.Bool // the store's last readiness check failed
 	mu          sync.Mutex
 	hs          *health.Server // nil until the service serves
 }
+
+// storePoll is the period of the store's readiness checks the health
+// follows, and storeCheck each one's deadline (/readyz's).
+const (
+	storePoll  = time.Second
+	storeCheck = 2 * time.Second
+)
 
 func loadEnvoy(f EnvoyConfig, log *slog.Logger) (envoyConfig, error) {
 	h := &envoyHealth{needsConfig: f.HealthNeedsConfig}
@@ -132,14 +143,45 @@ func loadEnvoy(f EnvoyConfig, log *slog.Logger) (envoyConfig, error) {
 	return envoyConfig{watcher: w, health: h}, nil
 }
 
-// Healthy reports whether the rate limit service is healthy: always, but
-// with --envoy-health-needs-config, while no domain is loaded (none at
-// start yet, or every one gone on a reload). The gRPC health follows it;
-// the reference's HTTP /healthcheck answers by it.
+// Healthy reports whether the rate limit service is healthy: while the
+// store was ready at its last check (watchStore), and with
+// --envoy-health-needs-config, while a domain is loaded (none at start
+// yet, or every one gone on a reload, is unhealthy). The gRPC health
+// follows it; the reference's HTTP /healthcheck answers by it.
 func (c envoyConfig) Healthy() bool { return c.health.healthy() }
 
 func (h *envoyHealth) healthy() bool {
-	return !h.needsConfig || len(h.current().Domains()) > 0
+	return !h.storeDown.Load() && (!h.needsConfig || len(h.current().Domains()) > 0)
+}
+
+// watchStore checks the store's readiness, ready (/readyz's), at once
+// and every period, each check within deadline, until ctx is done, and
+// keeps the health to it. It is the store's one prober: health checks,
+// however many, read what it found and never reach the store.
+func (h *envoyHealth) watchStore(ctx context.Context, ready func(context.Context) error, period, deadline time.Duration, log *slog.Logger) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, deadline)
+		err := ready(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if down := err != nil; h.storeDown.Swap(down) != down {
+			if down {
+				log.Warn("the store is not ready: the rate limit service's health is NOT_SERVING until it is", "err", err)
+			} else {
+				log.Info("the store is ready again: the rate limit service's health follows it")
+			}
+			h.update()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // serve makes hs, the gRPC health of the service now serving, follow

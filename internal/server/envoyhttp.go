@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -25,7 +24,8 @@ import (
 // compatible mode (--envoy-compat), before Sluice's HTTP API:
 //
 //   - GET /healthcheck: 200 "OK" while the rate limit service is serving
-//     (its gRPC health for "ratelimit") and the store is ready, else 500;
+//     (its gRPC health for "ratelimit", which follows the store's
+//     readiness), else 500;
 //   - POST /json: a RateLimitRequest in protojson, decided as over gRPC,
 //     answered in protojson: 200 when OK, 429 when OVER_LIMIT, 500 when
 //     UNKNOWN; 400 for a body that is not one, and, as the reference,
@@ -92,22 +92,23 @@ func (s *Server) envoyFront(api http.Handler) http.Handler {
 
 // envoyHealthy returns why the server is not healthy as the reference's
 // health check means it, or nil: the rate limit service's gRPC health for
-// "ratelimit" (NOT_SERVING while stopping, and as the service sets it),
-// then the store's readiness.
+// "ratelimit" (NOT_SERVING while stopping, while the store is not ready,
+// and with --envoy-health-needs-config while no domain is loaded); without
+// the service (no --grpc-addr), the same but for stopping. Neither reaches
+// the store: its poller (envoyHealth.watchStore) does, once a period.
 func (s *Server) envoyHealthy(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if s.rls != nil && s.rls.hs != nil {
-		resp, err := s.rls.hs.Check(ctx, &healthpb.HealthCheckRequest{Service: envoyrls.ReferenceHealthName})
-		if err != nil {
-			return err
+	if s.rls == nil || s.rls.hs == nil {
+		if !s.envoy.Healthy() {
+			return errors.New("the store is not ready, or no domain is loaded")
 		}
-		if st := resp.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {
-			return fmt.Errorf("the rate limit service is %v", st)
-		}
+		return nil
 	}
-	if s.st.ready != nil {
-		return s.st.ready(ctx)
+	resp, err := s.rls.hs.Check(ctx, &healthpb.HealthCheckRequest{Service: envoyrls.ReferenceHealthName})
+	if err != nil {
+		return err
+	}
+	if st := resp.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("the rate limit service is %v", st)
 	}
 	return nil
 }

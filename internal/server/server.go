@@ -407,8 +407,9 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // start starts the goroutines beside the servers: the sweeper of expired
-// sessions, the announcer of this node, the configurations' watchers and
-// the debug server.
+// sessions, the announcer of this node, the configurations' watchers, the
+// store's poller the rate limit service's health follows, and the debug
+// server.
 func (s *Server) start() {
 	wctx, stop := context.WithCancel(context.Background())
 	s.stopWatch = stop
@@ -421,6 +422,9 @@ func (s *Server) start() {
 	s.wg.Go(func() { s.rec.KeepHistory(wctx, s.historyWritten) })
 	if s.envoy.watcher != nil {
 		s.wg.Go(func() { s.envoy.watcher.Run(wctx, s.envoyHup, s.c.ConfigPoll) })
+	}
+	if s.st.ready != nil && (s.c.Envoy.GRPCAddr != "" || s.c.EnvoyCompat) {
+		s.wg.Go(func() { s.envoy.health.watchStore(wctx, s.st.ready, storePoll, storeCheck, s.log) })
 	}
 	if s.watcher != nil {
 		s.wg.Go(func() { s.watcher.Run(wctx, s.fileHup, s.c.ConfigPoll) })
