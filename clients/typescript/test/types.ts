@@ -1,0 +1,43 @@
+// Compiled by `npm test` (tsc --noEmit -p test): the types let the calls of
+// docs/typescript.md through and refuse what the server would refuse.
+import { Sluice, SluiceError, type CheckResult, type AcquireResult } from "../src/index.js";
+
+const sluice = new Sluice({ baseUrl: "http://127.0.0.1:8080", apiKey: "k" });
+
+export async function uses(): Promise<void> {
+  const r: CheckResult = await sluice.check({ tenant: "acme", endpoint: "chat", key: { user: "u-1" } });
+  const wait: number = r.retryAfter;
+  void wait;
+  await sluice.check({ policies: ["chat"], key: { user: "u" }, hits: 2 });
+  await sluice.check({ checks: [{ key: "u", policy: { name: "p", algorithm: "token_bucket", limit: 10, window: "1s", burst: 20 } }] });
+  // @ts-expect-error: an unknown algorithm
+  await sluice.check({ checks: [{ key: "u", policy: { name: "p", algorithm: "leaky", limit: 1 } }] });
+  // @ts-expect-error: neither an endpoint, policies nor checks
+  await sluice.check({ tenant: "acme", key: { user: "u" } });
+
+  const lease = await sluice.acquireLease({ tenant: "acme", policy: "reports-running", units: 1 });
+  if (lease.allowed && lease.lease) await sluice.releaseLease(lease.lease.token, { tenant: "acme", policy: "reports-running" });
+  // @ts-expect-error: keyValue goes with an inline policy, key parts with a named one
+  await sluice.acquireLease({ policy: "reports-running", keyValue: "u" });
+
+  const a: AcquireResult = await sluice.acquire("partner-api", { key: "u-1", maxWaitMs: 500 });
+  if (a.granted) {
+    const at: Date = a.grantedAt;
+    void at;
+  } else {
+    const ms: number = a.retryAfterMs;
+    void ms;
+    // @ts-expect-error: a refusal has no grant time
+    void a.grantedAt;
+  }
+
+  try {
+    await sluice.check({ endpoint: "chat" });
+  } catch (err) {
+    if (err instanceof SluiceError) {
+      const f: string | undefined = err.field;
+      const s: number = err.status;
+      void f, s;
+    }
+  }
+}
