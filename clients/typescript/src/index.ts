@@ -214,6 +214,17 @@ export interface SluiceOptions {
   apiKey?: string;
   /** A fetch to use instead of the global one (tests, instrumentation). */
   fetch?: typeof fetch;
+  /**
+   * What `check` decides when no decision comes back: the server cannot be
+   * reached, or a proxy in front answers 502, 503 or 504 without Sluice's
+   * body. "open" admits and "closed" denies, with `failedOpen` or
+   * `failedClosed` set; inline policies decide by their own `failMode`
+   * (default open) whatever this says. The server's own 503 (a policy that
+   * fails closed could not be decided) is denied, `failedClosed`. Unset,
+   * the default: those throw SluiceError (status 0, code "network", or the
+   * status). Errors the server answers (400, 401, 403, 404...) always throw.
+   */
+  failMode?: "open" | "closed";
 }
 
 /** Per-call options. */
@@ -228,6 +239,7 @@ export class Sluice {
   readonly baseUrl: string;
   readonly #apiKey: string | undefined;
   readonly #fetch: typeof fetch;
+  readonly #failMode: "open" | "closed" | undefined;
 
   constructor(options: SluiceOptions) {
     if (!options || typeof options.baseUrl !== "string" || options.baseUrl === "") {
@@ -240,6 +252,10 @@ export class Sluice {
       throw new TypeError("Sluice: no fetch: pass options.fetch on a platform without a global one");
     }
     this.#fetch = f;
+    if (options.failMode !== undefined && options.failMode !== "open" && options.failMode !== "closed") {
+      throw new TypeError(`Sluice: failMode must be "open" or "closed", got ${JSON.stringify(options.failMode)}`);
+    }
+    this.#failMode = options.failMode;
   }
 
   /**
@@ -248,8 +264,17 @@ export class Sluice {
    * anything else.
    */
   async check(req: CheckRequest, opts?: CallOptions): Promise<CheckResult> {
-    const { status, body } = await this.#call("POST", "/v1/check", req, [200, 429], opts);
-    return toCheckResult(status, body);
+    let answer;
+    try {
+      answer = await this.#call("POST", "/v1/check", req, [200, 429], opts);
+    } catch (err) {
+      if (this.#failMode === undefined || !(err instanceof SluiceError)) throw err;
+      const own = err.status === 503 && err.code === "unavailable" && sluiceBody(err);
+      const noDecision = err.status === 0 || ((err.status === 502 || err.status === 503 || err.status === 504) && !sluiceBody(err));
+      if (own || noDecision) return failed(req, this.#failMode, err, own);
+      throw err;
+    }
+    return toCheckResult(answer.status, answer.body);
   }
 
   /** POST /v1/leases: hold units of a concurrency policy. A 429 (all held) is a result with `allowed` false. */
@@ -342,12 +367,52 @@ export class Sluice {
       body !== undefined && typeof body.error === "string"
         ? (body as ErrorBody)
         : {
+            [NOT_SLUICE]: true,
             error: res.status >= 500 ? "unavailable" : "internal",
             message: `sluice: ${method} ${path}: ${res.status} ${res.statusText}: ${text.slice(0, 200)}`,
           };
     if (typeof errBody.message !== "string") errBody.message = String(errBody.error);
     throw new SluiceError(res.status, errBody, retryAfterHeader(res.headers));
   }
+}
+
+// NOT_SLUICE marks an error body the client made up, for an answer without
+// Sluice's (a proxy's 502 page).
+const NOT_SLUICE = Symbol("not sluice");
+
+function sluiceBody(err: SluiceError): boolean {
+  return err.body !== undefined && !(NOT_SLUICE in err.body);
+}
+
+// failed is check's result when no decision came back. The server's own
+// 503 (own) denies every policy; otherwise each policy's fail mode decides:
+// an inline policy's own (default open), configured ones the client's.
+function failed(req: CheckRequest, mode: "open" | "closed", err: SluiceError, own: boolean): CheckResult {
+  const now = Math.ceil(Date.now() / 1000);
+  const decide = (name: string, m: "open" | "closed") => failedDecision(name, own ? "closed" : m, now);
+  const decisions: Decision[] =
+    "checks" in req
+      ? req.checks.map((c) => decide(c.policy.name, c.policy.failMode === "closed" ? "closed" : "open"))
+      : ("endpoint" in req ? [req.endpoint] : req.policies).map((name) => decide(name, mode));
+  const reported = decisions.find((d) => !d.allowed) ?? decisions[0] ?? decide("", mode);
+  return {
+    ...reported,
+    status: err.status,
+    violatedPolicies: decisions.filter((d) => !d.allowed).map((d) => d.policy),
+    decisions,
+    message: err.message,
+  };
+}
+
+function failedDecision(policy: string, mode: "open" | "closed", now: number): Decision {
+  const d: Decision = { policy, allowed: mode === "open", limit: 0, remaining: 0, resetAt: now, retryAfter: 0, retryAfterMs: 0 };
+  if (mode === "open") d.failedOpen = true;
+  else {
+    d.failedClosed = true;
+    d.retryAfter = 1;
+    d.retryAfterMs = 1000;
+  }
+  return d;
 }
 
 function toCheckResult(status: number, body: Wire): CheckResult {

@@ -199,3 +199,72 @@ test("no server: a SluiceError with status 0 and code network", async () => {
 test("options are checked", () => {
   assert.throws(() => new Sluice({}), TypeError);
 });
+
+test("failMode decides when no decision comes back, and only then", async (t) => {
+  const baseUrl = await serve(t, CONFIG);
+  const named = { tenant: "acme", endpoint: "chat", key: { user: "u-f" } };
+  const inline = {
+    tenant: "acme",
+    checks: [
+      { key: "k", policy: { name: "ts-open", algorithm: "fixed_window", limit: 5, window: "1s" } },
+      { key: "k", policy: { name: "ts-closed", algorithm: "fixed_window", limit: 5, window: "1s", failMode: "closed" } },
+    ],
+  };
+  const down = "http://127.0.0.1:1";
+
+  const open = await new Sluice({ baseUrl: down, failMode: "open" }).check(named);
+  assert.equal(open.allowed, true);
+  assert.equal(open.failedOpen, true);
+  assert.equal(open.status, 0);
+  assert.equal(open.policy, "chat");
+
+  const closed = await new Sluice({ baseUrl: down, failMode: "closed" }).check(named);
+  assert.equal(closed.allowed, false);
+  assert.equal(closed.failedClosed, true);
+  assert.deepEqual(closed.violatedPolicies, ["chat"]);
+
+  // Inline policies decide by their own mode, whatever the client's.
+  const mixed = await new Sluice({ baseUrl: down, failMode: "open" }).check(inline);
+  assert.equal(mixed.allowed, false);
+  assert.deepEqual(
+    mixed.decisions.map((d) => [d.policy, d.allowed]),
+    [
+      ["ts-open", true],
+      ["ts-closed", false],
+    ],
+  );
+
+  // A proxy's 502 page is no decision; Sluice's own 503 is failed closed.
+  const proxy = (status, body, type) => async () => new Response(body, { status, headers: { "Content-Type": type } });
+  const bad = await new Sluice({ baseUrl, failMode: "open", fetch: proxy(502, "<html>bad gateway</html>", "text/html") }).check(named);
+  assert.equal(bad.allowed, true);
+  assert.equal(bad.status, 502);
+  const own = await new Sluice({
+    baseUrl,
+    failMode: "open",
+    fetch: proxy(503, JSON.stringify({ error: "unavailable", message: "store failed" }), "application/json"),
+  }).check(named);
+  assert.equal(own.allowed, false);
+  assert.equal(own.failedClosed, true);
+
+  // Errors the server answers are thrown whatever the mode; without a mode, so is no answer.
+  await assert.rejects(new Sluice({ baseUrl, apiKey: ADMIN_KEY, failMode: "open" }).check({ tenant: "acme", endpoint: "chat" }), (err) => err instanceof SluiceError && err.status === 400);
+  await assert.rejects(new Sluice({ baseUrl: down }).check(named), (err) => err instanceof SluiceError && err.status === 0);
+  await assert.rejects(new Sluice({ baseUrl, fetch: proxy(502, "bad gateway", "text/plain") }).check(named), (err) => err instanceof SluiceError && err.status === 502);
+  assert.throws(() => new Sluice({ baseUrl, failMode: "ajar" }), TypeError);
+
+  // A real server answers as ever.
+  const real = await new Sluice({ baseUrl, apiKey: ADMIN_KEY, failMode: "closed" }).check(named);
+  assert.equal(real.allowed, true);
+  assert.equal(real.failedClosed, undefined);
+});
+
+test("an aborted call rejects with the signal's reason, not a SluiceError", async (t) => {
+  const baseUrl = await serve(t, CONFIG);
+  const sluice = new Sluice({ baseUrl, apiKey: ADMIN_KEY, failMode: "open" });
+  const reason = new Error("gave up");
+  await assert.rejects(
+    sluice.check({ tenant: "acme", endpoint: "chat", key: { user: "u" } }, { signal: AbortSignal.abort(reason) }),
+    (err) => err === reason,
+  );
+});

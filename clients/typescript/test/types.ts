@@ -41,3 +41,29 @@ export async function uses(): Promise<void> {
     }
   }
 }
+
+// docs/typescript.md's "Calls", as written there.
+export async function docCalls(key: string): Promise<void> {
+  const sluice = new Sluice({ baseUrl: "http://127.0.0.1:8080", apiKey: key });
+  const r = await sluice.check({ tenant: "acme", endpoint: "search", key: { user: "u-42" }, hits: 1 });
+  if (!r.allowed) console.log(`retry in ${r.retryAfter}s; denied by ${r.violatedPolicies}`);
+  await sluice.check({
+    tenant: "acme",
+    checks: [
+      { key: "tenant", policy: { name: "tenant-per-minute", algorithm: "sliding_window", limit: 600, window: "1m" } },
+      { key: "user-42", policy: { name: "user-per-second", algorithm: "token_bucket", limit: 10, window: "1s", burst: 20 } },
+    ],
+  });
+  const req = { tenant: "acme", policy: "reports-running" };
+  const held = await sluice.acquireLease({ ...req, units: 1 });
+  if (held.allowed && held.lease) {
+    try {
+      await sluice.renewLease(held.lease.token, req);
+    } finally {
+      await sluice.releaseLease(held.lease.token, req);
+    }
+  }
+  const share = await sluice.acquire("partner-api", { tenant: "acme", key: "u-42", cost: 1, maxWaitMs: 500 });
+  if (!share.granted) console.log(`${share.reason}: retry in ${share.retryAfterMs}ms`);
+  await sluice.check({ tenant: "acme", endpoint: "chat", key: { user: "u" } }, { signal: AbortSignal.timeout(200) });
+}
