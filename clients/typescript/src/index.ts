@@ -5,6 +5,9 @@
 // refusal) is a result, never a thrown error; every other answer that is
 // not 2xx throws a SluiceError carrying the server's error body.
 
+import { GatewayConnection, type Admission, type ConnectOptions, type Session } from "./gateway.js";
+export * from "./gateway.js";
+
 /** The algorithms of a policy (docs/algorithms.md). `gcra` is `token_bucket`. */
 export type Algorithm =
   | "fixed_window"
@@ -331,6 +334,45 @@ export class Sluice {
     };
   }
 
+  /** PUT /v1/tenants/{id}/sessions: a new session of the tenant's WebSocket gateway. */
+  async createSession(tenant: string, opts?: CallOptions): Promise<Session> {
+    const { body } = await this.#call("PUT", `/v1/tenants/${encodeURIComponent(tenant)}/sessions`, undefined, [201, 200], opts);
+    return body as unknown as Session;
+  }
+
+  /** DELETE /v1/tenants/{id}/sessions/{session}: its connections close with 4001. */
+  async deleteSession(tenant: string, session: string, opts?: CallOptions): Promise<void> {
+    await this.#call("DELETE", `/v1/tenants/${encodeURIComponent(tenant)}/sessions/${encodeURIComponent(session)}`, undefined, [200], opts);
+  }
+
+  /** GET /v1/ws/admit: what a connect would get now, consuming nothing. */
+  async admit(tenant: string, session: string, opts?: CallOptions): Promise<Admission> {
+    const q = `tenant=${encodeURIComponent(tenant)}&session=${encodeURIComponent(session)}`;
+    try {
+      await this.#call("GET", `/v1/ws/admit?${q}`, undefined, [200], opts);
+      return { admit: true };
+    } catch (err) {
+      if (!(err instanceof SluiceError) || err.status === 0 || !err.body) throw err;
+      const refused: Admission = { admit: false, status: err.status, message: err.message };
+      if (typeof err.body.limit === "string") refused.limit = err.body.limit;
+      const ra = err.retryAfter ?? (typeof err.body.retryAfter === "number" ? err.body.retryAfter : undefined);
+      if (ra !== undefined) refused.retryAfter = ra;
+      return refused;
+    }
+  }
+
+  /**
+   * Connects to a session of the WebSocket gateway and keeps it connected:
+   * each (re)connect asks admit first and waits out a 429's Retry-After;
+   * losses are retried with exponential backoff and full jitter; a session
+   * deleted (4001) or expired (4000), or refused (403), ends it.
+   */
+  connect(tenant: string, session: string, options: ConnectOptions = {}): GatewayConnection {
+    const q = `tenant=${encodeURIComponent(tenant)}&session=${encodeURIComponent(session)}`;
+    const url = `${this.baseUrl.replace(/^http/, "ws")}/v1/ws?${q}`;
+    return new GatewayConnection(url, tenant, session, () => this.admit(tenant, session), options);
+  }
+
   async #call(
     method: string,
     path: string,
@@ -343,7 +385,9 @@ export class Sluice {
     if (this.#apiKey) headers.Authorization = `Bearer ${this.#apiKey}`;
     let res: Response;
     try {
-      const init: RequestInit = { method, headers, body: JSON.stringify(payload) };
+      const init: RequestInit = { method, headers };
+      if (payload !== undefined) init.body = JSON.stringify(payload);
+      else delete headers["Content-Type"];
       if (opts?.signal) init.signal = opts.signal;
       res = await this.#fetch(this.baseUrl + path, init);
     } catch (err) {

@@ -1,6 +1,6 @@
 // Compiled by `npm test` (tsc --noEmit -p test): the types let the calls of
 // docs/typescript.md through and refuse what the server would refuse.
-import { Sluice, SluiceError, type CheckResult, type AcquireResult } from "../src/index.js";
+import { Sluice, SluiceError, type CheckResult, type AcquireResult, type Frame, type CloseDetail, type CloseKind } from "../src/index.js";
 
 const sluice = new Sluice({ baseUrl: "http://127.0.0.1:8080", apiKey: "k" });
 
@@ -66,4 +66,22 @@ export async function docCalls(key: string): Promise<void> {
   const share = await sluice.acquire("partner-api", { tenant: "acme", key: "u-42", cost: 1, maxWaitMs: 500 });
   if (!share.granted) console.log(`${share.reason}: retry in ${share.retryAfterMs}ms`);
   await sluice.check({ tenant: "acme", endpoint: "chat", key: { user: "u" } }, { signal: AbortSignal.timeout(200) });
+}
+
+// The gateway, as docs/typescript.md writes it.
+export async function gateway(sluice: Sluice): Promise<void> {
+  const session = await sluice.createSession("acme");
+  const conn = sluice.connect("acme", session.id, { maxDelayMs: 10_000 });
+  conn.addEventListener("frame", (ev) => {
+    const frame = (ev as CustomEvent<Frame>).detail;
+    if (frame.type === "message") console.log(frame.from, frame.data);
+  });
+  const close: CloseDetail = await conn.next("close");
+  const kind: CloseKind = close.kind;
+  void kind;
+  await conn.next("open");
+  conn.send("silo", { text: "hi" }, "m-1");
+  // @ts-expect-error: the gateway's queues are silo and pooled
+  conn.send("fifo", {});
+  conn.close();
 }
