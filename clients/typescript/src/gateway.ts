@@ -111,7 +111,7 @@ export interface GatewayEvents {
   frame: Frame;
   close: CloseDetail;
   reconnecting: ReconnectDetail;
-  /** The connection stops for good: closed by close(), a close code not worth retrying, or a session refused (403). */
+  /** The connection stops for good: closed by close(), a close code not worth retrying, or a connect refused with a 4xx other than 429 (403: a session deleted or expired). */
   end: { cause: { close: CloseDetail } | { refused: Admission & { admit: false } } | { closedByClient: true } };
 }
 
@@ -236,7 +236,7 @@ export class GatewayConnection extends EventTarget {
       let retryAfterMs = 0;
       if (!admission.admit) {
         cause = { refused: admission };
-        if (admission.status === 403 || admission.status === 404 || admission.status === 401) {
+        if (admission.status >= 400 && admission.status < 500 && admission.status !== 429) {
           return this.#emit("end", { cause });
         }
         retryAfterMs = (admission.retryAfter ?? 0) * 1000;
