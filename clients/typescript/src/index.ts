@@ -269,7 +269,7 @@ export class Sluice {
   async check(req: CheckRequest, opts?: CallOptions): Promise<CheckResult> {
     let answer;
     try {
-      answer = await this.#call("POST", "/v1/check", req, [200, 429], opts);
+      answer = await this.#call("POST", "/v1/check", req, [200, 429], opts, isDecision);
     } catch (err) {
       if (this.#failMode === undefined || !(err instanceof SluiceError)) throw err;
       const own = err.status === 503 && err.code === "unavailable" && sluiceBody(err);
@@ -282,7 +282,7 @@ export class Sluice {
 
   /** POST /v1/leases: hold units of a concurrency policy. A 429 (all held) is a result with `allowed` false. */
   async acquireLease(req: LeaseRequest & { units?: number }, opts?: CallOptions): Promise<LeaseResult> {
-    const { status, body } = await this.#call("POST", "/v1/leases", req, [200, 429], opts);
+    const { status, body } = await this.#call("POST", "/v1/leases", req, [200, 429], opts, isDecision);
     return toCheckResult(status, body) as LeaseResult;
   }
 
@@ -418,6 +418,12 @@ export class Sluice {
     if (typeof errBody.message !== "string") errBody.message = String(errBody.error);
     throw new SluiceError(res.status, errBody, retryAfterHeader(res.headers));
   }
+}
+
+// isDecision tells a decision (200, or a limit's 429) from an error body
+// (a 429 "exhausted" of a shared resource, which is no limit's decision).
+function isDecision(_status: number, body: Wire): boolean {
+  return typeof body.allowed === "boolean";
 }
 
 // NOT_SLUICE marks an error body the client made up, for an answer without

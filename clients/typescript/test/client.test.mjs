@@ -268,3 +268,15 @@ test("an aborted call rejects with the signal's reason, not a SluiceError", asyn
     (err) => err === reason,
   );
 });
+
+test("a 429 that is no decision (exhausted) throws", async () => {
+  const sluice = new Sluice({
+    baseUrl: "http://127.0.0.1:1",
+    fetch: async () =>
+      new Response(JSON.stringify({ error: "exhausted", message: "no room" }), { status: 429, headers: { "Retry-After": "2" } }),
+  });
+  await assert.rejects(
+    sluice.check({ tenant: "acme", endpoint: "chat", key: { user: "u" } }),
+    (err) => err instanceof SluiceError && err.status === 429 && err.code === "exhausted" && err.retryAfter === 2,
+  );
+});

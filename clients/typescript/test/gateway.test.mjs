@@ -42,6 +42,11 @@ test("gateway: a session of two connections, a 429 waited out, a deletion ends t
   });
   await Promise.all([a.next("open"), b.next("open")]);
   assert.equal(a.connected, true);
+  const full = await sluice.admit("acme", session.id);
+  assert.equal(full.admit, false);
+  assert.equal(full.status, 429);
+  assert.equal(full.limit, "gw:session-connections");
+  assert.ok(full.retryAfter >= 1, `retryAfter ${full.retryAfter}`);
 
   // silo: the sender gets the echo, the other connection the message.
   const echo = frameMatching(a, (f) => f.type === "echo" && f.id === "m1");

@@ -85,3 +85,17 @@ export async function gateway(sluice: Sluice): Promise<void> {
   conn.send("fifo", {});
   conn.close();
 }
+
+// docs/typescript.md's demo page flow.
+export async function demo(sluice: Sluice, log: (f: Frame) => void): Promise<void> {
+  const { id } = await sluice.createSession("acme");
+  const admission = await sluice.admit("acme", id);
+  if (!admission.admit) console.log(admission.limit, admission.retryAfter);
+  const conn = sluice.connect("acme", id);
+  conn.addEventListener("frame", (ev) => log((ev as CustomEvent<Frame>).detail));
+  await conn.next("open");
+  conn.send("silo", "hello");
+  conn.send("pooled", "hello");
+  conn.close();
+  await sluice.deleteSession("acme", id);
+}
