@@ -267,7 +267,14 @@ export class GatewayConnection extends EventTarget {
   #connectOnce(total: number): Promise<{ opened: boolean; detail: CloseDetail }> {
     return new Promise((resolve) => {
       let opened = false;
-      const ws = new this.#opts.WebSocket(this.#url);
+      let ws: WebSocketLike;
+      try {
+        ws = new this.#opts.WebSocket(this.#url);
+      } catch (err) {
+        // A constructor that throws (a URL it refuses) is a connect that failed.
+        resolve({ opened, detail: { code: 1006, reason: String(err), kind: "abnormal", willReconnect: false } });
+        return;
+      }
       this.#ws = ws;
       ws.addEventListener("open", () => {
         opened = true;

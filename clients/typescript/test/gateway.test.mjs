@@ -172,3 +172,23 @@ test("close codes have kinds", () => {
     ["normal", "going_away", "abnormal", "invalid_utf8", "too_slow", "too_big", "session_expired", "session_deleted", "other"],
   );
 });
+
+test("gateway: a WebSocket constructor that throws is a failed connect, retried then given up", async () => {
+  const sluice = new Sluice({ baseUrl: "http://127.0.0.1:1", fetch: async () => new Response('{"admit":true}', { status: 200 }) });
+  const delays = [];
+  const conn = sluice.connect("acme", "s", {
+    WebSocket: class {
+      constructor() {
+        throw new Error("refused URL");
+      }
+    },
+    maxAttempts: 2,
+    initialDelayMs: 100,
+    random: () => 0.99,
+    sleep: async (ms) => void delays.push(ms),
+  });
+  const end = await conn.next("end");
+  assert.equal(end.cause.close.kind, "abnormal");
+  assert.match(end.cause.close.reason, /refused URL/);
+  assert.deepEqual(delays, [99, 198]); // full jitter under 100ms, then 200ms
+});
