@@ -17,7 +17,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo d
 COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test deps check bench fuzz clean image manifests
+.PHONY: build run test test-ts deps check bench fuzz clean image manifests
 
 ## build: compile bin/sluice
 build:
@@ -44,15 +44,20 @@ DYNOXIDE := tools/node_modules/@dynoxide/linux-x64/dynoxide
 # one failing on apt's lock.
 APT_LOCK := /tmp/sluice-apt.lock
 
+# The TypeScript client, whose devDependencies deps installs.
+TS_CLIENT := clients/typescript
+TS_DEPS   := $(TS_CLIENT)/node_modules/.package-lock.json
+
 ## deps: install everything the tests need: Go modules, the DynamoDB
 ## emulator (dynoxide, pinned in tools/package-lock.json) from npm, and
 ## Debian's chromium for the demo page's browser test; Debian's umoci,
 ## skopeo, podman and runc for the container image's (make image),
 ## systemd's systemd-analyze for the systemd unit's, and redis-server for
-## the Redis store's (store/redisstore)
+## the Redis store's (store/redisstore); and the TypeScript client's
+## devDependencies (clients/typescript/package-lock.json) from npm
 DEPLOY_TOOLS := umoci skopeo podman runc systemd-analyze redis-server
 DEPLOY_PKGS  := umoci skopeo podman runc systemd redis-server
-deps: $(DYNOXIDE)
+deps: $(DYNOXIDE) $(TS_DEPS)
 	@command -v chromium >/dev/null || flock $(APT_LOCK) sh -c 'command -v chromium >/dev/null || { \
 		echo "chromium is missing: installing it from Debian"; \
 		apt-get update && apt-get install -y --no-install-recommends chromium; }'
@@ -63,12 +68,29 @@ deps: $(DYNOXIDE)
 	cd bench && $(GO) mod download
 	cd deploy/kubetest && $(GO) mod download
 
-$(DYNOXIDE): tools/package.json tools/package-lock.json
-	@command -v npm >/dev/null || flock $(APT_LOCK) sh -c 'command -v npm >/dev/null || { \
+NPM_ENSURE := command -v npm >/dev/null || flock $(APT_LOCK) sh -c 'command -v npm >/dev/null || { \
 		echo "npm is missing: installing nodejs and npm from Debian"; \
 		apt-get update && apt-get install -y --no-install-recommends nodejs npm; }'
+
+$(DYNOXIDE): tools/package.json tools/package-lock.json
+	@$(NPM_ENSURE)
 	cd tools && npm ci --no-audit --no-fund
 	@touch $@
+
+# The TypeScript client (clients/typescript): its devDependencies (tsc) as
+# its package-lock.json pins them; the package itself depends on nothing.
+$(TS_DEPS): $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	@$(NPM_ENSURE)
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund
+	@touch $@
+
+# TS_TEST runs the client's tests (tsc, then node --test) against the
+# sluice binary $(1); missing node, npm or tsc fail it, never skip it.
+define TS_TEST
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "test-ts: node and npm are needed: make deps"; exit 1; }
+	@test -x $(TS_CLIENT)/node_modules/.bin/tsc || { echo "test-ts: $(TS_CLIENT)/node_modules is missing: make deps"; exit 1; }
+	cd $(TS_CLIENT) && SLUICE_BINARY=$(1) npm test
+endef
 
 ## check: formatting, vet and tidy modules
 check:
@@ -86,7 +108,8 @@ check:
 ## The end-to-end package (cmd/sluice) runs last and alone, on a race-enabled
 ## binary built before its clock starts; so is the container image's static
 ## build compiled before deploy/image's test builds and runs the image (make
-## image). Each run has a bounded timeout, so a hung test fails in minutes,
+## image). The TypeScript client's tests (test-ts) run after, against the
+## same binary. Each run has a bounded timeout, so a hung test fails in minutes,
 ## well inside CI's 15.
 test: deps check
 	$(GO) build -race -ldflags "$(LDFLAGS)" -o $(RACE_BIN) ./cmd/sluice
@@ -96,6 +119,11 @@ test: deps check
 	SLUICE_BINARY=$(CURDIR)/$(RACE_BIN) $(GO) test -race -shuffle=on -count=1 -timeout $(E2E_TIMEOUT) ./cmd/sluice
 	cd bench && $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) -run . -bench . -benchtime 1x ./...
 	cd deploy/kubetest && SLUICE_BINARY=$(CURDIR)/$(RACE_BIN) $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...
+	$(call TS_TEST,$(CURDIR)/$(RACE_BIN))
+
+## test-ts: the TypeScript client's tests alone, against bin/sluice
+test-ts: build $(TS_DEPS)
+	$(call TS_TEST,$(CURDIR)/$(BIN))
 
 ## manifests: render the Helm chart (deploy/helm/sluice) into the plain
 ## manifests of deploy/manifests, one file per shape; the chart's test
