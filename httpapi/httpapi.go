@@ -44,6 +44,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -287,6 +288,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// Routes returns every route the handler serves, "METHOD /path" with the
+// mux's path patterns ("GET /v1/tenants/{id}"), sorted: its own, the
+// operations' and those routed by other packages (TenantRoute, Route)
+// so far. The OpenAPI document's test holds it to the document.
+func (h *Handler) Routes() []string {
+	var routes []string
+	for path, methods := range h.allow {
+		for _, m := range methods {
+			routes = append(routes, m+" "+path)
+		}
+	}
+	slices.Sort(routes)
+	return routes
 }
 
 // methodsFor returns the methods of the route r's path matches, or nil.
