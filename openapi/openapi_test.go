@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -75,7 +76,22 @@ endpoints:
   search: [search]
 upstreams:
   partner: {rate: 1, window: 1h}
+  relay:
+    rate: 1
+    window: 1h
+    proxy: {url: %q}
+  dead:
+    rate: 1000
+    window: 1s
+    proxy: {url: "http://127.0.0.1:1/"}
 `
+	// The relay's upstream, a stand-in answering every call 200.
+	standIn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(standIn.Close)
+	conf = fmt.Sprintf(conf, standIn.URL+"/")
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +195,7 @@ type step struct {
 	url          string // the request's; {tenant}, {session}, {lease} filled in
 	key          string
 	body         string
+	headers      map[string]string // besides Authorization and Content-Type
 	status       int
 	// save, when set, keeps a field of the response body under a name
 	// that later URLs and bodies use as {name}.
@@ -265,6 +282,9 @@ var steps = []step{
 	{method: "GET", path: "/v1/upstreams/{name}", url: "/v1/upstreams/partner", key: "admin", status: 200},
 	{method: "GET", path: "/v1/upstreams/{name}", url: "/v1/upstreams/nowhere", key: "admin", status: 404},
 
+	// The proxy: the relay grants one call an hour, passed to the
+	// stand-in; the dead one's upstream refuses connections.
+	{method: "GET", path: "/v1/upstreams/{name}/proxy/{path}", url: "/v1/upstreams/relay/proxy/x", key: "tenant", headers: map[string]string{"Sluice-Key": "k"}, status: 200},
 	// Blocks and audit, erase.
 	{method: "GET", path: "/v1/tenants/{id}/blocks", url: "/v1/tenants/acme/blocks", key: "tenant", status: 200},
 	{method: "GET", path: "/v1/tenants/{id}/blocks", url: "/v1/tenants/acme/blocks", key: "other", status: 403},
@@ -306,6 +326,24 @@ var teardown = []step{
 // refused before the values are looked up.
 var dummy = strings.NewReplacer("{id}", "other", "{conn}", "c1", "{session}", "s1", "{key}", "k1",
 	"{token}", "t1", "{name}", "partner", "{path}", "x")
+
+// proxySteps are, for every method of the upstream proxy, a call of an
+// unknown upstream (404), a bad cost (400), a call the relay cannot grant
+// in 1ms (429: steps spent its hour's one), and a call of the dead
+// upstream (502).
+func proxySteps() []step {
+	var out []step
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"} {
+		p := "/v1/upstreams/{name}/proxy/{path}"
+		out = append(out,
+			step{method: m, path: p, url: "/v1/upstreams/nowhere/proxy/x", key: "tenant", headers: map[string]string{"Sluice-Key": "k"}, status: 404},
+			step{method: m, path: p, url: "/v1/upstreams/relay/proxy/x", key: "tenant", headers: map[string]string{"Sluice-Key": "k", "Sluice-Cost": "abc"}, status: 400},
+			step{method: m, path: p, url: "/v1/upstreams/relay/proxy/x", key: "tenant", headers: map[string]string{"Sluice-Key": "k", "Sluice-Max-Wait": "1ms"}, status: 429},
+			step{method: m, path: p, url: "/v1/upstreams/dead/proxy/x", key: "tenant", headers: map[string]string{"Sluice-Key": "k"}, status: 502},
+		)
+	}
+	return out
+}
 
 // sweeps are a request without a key of every operation documenting 401
 // (but /metrics, which asks one only with tenant labels), and a request
@@ -356,12 +394,9 @@ var notExercised = []string{
 	"DELETE /v1/tenants/{id}/connections/{conn} 404",
 	"DELETE /v1/tenants/{id}/connections/{conn} 410",
 	"DELETE /v1/tenants/{id}/sessions/{session} 404",
-	"DELETE /v1/upstreams/{name}/proxy/{path} 400",
 	"DELETE /v1/upstreams/{name}/proxy/{path} 403",
-	"DELETE /v1/upstreams/{name}/proxy/{path} 404",
-	"DELETE /v1/upstreams/{name}/proxy/{path} 429",
-	"DELETE /v1/upstreams/{name}/proxy/{path} 502",
 	"DELETE /v1/upstreams/{name}/proxy/{path} 503",
+	"DELETE /v1/upstreams/{name}/proxy/{path} 504",
 	"GET /metrics 401",
 	"GET /readyz 503",
 	"GET /v1/insight 404",
@@ -393,12 +428,9 @@ var notExercised = []string{
 	"GET /v1/tenants/{id}/keys 404",
 	"GET /v1/tenants/{id}/limits 404",
 	"GET /v1/upstreams/{name} 403",
-	"GET /v1/upstreams/{name}/proxy/{path} 400",
 	"GET /v1/upstreams/{name}/proxy/{path} 403",
-	"GET /v1/upstreams/{name}/proxy/{path} 404",
-	"GET /v1/upstreams/{name}/proxy/{path} 429",
-	"GET /v1/upstreams/{name}/proxy/{path} 502",
 	"GET /v1/upstreams/{name}/proxy/{path} 503",
+	"GET /v1/upstreams/{name}/proxy/{path} 504",
 	"GET /v1/ws 101",
 	"GET /v1/ws 400",
 	"GET /v1/ws 403",
@@ -408,24 +440,15 @@ var notExercised = []string{
 	"GET /v1/ws/admit 400",
 	"GET /v1/ws/admit 404",
 	"GET /v1/ws/admit 429",
-	"HEAD /v1/upstreams/{name}/proxy/{path} 400",
 	"HEAD /v1/upstreams/{name}/proxy/{path} 403",
-	"HEAD /v1/upstreams/{name}/proxy/{path} 404",
-	"HEAD /v1/upstreams/{name}/proxy/{path} 429",
-	"HEAD /v1/upstreams/{name}/proxy/{path} 502",
 	"HEAD /v1/upstreams/{name}/proxy/{path} 503",
-	"OPTIONS /v1/upstreams/{name}/proxy/{path} 400",
+	"HEAD /v1/upstreams/{name}/proxy/{path} 504",
 	"OPTIONS /v1/upstreams/{name}/proxy/{path} 403",
-	"OPTIONS /v1/upstreams/{name}/proxy/{path} 404",
-	"OPTIONS /v1/upstreams/{name}/proxy/{path} 429",
-	"OPTIONS /v1/upstreams/{name}/proxy/{path} 502",
 	"OPTIONS /v1/upstreams/{name}/proxy/{path} 503",
-	"PATCH /v1/upstreams/{name}/proxy/{path} 400",
+	"OPTIONS /v1/upstreams/{name}/proxy/{path} 504",
 	"PATCH /v1/upstreams/{name}/proxy/{path} 403",
-	"PATCH /v1/upstreams/{name}/proxy/{path} 404",
-	"PATCH /v1/upstreams/{name}/proxy/{path} 429",
-	"PATCH /v1/upstreams/{name}/proxy/{path} 502",
 	"PATCH /v1/upstreams/{name}/proxy/{path} 503",
+	"PATCH /v1/upstreams/{name}/proxy/{path} 504",
 	"POST /v1/check 503",
 	"POST /v1/insight/try 200",
 	"POST /v1/insight/try 400",
@@ -463,22 +486,16 @@ var notExercised = []string{
 	"POST /v1/upstreams/{name}/acquire 403",
 	"POST /v1/upstreams/{name}/acquire 413",
 	"POST /v1/upstreams/{name}/acquire 503",
-	"POST /v1/upstreams/{name}/proxy/{path} 400",
 	"POST /v1/upstreams/{name}/proxy/{path} 403",
-	"POST /v1/upstreams/{name}/proxy/{path} 404",
-	"POST /v1/upstreams/{name}/proxy/{path} 429",
-	"POST /v1/upstreams/{name}/proxy/{path} 502",
 	"POST /v1/upstreams/{name}/proxy/{path} 503",
+	"POST /v1/upstreams/{name}/proxy/{path} 504",
 	"PUT /v1/tenants/{id} 404",
 	"PUT /v1/tenants/{id} 413",
 	"PUT /v1/tenants/{id}/sessions 400",
 	"PUT /v1/tenants/{id}/sessions 404",
-	"PUT /v1/upstreams/{name}/proxy/{path} 400",
 	"PUT /v1/upstreams/{name}/proxy/{path} 403",
-	"PUT /v1/upstreams/{name}/proxy/{path} 404",
-	"PUT /v1/upstreams/{name}/proxy/{path} 429",
-	"PUT /v1/upstreams/{name}/proxy/{path} 502",
 	"PUT /v1/upstreams/{name}/proxy/{path} 503",
+	"PUT /v1/upstreams/{name}/proxy/{path} 504",
 }
 
 // TestResponsesMatchDocument sends each step to a real server and
@@ -496,7 +513,7 @@ func TestResponsesMatchDocument(t *testing.T) {
 		return s
 	}
 	exercised := map[string]bool{}
-	all := slices.Concat(steps, sweeps(doc), teardown)
+	all := slices.Concat(steps, proxySteps(), sweeps(doc), teardown)
 	for i, st := range all {
 		name := fmt.Sprintf("%d %s %s %d", i, st.method, st.url, st.status)
 		item := doc.Paths.Value(st.path)
@@ -514,6 +531,9 @@ func TestResponsesMatchDocument(t *testing.T) {
 		}
 		if st.body != "" {
 			req.Header.Set("Content-Type", "application/json")
+		}
+		for k, v := range st.headers {
+			req.Header.Set(k, v)
 		}
 		switch st.key {
 		case "admin":
