@@ -276,6 +276,11 @@ var steps = []step{
 	{method: "POST", path: "/v1/leases/{token}/renew", url: "/v1/leases/{lease}/renew", key: "none", body: `{"policy":"reports"}`, status: 401},
 	{method: "DELETE", path: "/v1/leases/{token}", url: "/v1/leases/{lease}", key: "tenant", body: `{"policy":"reports"}`, status: 200},
 	{method: "DELETE", path: "/v1/leases/{token}", url: "/v1/leases/{lease}", key: "none", body: `{"policy":"reports"}`, status: 401},
+	{method: "DELETE", path: "/v1/leases/{token}", url: "/v1/leases/{lease}", key: "tenant", body: `{"policy":"reports"}`, status: 404},
+	{method: "POST", path: "/v1/leases/{token}/renew", url: "/v1/leases/{lease}/renew", key: "tenant", body: `{"policy":"reports"}`, status: 404},
+	{method: "POST", path: "/v1/leases/{token}/renew", url: "/v1/leases/bogus/renew", key: "tenant", body: `{"policy":"reports"}`, status: 400},
+	{method: "DELETE", path: "/v1/leases/{token}", url: "/v1/leases/bogus", key: "tenant", body: `{"policy":"reports"}`, status: 400},
+	{method: "DELETE", path: "/v1/leases/{token}", url: "/v1/leases/{lease}", key: "tenant", body: `{"tenant":"other","policy":"reports"}`, status: 403},
 
 	// Upstream acquire: one a window.
 	{method: "POST", path: "/v1/upstreams/{name}/acquire", url: "/v1/upstreams/partner/acquire", key: "tenant", body: `{"key":"k"}`, status: 200},
@@ -407,9 +412,11 @@ func proxySteps() []step {
 }
 
 // sweeps are a request without a key of every operation documenting 401
-// (but /metrics, which asks one only with tenant labels), and a request
-// with acme's key of every operation under /v1/tenants/{id}/ documenting
-// 403, reaching tenant "other".
+// (but /metrics, which asks one only with tenant labels); a request with
+// acme's key of every operation under /v1/tenants/{id}/ documenting 403,
+// reaching tenant "other"; and, for every operation documenting 403 that
+// changes state, a page's request of another origin (refused before any
+// route, browser.go).
 func sweeps(doc *openapi3.T) []step {
 	var out []step
 	paths := doc.Paths.InMatchingOrder()
@@ -427,6 +434,10 @@ func sweeps(doc *openapi3.T) []step {
 			if op.Responses.Value("403") != nil && strings.HasPrefix(path, "/v1/tenants/{id}/") {
 				out = append(out, step{method: method, path: path, url: dummy.Replace(path), key: "tenant", body: "{}", status: 403})
 			}
+			if op.Responses.Value("403") != nil && method != "GET" && method != "HEAD" && method != "OPTIONS" {
+				out = append(out, step{method: method, path: path, url: dummy.Replace(path), key: "admin", body: "{}",
+					headers: map[string]string{"Origin": "https://elsewhere.example"}, status: 403})
+			}
 		}
 	}
 	return out
@@ -442,14 +453,8 @@ func sweeps(doc *openapi3.T) []step {
 // documented status is in neither steps nor this list, or if one listed
 // here is exercised (then it leaves the list).
 var notExercised = []string{
-	"DELETE /v1/leases/{token} 400",
-	"DELETE /v1/leases/{token} 403",
-	"DELETE /v1/leases/{token} 404",
-	"DELETE /v1/leases/{token} 410",
 	"DELETE /v1/leases/{token} 503",
-	"DELETE /v1/tenants/{id} 403",
 	"DELETE /v1/tenants/{id}/connections/{conn} 200",
-	"DELETE /v1/upstreams/{name}/proxy/{path} 403",
 	"DELETE /v1/upstreams/{name}/proxy/{path} 503",
 	"DELETE /v1/upstreams/{name}/proxy/{path} 504",
 	"GET /metrics 401",
@@ -479,24 +484,18 @@ var notExercised = []string{
 	"OPTIONS /v1/upstreams/{name}/proxy/{path} 403",
 	"OPTIONS /v1/upstreams/{name}/proxy/{path} 503",
 	"OPTIONS /v1/upstreams/{name}/proxy/{path} 504",
-	"PATCH /v1/upstreams/{name}/proxy/{path} 403",
 	"PATCH /v1/upstreams/{name}/proxy/{path} 503",
 	"PATCH /v1/upstreams/{name}/proxy/{path} 504",
 	"POST /v1/check 503",
 	"POST /v1/leases 503",
-	"POST /v1/leases/{token}/renew 403",
-	"POST /v1/leases/{token}/renew 404",
-	"POST /v1/leases/{token}/renew 410",
 	"POST /v1/leases/{token}/renew 503",
 	"POST /v1/tenants/{id}/connections/{conn} 200",
 	"POST /v1/tenants/{id}/erase 503",
 	"POST /v1/tenants/{id}/sessions/{session}/changed 400",
 	"POST /v1/tenants/{id}/sessions/{session}/gone 400",
 	"POST /v1/upstreams/{name}/acquire 503",
-	"POST /v1/upstreams/{name}/proxy/{path} 403",
 	"POST /v1/upstreams/{name}/proxy/{path} 503",
 	"POST /v1/upstreams/{name}/proxy/{path} 504",
-	"PUT /v1/upstreams/{name}/proxy/{path} 403",
 	"PUT /v1/upstreams/{name}/proxy/{path} 503",
 	"PUT /v1/upstreams/{name}/proxy/{path} 504",
 }
