@@ -534,14 +534,12 @@ func sweeps(doc *openapi3.T) []step {
 }
 
 // notExercised lists, exactly, the documented "METHOD path status" that no
-// step sends yet: the document names them from docs/api.md and the
-// handlers, but no test holds the server to them, nor their bodies and
-// headers to the document. Not yet exercised at all: the upstream proxy,
-// the connection management API and the node-to-node session routes, the
-// WebSocket connect and admit, the insight streams and try, blocks' POST
-// and DELETE, and every 503 (a failing store). The test fails if a
-// documented status is in neither steps nor this list, or if one listed
-// here is exercised (then it leaves the list).
+// step sends yet: the document names them from the handlers, but no test
+// holds the server to them, nor their bodies and headers to the document.
+// Left: the upstream proxy's 503 (a slot missed, or a server shutting
+// down) and acquire's 503, the gateway's 429s (a connect or admission over
+// the tenant's limits), the insight streams' 429 (too many streams), and
+// /gone's 503 (a store failing while the node holds the session).
 var notExercised = []string{
 	"DELETE /v1/upstreams/{name}/proxy/{path} 503",
 	"GET /v1/insight/stream 429",
