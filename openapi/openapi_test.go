@@ -364,6 +364,9 @@ var steps = []step{
 	{method: "GET", path: "/v1/ws/admit", url: "/v1/ws/admit?tenant=acme&session={session}", key: "none", status: 200},
 	{method: "GET", path: "/v1/ws", url: "/v1/ws?tenant=acme&session={session}", key: "none", status: 101, ws: true},
 	{method: "GET", path: "/v1/tenants/{id}/connections/{conn}", url: "/v1/tenants/acme/connections/{conn}", key: "tenant", status: 200},
+	{method: "PUT", path: "/v1/tenants/{id}", url: "/v1/tenants/acme", key: "admin", body: `{"id":"acme","settings":{"tenantConnections":1}}`, status: 200},
+	{method: "GET", path: "/v1/ws/admit", url: "/v1/ws/admit?tenant=acme&session={session}", key: "none", status: 429},
+	{method: "GET", path: "/v1/ws", url: "/v1/ws?tenant=acme&session={session}", key: "none", status: 429},
 	{method: "POST", path: "/v1/tenants/{id}/connections/{conn}", url: "/v1/tenants/acme/connections/{conn}", key: "tenant", body: `{"hello":1}`, status: 200},
 	{method: "DELETE", path: "/v1/tenants/{id}/connections/{conn}", url: "/v1/tenants/acme/connections/{conn}?code=4000&reason=bye", key: "tenant", status: 200},
 	{method: "GET", path: "/v1/ws/admit", url: "/v1/ws/admit?tenant=acme&session=nosuch", key: "none", status: 403},
@@ -537,16 +540,13 @@ func sweeps(doc *openapi3.T) []step {
 // step sends yet: the document names them from the handlers, but no test
 // holds the server to them, nor their bodies and headers to the document.
 // Left: the upstream proxy's 503 (a slot missed, or a server shutting
-// down) and acquire's 503, the gateway's 429s (a connect or admission over
-// the tenant's limits), the insight streams' 429 (too many streams), and
-// /gone's 503 (a store failing while the node holds the session).
+// down) and acquire's 503, the insight streams' 429 (too many streams),
+// and /gone's 503 (a store failing while the node holds the session).
 var notExercised = []string{
 	"DELETE /v1/upstreams/{name}/proxy/{path} 503",
 	"GET /v1/insight/stream 429",
 	"GET /v1/tenants/{id}/insight/stream 429",
 	"GET /v1/upstreams/{name}/proxy/{path} 503",
-	"GET /v1/ws 429",
-	"GET /v1/ws/admit 429",
 	"HEAD /v1/upstreams/{name}/proxy/{path} 503",
 	"OPTIONS /v1/upstreams/{name}/proxy/{path} 503",
 	"PATCH /v1/upstreams/{name}/proxy/{path} 503",
