@@ -64,8 +64,12 @@ func load(t *testing.T) *openapi3.T {
 }
 
 // serve runs a real `sluice serve` in process (internal/server, as
-// cmd/sluice runs it): the memory store, an admin key, a configuration
-// with a named endpoint, a concurrency policy and an upstream.
+// cmd/sluice runs it), changed by with: the memory store, an admin key,
+// one allowed host (so that the host wall stands), tenant labels on
+// /metrics (so that it asks the admin key), and a configuration with a
+// named endpoint, a concurrency policy and upstreams: one to acquire, one
+// proxied to a stand-in, one proxied to a stand-in that never answers
+// within its timeout and one to an address nothing listens on.
 func serve(t *testing.T, with ...func(*server.Config)) (*server.Server, string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "sluice.yaml")
@@ -149,8 +153,8 @@ upstreams:
 	return s, base
 }
 
-// pattern turns a mux pattern's path into the document's: {path...} is
-// {path}.
+// wildcard finds a mux pattern's {name...}, which the document names
+// {name}.
 var wildcard = regexp.MustCompile(`\{([a-z]+)\.\.\.\}`)
 
 // TestRoutesMatchDocument: every route the real server routes is a path
@@ -574,7 +578,8 @@ func TestResponsesMatchDocument(t *testing.T) {
 	exercised := map[string]bool{}
 	run(t, doc, base, slices.Concat(steps, proxySteps(), sweeps(doc), teardown), exercised)
 	if !t.Failed() {
-		// The store fails: a Redis store whose server is stopped.
+		// The store fails: a Redis store whose server is stopped. (Without
+		// redis-server, the test is skipped here, but in CI.)
 		rdb := redisServer(t)
 		_, base := serve(t, func(c *server.Config) {
 			c.Store, c.Redis = "redis", server.RedisConfig{URL: "redis://" + rdb.addr + "/0"}
