@@ -17,6 +17,7 @@
 //	ANY    /v1/upstreams/{name}/proxy/{path...}  wait for it, and have the server make the call
 //	GET    /v1/upstreams, /v1/upstreams/{name}  upstreams' configuration and state (admin)
 //	GET    /healthz, /readyz, /metrics        operations
+//	GET    /v1/openapi.json                   this API's OpenAPI 3.1 document (package openapi)
 //
 // Other packages' routes go behind its authentication, mounted before it
 // serves: the node-to-node protocol's connection routes (peer.Mount, over
@@ -44,11 +45,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/logevery"
+	"github.com/sluicehq/sluice/openapi"
 	"github.com/sluicehq/sluice/tenancy"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -182,6 +185,14 @@ func New(opts Options) *Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	h.allow["/healthz"] = []string{"GET"}
+	// The API's contract, which names no tenant's data: public, as the
+	// probes, but behind the host rule.
+	h.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(openapi.JSON) // the client may be gone; nothing to do
+	})
+	h.allow["/v1/openapi.json"] = []string{"GET"}
 	h.mux.HandleFunc("GET /readyz", h.readyz)
 	h.allow["/readyz"] = []string{"GET"}
 	if opts.Page != nil {
@@ -287,6 +298,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// Routes returns every route the handler serves, "METHOD /path" with the
+// mux's path patterns ("GET /v1/tenants/{id}"), sorted: its own, the
+// operations' and those routed by other packages (TenantRoute, Route)
+// so far. The OpenAPI document's test holds it to the document.
+func (h *Handler) Routes() []string {
+	var routes []string
+	for path, methods := range h.allow {
+		for _, m := range methods {
+			routes = append(routes, m+" "+path)
+		}
+	}
+	slices.Sort(routes)
+	return routes
 }
 
 // methodsFor returns the methods of the route r's path matches, or nil.

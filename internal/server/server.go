@@ -21,6 +21,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -114,6 +115,7 @@ type Server struct {
 	gw       *gateway.Gateway
 	clu      *peer.Cluster // this node alone, for a store of one process
 	srv      *http.Server
+	routes   []string       // the HTTP API's, for Routes
 	inflight sync.WaitGroup // handlers running, so that the store outlives them
 
 	// Started by Run, stopped by Close.
@@ -288,7 +290,9 @@ func (s *Server) assemble() error {
 	}
 	s.ins = insighthttp.New(insighthttp.Options{Insight: s.rec, States: s.eng, Tenancy: s.tenants, Cluster: s.clu,
 		GatewayStats: s.gw.Stats, GatewayRefusals: s.gwMetrics.Refusals, Logger: s.log})
-	s.srv = s.httpServer(s.envoyFront(s.api()))
+	api := s.api()
+	s.routes = api.Routes()
+	s.srv = s.httpServer(s.envoyFront(api))
 	return nil
 }
 
@@ -331,6 +335,10 @@ func (s *Server) liveness() gateway.Liveness {
 	}
 	return s.clu
 }
+
+// Routes returns the HTTP API's routes, "METHOD /path", sorted
+// (httpapi.Handler.Routes), as New assembled them.
+func (s *Server) Routes() []string { return slices.Clone(s.routes) }
 
 // api builds the HTTP API, with the connection management API (the
 // node-to-node protocol's server half) and the dashboard's insight routes
