@@ -45,7 +45,7 @@ func TestEndpointMiddleware(t *testing.T) {
 		return rec
 	}
 
-	models := httplimit.New(httplimit.Options{
+	models := mustNew(t, httplimit.Options{
 		Limiter:  c,
 		Endpoint: "models",
 		Parts:    map[string]httplimit.KeyFunc{"user": httplimit.KeyFromHeader("X-User")},
@@ -62,7 +62,7 @@ func TestEndpointMiddleware(t *testing.T) {
 		t.Fatalf("no user: %d %s", rec.Code, rec.Body)
 	}
 
-	login := httplimit.New(httplimit.Options{Limiter: c, Endpoint: "login", Tenant: func(*http.Request) string { return "demo" }})(handler)
+	login := mustNew(t, httplimit.Options{Limiter: c, Endpoint: "login", Tenant: func(*http.Request) string { return "demo" }})(handler)
 	for i := range 5 {
 		if rec := serve(login, "198.51.100.7", ""); rec.Code != 200 {
 			t.Fatalf("login %d: %d %s", i, rec.Code, rec.Body)
@@ -80,17 +80,4 @@ func TestEndpointMiddleware(t *testing.T) {
 	if err != nil || res.Decision.Remaining != 4 {
 		t.Fatalf("198.51.100.8's counter: %+v %v", res.Result, err)
 	}
-}
-
-// TestEndpointNeedsAServer: an endpoint needs a limiter that knows the
-// server's configuration; the engine does not.
-func TestEndpointNeedsAServer(t *testing.T) {
-	s := memstore.New(memstore.Options{})
-	defer s.Close()
-	defer func() {
-		if recover() == nil {
-			t.Fatal("no panic")
-		}
-	}()
-	httplimit.New(httplimit.Options{Limiter: engine.New(s, engine.Options{}), Endpoint: "chat"})
 }
