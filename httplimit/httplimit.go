@@ -143,7 +143,9 @@ type Options struct {
 	// HeadersBoth. Retry-After is written with every set.
 	Headers HeaderSet
 	// OnError is called when the limiter fails (the policies' fail modes
-	// have already had their say in the engine). Default: answer 503.
+	// have already had their say in the engine), or gives up because
+	// the request's context ended (err is then that context's error, as
+	// client.Client returns it). Default: answer 503.
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
 	// Now is the clock of the headers. Default time.Now.
 	Now func() time.Time
@@ -214,7 +216,13 @@ func New(opts Options) (func(http.Handler) http.Handler, error) {
 // headers.
 func (opts *Options) answer(w http.ResponseWriter, r *http.Request, next http.Handler, res sluice.Result, err error, headers func(http.Header)) {
 	if err != nil {
-		opts.Logger.Error("httplimit: limiter failed", "err", err)
+		if ctxErr := r.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			// The request ended (its client left, or its deadline
+			// passed) before its decision: not the limiter's failure.
+			opts.Logger.Debug("httplimit: request ended before its decision", "err", err)
+		} else {
+			opts.Logger.Error("httplimit: limiter failed", "err", err)
+		}
 		opts.OnError(w, r, err)
 		return
 	}

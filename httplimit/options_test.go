@@ -1,6 +1,8 @@
 package httplimit_test
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -166,5 +168,30 @@ func TestHeaderSets(t *testing.T) {
 				t.Errorf("set %v: 429 without Retry-After", tc.set)
 			}
 		}
+	}
+}
+
+// TestCallerGone: a request whose context ended before the limiter
+// decided (its client left) is not logged as a failure of the limiter,
+// and is not served when the limiter gave up on it.
+func TestCallerGone(t *testing.T) {
+	for name, l := range limiters(t) {
+		t.Run(name, func(t *testing.T) {
+			var logged strings.Builder
+			calls := 0
+			h := mustNew(t, httplimit.Options{Limiter: l, Policies: []sluice.Policy{hourly("api", 5)}, Key: httplimit.KeyFromHeader("X-User"),
+				Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))})(
+				http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls++ }))
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			req := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
+			req.Header.Set("X-User", "u")
+			h.ServeHTTP(httptest.NewRecorder(), req)
+			// The engine decides in memory whatever ctx says; the client
+			// gives up.
+			if calls != 0 && name == "client" || logged.Len() != 0 {
+				t.Fatalf("handler called %d times; logged %q", calls, logged.String())
+			}
+		})
 	}
 }
