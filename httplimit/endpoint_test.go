@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
@@ -79,5 +81,31 @@ func TestEndpointMiddleware(t *testing.T) {
 	res, err := c.CheckNamed(t.Context(), client.Named{Tenant: "demo", Endpoint: "login", Key: map[string]string{"ip": "198.51.100.8"}})
 	if err != nil || res.Decision.Remaining != 4 {
 		t.Fatalf("198.51.100.8's counter: %+v %v", res.Result, err)
+	}
+
+	// Skip, OnRefused and Headers apply through an endpoint too.
+	var refused string
+	xLogin := mustNew(t, httplimit.Options{Limiter: c, Endpoint: "login", Tenant: func(*http.Request) string { return "demo" },
+		Headers: httplimit.HeadersX,
+		Skip:    func(r *http.Request) bool { return r.Header.Get("X-User") == "probe" },
+		OnRefused: func(w http.ResponseWriter, r *http.Request, d sluice.Decision) {
+			refused = d.Policy
+			w.WriteHeader(http.StatusTeapot)
+		},
+	})(handler)
+	for range 3 {
+		if rec := serve(xLogin, "198.51.100.9", "probe"); rec.Code != 200 || rec.Header().Get("X-RateLimit-Remaining") != "" {
+			t.Fatalf("skipped: %d %v", rec.Code, rec.Header())
+		}
+	}
+	for i := range 5 {
+		rec := serve(xLogin, "198.51.100.9", "")
+		if rec.Code != 200 || rec.Header().Get("RateLimit") != "" || rec.Header().Get("X-RateLimit-Remaining") != strconv.Itoa(4-i) {
+			t.Fatalf("login %d through X headers: %d %v", i, rec.Code, rec.Header())
+		}
+	}
+	rec = serve(xLogin, "198.51.100.9", "")
+	if rec.Code != http.StatusTeapot || refused != "login-per-ip" || rec.Header().Get("Retry-After") == "" || rec.Header().Get("RateLimit-Policy") != "" {
+		t.Fatalf("refused through OnRefused: %d %v, policy %q", rec.Code, rec.Header(), refused)
 	}
 }
