@@ -11,8 +11,9 @@ import (
 )
 
 // A prepared limiter validates its tenant and policy once, then decides
-// by key: the fast path of a service limiting in process.
-func ExampleEngine_Prepare() {
+// by key: the fast path of a service limiting in process. A denial says
+// how long to wait, by the engine's clock (fixed here).
+func ExampleEngine_Prepare_retryAfter() {
 	s := memstore.New(memstore.Options{})
 	defer s.Close()
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
