@@ -119,11 +119,13 @@ type Check struct {
 	// Space is the key space of the check's counter: SpacePolicy (the
 	// zero value) for configured policies and Go callers, SpaceInline for
 	// the inline policies a client sends, SpaceInternal for Sluice's own
-	// components. Transports set it; no client input chooses it.
+	// components. Transports set it; no client input chooses it. Not for
+	// callers: leave it zero.
 	Space Space
 	// BlockedUntil, if after the request's time, is the end of an
 	// operator's block of this check's key (KeyBlock): the request is
-	// denied and consumes nothing. Transports set it from the tenant.
+	// denied and consumes nothing. Transports set it from the tenant. Not
+	// for callers: leave it zero (blocks are set with the operator's API).
 	BlockedUntil time.Time
 	// Burn adds the check's hits to its counter even when they deny, as
 	// envoyproxy/ratelimit counts (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
@@ -147,13 +149,15 @@ type Check struct {
 	Epoch int64
 }
 
-// CounterKey returns the key of c's counter for tenant.
+// CounterKey returns the key of c's counter for tenant. Not for callers:
+// it is the stores' and the engine's.
 func (c *Check) CounterKey(tenant string) Key {
 	return Key{Tenant: tenant, Epoch: c.Epoch, Space: c.Space, Algorithm: c.Policy.Algorithm, Policy: c.Policy.Name, Value: c.Key}
 }
 
 // BoxKey returns the key of the penalty box of c's counter for tenant: the
-// counter's key in its space's boxes.
+// counter's key in its space's boxes. Not for callers: it is the stores'
+// and the engine's.
 func (c *Check) BoxKey(tenant string) Key {
 	k := c.CounterKey(tenant)
 	k.Space |= spaceBoxes

@@ -9,7 +9,11 @@
 // middleware, and the same answers: when the server cannot be reached, or
 // answers that it cannot decide, the fail modes decide, as the engine's do
 // when its store fails. Over a limit is a result with Allowed false (the
-// server's 429), never an error. Errors are *sluice.Error, with the kind
+// server's 429), never an error. A caller's context that is cancelled, or
+// whose deadline passes, before the answer comes ends every call with
+// ctx.Err() (errors.Is context.Canceled or context.DeadlineExceeded), as
+// x/time/rate's Wait does: the caller gave up, so no fail mode decides.
+// Other errors are *sluice.Error, with the kind
 // of the server's status (sluice.KindOf: KindInvalid for 400,
 // KindUnauthorized 401, KindForbidden 403, KindNotFound 404, KindConflict
 // 409, KindUnavailable 503) and the field it named (sluice.FieldOf).
@@ -19,6 +23,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -153,14 +158,25 @@ func (c *Client) call(ctx context.Context, httpc *http.Client, op, method, path 
 	}
 	resp, err := httpc.Do(hr)
 	if err != nil {
-		return answer{}, &sluice.Error{Op: op, Kind: sluice.KindUnavailable, Err: err}
+		return answer{}, unreached(ctx, op, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return answer{}, &sluice.Error{Op: op, Kind: sluice.KindUnavailable, Err: err}
+		return answer{}, unreached(ctx, op, err)
 	}
 	return answer{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// unreached is the error of a call whose answer did not come: the
+// caller's own ctx.Err() if ctx ended (the caller gave up: no fail mode
+// decides, as x/time/rate's Wait returns ctx.Err()), else err as
+// KindUnavailable (the server gave no answer: the fail modes decide).
+func unreached(ctx context.Context, op string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s: %w", op, ctxErr)
+	}
+	return &sluice.Error{Op: op, Kind: sluice.KindUnavailable, Err: err}
 }
 
 // decide posts in to the server's path for a decision, and returns the

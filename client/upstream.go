@@ -41,8 +41,8 @@ func (e *UpstreamError) Unwrap() error { return e.err }
 // long the request waited once granted. cost 0 means 1; maxWait 0 means
 // the upstream's own maxWait. A refusal is an *UpstreamError; other errors
 // are the server's (*sluice.Error with its kind and field) or the
-// network's (KindUnavailable). Cancelling ctx ends the request, and the
-// server withdraws its place. The request may be held for up to maxWait:
+// network's (KindUnavailable). Cancelling ctx ends the request with
+// ctx.Err(), and the server withdraws its place. The request may be held for up to maxWait:
 // the HTTP client's timeout is stretched past it for this call.
 func (c *Client) Acquire(ctx context.Context, upstream, tenant, key string, cost int64, maxWait time.Duration) (time.Duration, error) {
 	const op = "client.acquire"
@@ -158,7 +158,7 @@ func (c *Client) Proxy(ctx context.Context, upstream string, call ProxyCall, r *
 	}
 	resp, err := httpc.Do(hr)
 	if err != nil {
-		return nil, &sluice.Error{Op: op, Kind: sluice.KindUnavailable, Err: err}
+		return nil, unreached(ctx, op, err)
 	}
 	if resp.Header.Get(wire.HeaderGrantedAt) != "" && resp.Header.Get(wire.HeaderProxyError) == "" {
 		return resp, nil // the upstream's answer
@@ -166,7 +166,7 @@ func (c *Client) Proxy(ctx context.Context, upstream string, call ProxyCall, r *
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, &sluice.Error{Op: op, Kind: sluice.KindUnavailable, Err: err}
+		return nil, unreached(ctx, op, err)
 	}
 	if resp.StatusCode == http.StatusTooManyRequests {
 		var out wire.UpstreamShort

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
@@ -45,7 +47,7 @@ func TestEndpointMiddleware(t *testing.T) {
 		return rec
 	}
 
-	models := httplimit.New(httplimit.Options{
+	models := mustNew(t, httplimit.Options{
 		Limiter:  c,
 		Endpoint: "models",
 		Parts:    map[string]httplimit.KeyFunc{"user": httplimit.KeyFromHeader("X-User")},
@@ -62,7 +64,7 @@ func TestEndpointMiddleware(t *testing.T) {
 		t.Fatalf("no user: %d %s", rec.Code, rec.Body)
 	}
 
-	login := httplimit.New(httplimit.Options{Limiter: c, Endpoint: "login", Tenant: func(*http.Request) string { return "demo" }})(handler)
+	login := mustNew(t, httplimit.Options{Limiter: c, Endpoint: "login", Tenant: func(*http.Request) string { return "demo" }})(handler)
 	for i := range 5 {
 		if rec := serve(login, "198.51.100.7", ""); rec.Code != 200 {
 			t.Fatalf("login %d: %d %s", i, rec.Code, rec.Body)
@@ -80,17 +82,30 @@ func TestEndpointMiddleware(t *testing.T) {
 	if err != nil || res.Decision.Remaining != 4 {
 		t.Fatalf("198.51.100.8's counter: %+v %v", res.Result, err)
 	}
-}
 
-// TestEndpointNeedsAServer: an endpoint needs a limiter that knows the
-// server's configuration; the engine does not.
-func TestEndpointNeedsAServer(t *testing.T) {
-	s := memstore.New(memstore.Options{})
-	defer s.Close()
-	defer func() {
-		if recover() == nil {
-			t.Fatal("no panic")
+	// Skip, OnRefused and Headers apply through an endpoint too.
+	var refused string
+	xLogin := mustNew(t, httplimit.Options{Limiter: c, Endpoint: "login", Tenant: func(*http.Request) string { return "demo" },
+		Headers: httplimit.HeadersX,
+		Skip:    func(r *http.Request) bool { return r.Header.Get("X-User") == "probe" },
+		OnRefused: func(w http.ResponseWriter, r *http.Request, d sluice.Decision) {
+			refused = d.Policy
+			w.WriteHeader(http.StatusTeapot)
+		},
+	})(handler)
+	for range 3 {
+		if rec := serve(xLogin, "198.51.100.9", "probe"); rec.Code != 200 || rec.Header().Get("X-RateLimit-Remaining") != "" {
+			t.Fatalf("skipped: %d %v", rec.Code, rec.Header())
 		}
-	}()
-	httplimit.New(httplimit.Options{Limiter: engine.New(s, engine.Options{}), Endpoint: "chat"})
+	}
+	for i := range 5 {
+		rec := serve(xLogin, "198.51.100.9", "")
+		if rec.Code != 200 || rec.Header().Get("RateLimit") != "" || rec.Header().Get("X-RateLimit-Remaining") != strconv.Itoa(4-i) {
+			t.Fatalf("login %d through X headers: %d %v", i, rec.Code, rec.Header())
+		}
+	}
+	rec = serve(xLogin, "198.51.100.9", "")
+	if rec.Code != http.StatusTeapot || refused != "login-per-ip" || rec.Header().Get("Retry-After") == "" || rec.Header().Get("RateLimit-Policy") != "" {
+		t.Fatalf("refused through OnRefused: %d %v, policy %q", rec.Code, rec.Header(), refused)
+	}
 }

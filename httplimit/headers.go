@@ -14,3 +14,16 @@ import (
 func WriteHeaders(h http.Header, res sluice.Result, policies []sluice.Policy, now time.Time) {
 	wire.WriteRateLimitHeaders(h, res, policies, now)
 }
+
+// keep deletes from h the rate-limit headers that s leaves out.
+func (s HeaderSet) keep(h http.Header) {
+	switch s {
+	case HeadersIETF:
+		h.Del("X-RateLimit-Limit")
+		h.Del("X-RateLimit-Remaining")
+		h.Del("X-RateLimit-Reset")
+	case HeadersX:
+		h.Del("RateLimit")
+		h.Del("RateLimit-Policy")
+	}
+}

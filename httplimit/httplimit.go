@@ -2,31 +2,34 @@
 // sluice.Limiter: the in-process engine, or client.Client talking to a
 // sluice server, with the same code.
 //
-//	mw := httplimit.New(httplimit.Options{
+//	mw, err := httplimit.New(httplimit.Options{
 //		Limiter:  eng,
 //		Policies: []sluice.Policy{{Name: "api", Algorithm: sluice.TokenBucket, Limit: 10, Window: time.Second}},
 //		Key:      httplimit.KeyFromIP(nil),
 //	})
+//	if err != nil { ... }
 //	http.ListenAndServe(addr, mw(handler))
 //
 // Through a sluice server, the middleware can name an endpoint of the
 // server's configuration instead, so that the tenant's tier and
 // overrides, and the operators' changes to them, apply:
 //
-//	mw := httplimit.New(httplimit.Options{
+//	mw, err := httplimit.New(httplimit.Options{
 //		Limiter:  client.New(url, client.Options{APIKey: key}),
 //		Endpoint: "chat",
 //		Parts:    map[string]httplimit.KeyFunc{"user": httplimit.KeyFromHeader("X-User")},
 //	})
 //
 // Every response carries the RateLimit, RateLimit-Policy and X-RateLimit-*
-// headers (through an endpoint, those the server answered, when it did); a
-// denied request gets 429 with Retry-After and a JSON body, and never
-// reaches the handler.
+// headers (through an endpoint, those the server answered, when it did),
+// or one of the two sets (Options.Headers); a denied request gets 429 with
+// Retry-After and a JSON body (or Options.OnRefused's answer), and never
+// reaches the handler. Options.Skip lets requests through uncounted.
 package httplimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -75,12 +78,41 @@ type EndpointLimiter interface {
 	CheckEndpoint(ctx context.Context, tenant, endpoint string, parts map[string]string, hits int64) (res sluice.Result, header http.Header, err error)
 }
 
+// HeaderSet chooses the rate-limit headers the middleware writes.
+type HeaderSet uint8
+
+const (
+	// HeadersBoth writes the IETF draft's RateLimit and RateLimit-Policy
+	// and the X-RateLimit-Limit, -Remaining and -Reset headers.
+	HeadersBoth HeaderSet = iota
+	// HeadersIETF writes RateLimit and RateLimit-Policy only.
+	HeadersIETF
+	// HeadersX writes X-RateLimit-Limit, -Remaining and -Reset only.
+	HeadersX
+)
+
+func (s HeaderSet) String() string {
+	switch s {
+	case HeadersIETF:
+		return "ietf"
+	case HeadersX:
+		return "x"
+	}
+	return "both"
+}
+
 // Options configures the middleware. Limiter is required, with Policies
-// and Key, or with Endpoint.
+// and Key (or Keys), or with Endpoint.
 type Options struct {
 	Limiter  sluice.Limiter
 	Policies []sluice.Policy
-	Key      KeyFunc
+	// Key returns the key a request is counted under by the policies
+	// Keys does not name.
+	Key KeyFunc
+	// Keys return the keys of policies by name, so that each counts
+	// under its own: KeyFromIP for one, a user's header for another.
+	// Every policy needs a key, from Keys or Key.
+	Keys map[string]KeyFunc
 	// Endpoint, instead of Policies and Key, names an endpoint of the
 	// configuration of the sluice server that Limiter, then an
 	// EndpointLimiter (client.Client), talks to. The server's rate-limit
@@ -99,8 +131,21 @@ type Options struct {
 	Tenant func(r *http.Request) string
 	// Hits returns a request's cost. Default: 1.
 	Hits func(r *http.Request) int64
+	// Skip returns true for requests that go to the handler uncounted,
+	// without rate-limit headers, such as health checks. Default: none.
+	Skip func(r *http.Request) bool
+	// OnRefused answers a request over a limit, d the decision of the
+	// policy that refused it; the rate-limit headers and Retry-After are
+	// already in w's header. Default: 429 with a JSON body
+	// (WriteTooMany).
+	OnRefused func(w http.ResponseWriter, r *http.Request, d sluice.Decision)
+	// Headers chooses the rate-limit headers written. Default:
+	// HeadersBoth. Retry-After is written with every set.
+	Headers HeaderSet
 	// OnError is called when the limiter fails (the policies' fail modes
-	// have already had their say in the engine). Default: answer 503.
+	// have already had their say in the engine), or gives up because
+	// the request's context ended (err is then that context's error, as
+	// client.Client returns it). Default: answer 503.
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
 	// Now is the clock of the headers. Default time.Now.
 	Now func() time.Time
@@ -108,39 +153,61 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// New returns the middleware. It panics if a required option is missing,
-// as a misconfigured limiter should not start.
-func New(opts Options) func(http.Handler) http.Handler {
+// New returns the middleware, or an error naming the option that is
+// missing or wrong, so that a misconfigured limiter does not start.
+func New(opts Options) (func(http.Handler) http.Handler, error) {
+	if opts.Limiter == nil {
+		return nil, errors.New("httplimit: Limiter is required")
+	}
 	if opts.Endpoint != "" {
 		return newNamed(opts)
 	}
-	if opts.Limiter == nil || len(opts.Policies) == 0 || opts.Key == nil {
-		panic("httplimit: Limiter, Policies and Key are required")
+	if len(opts.Policies) == 0 {
+		return nil, errors.New("httplimit: Policies are required, or an Endpoint")
 	}
 	if len(opts.Parts) > 0 {
-		panic("httplimit: Parts go with Endpoint")
+		return nil, errors.New("httplimit: Parts go with Endpoint; give Key or Keys")
 	}
+	keys := make([]KeyFunc, len(opts.Policies))
+	names := make(map[string]bool, len(opts.Policies))
 	for i := range opts.Policies {
 		if err := opts.Policies[i].Validate(); err != nil {
-			panic(fmt.Sprintf("httplimit: policy %d: %v", i, err))
+			return nil, fmt.Errorf("httplimit: Policies[%d]: %w", i, err)
+		}
+		name := opts.Policies[i].Name
+		names[name] = true
+		if keys[i] = opts.Keys[name]; keys[i] == nil {
+			keys[i] = opts.Key
+		}
+		if keys[i] == nil {
+			return nil, fmt.Errorf("httplimit: Key is required, or Keys[%q]", name)
+		}
+	}
+	for name := range opts.Keys {
+		if !names[name] {
+			return nil, fmt.Errorf("httplimit: Keys[%q] names no policy", name)
 		}
 	}
 	opts = opts.defaults("default")
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			key, err := opts.Key(r)
-			if err != nil {
-				wire.WriteError(w, sluice.Invalid("key", "%v", err))
+			if opts.Skip(r) {
+				next.ServeHTTP(w, r)
 				return
 			}
 			req := sluice.Request{Tenant: opts.Tenant(r), Hits: opts.Hits(r), Checks: make([]sluice.Check, len(opts.Policies))}
 			for i, p := range opts.Policies {
+				key, err := keys[i](r)
+				if err != nil {
+					wire.WriteError(w, sluice.Invalid("key", "%v", err))
+					return
+				}
 				req.Checks[i] = sluice.Check{Policy: p, Key: key}
 			}
 			res, err := opts.Limiter.Check(r.Context(), req)
 			opts.answer(w, r, next, res, err, func(h http.Header) { WriteHeaders(h, res, opts.Policies, opts.Now()) })
 		})
-	}
+	}, nil
 }
 
 // answer ends r with its decision: a failure of the limiter, or a denial
@@ -149,7 +216,13 @@ func New(opts Options) func(http.Handler) http.Handler {
 // headers.
 func (opts *Options) answer(w http.ResponseWriter, r *http.Request, next http.Handler, res sluice.Result, err error, headers func(http.Header)) {
 	if err != nil {
-		opts.Logger.Error("httplimit: limiter failed", "err", err)
+		if ctxErr := r.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			// The request ended (its client left, or its deadline
+			// passed) before its decision: not the limiter's failure.
+			opts.Logger.Debug("httplimit: request ended before its decision", "err", err)
+		} else {
+			opts.Logger.Error("httplimit: limiter failed", "err", err)
+		}
 		opts.OnError(w, r, err)
 		return
 	}
@@ -161,8 +234,13 @@ func (opts *Options) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 		return
 	}
 	headers(w.Header())
+	opts.Headers.keep(w.Header())
 	if !res.Allowed {
-		WriteTooMany(w, res)
+		if opts.OnRefused != nil {
+			opts.OnRefused(w, r, res.Decision)
+		} else {
+			WriteTooMany(w, res)
+		}
 		return
 	}
 	next.ServeHTTP(w, r)
@@ -183,6 +261,9 @@ func (opts Options) defaults(tenant string) Options {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Skip == nil {
+		opts.Skip = func(*http.Request) bool { return false }
+	}
 	if opts.OnError == nil {
 		opts.OnError = func(w http.ResponseWriter, r *http.Request, err error) {
 			if sluice.KindOf(err) != sluice.KindInvalid {
@@ -196,13 +277,13 @@ func (opts Options) defaults(tenant string) Options {
 
 // newNamed returns the middleware of an endpoint configured on a sluice
 // server.
-func newNamed(opts Options) func(http.Handler) http.Handler {
+func newNamed(opts Options) (func(http.Handler) http.Handler, error) {
 	l, ok := opts.Limiter.(EndpointLimiter)
 	switch {
 	case !ok:
-		panic("httplimit: Endpoint needs a Limiter that is an EndpointLimiter, such as client.Client")
-	case len(opts.Policies) > 0 || opts.Key != nil:
-		panic("httplimit: give Policies and Key, or Endpoint and Parts, not both")
+		return nil, errors.New("httplimit: Limiter must be an EndpointLimiter, such as client.Client, with Endpoint")
+	case len(opts.Policies) > 0 || opts.Key != nil || len(opts.Keys) > 0:
+		return nil, errors.New("httplimit: give Policies and Key, or Endpoint and Parts, not both")
 	}
 	opts = opts.defaults("")
 	names := make([]string, 0, len(opts.Parts))
@@ -212,6 +293,10 @@ func newNamed(opts Options) func(http.Handler) http.Handler {
 	sort.Strings(names) // the first failing part is named, always the same
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if opts.Skip(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			parts := make(map[string]string, len(names)+1)
 			for _, name := range names {
 				v, err := opts.Parts[name](r)
@@ -233,7 +318,7 @@ func newNamed(opts Options) func(http.Handler) http.Handler {
 				}
 			})
 		})
-	}
+	}, nil
 }
 
 // WriteTooMany writes a 429 with seed 003's body: error, message, limit,

@@ -39,7 +39,7 @@ func TestMiddleware(t *testing.T) {
 	for name, l := range limiters(t) {
 		t.Run(name, func(t *testing.T) {
 			calls := 0
-			h := httplimit.New(httplimit.Options{
+			h := mustNew(t, httplimit.Options{
 				Limiter:  l,
 				Policies: []sluice.Policy{{Name: "api", Algorithm: sluice.FixedWindow, Limit: 3, Window: time.Hour}},
 				Key:      httplimit.KeyFromHeader("X-User"),
@@ -106,7 +106,7 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 	for name, l := range map[string]sluice.Limiter{"engine": engine.New(local, engine.Options{}), "client": client.New(srv.URL, client.Options{})} {
 		t.Run(name, func(t *testing.T) {
 			calls := 0
-			h := httplimit.New(httplimit.Options{
+			h := mustNew(t, httplimit.Options{
 				Limiter:  l,
 				Policies: []sluice.Policy{{Name: "api", Algorithm: sluice.FixedWindow, Limit: 3, Window: time.Hour, FailMode: sluice.FailClosed}},
 				Key:      httplimit.KeyFromHeader("X-User"),

@@ -138,7 +138,9 @@ func WriteError(w http.ResponseWriter, err error) {
 func ParseError(op string, status int, body []byte) error {
 	var e Error
 	_ = json.Unmarshal(body, &e) // a proxy's page is not JSON: the status is enough
-	msg := e.Message
+	// The body's message names the field first (message), which the
+	// error's text does too.
+	msg := strings.TrimPrefix(e.Message, e.Field+" ")
 	if msg == "" {
 		msg = "server answered " + strconv.Itoa(status) + " " + http.StatusText(status)
 	}

@@ -239,3 +239,21 @@ func TestWSNoticeAsBefore(t *testing.T) {
 		}
 	}
 }
+
+// TestParseErrorNamesFieldOnce: an error read back from the server's body
+// names its field once, as the error that was written does, though the
+// body's message names it too (for readers of the body alone).
+func TestParseErrorNamesFieldOnce(t *testing.T) {
+	for _, in := range []*sluice.Error{
+		{Kind: sluice.KindInvalid, Field: "checks[0].policy.limit", Message: "must be between 1 and 10, got 0"},
+		{Kind: sluice.KindNotFound, Field: "policy", Message: `"nope" is not configured`},
+		{Kind: sluice.KindInvalid, Message: "no field"},
+	} {
+		rec := httptest.NewRecorder()
+		WriteError(rec, in)
+		got := ParseError("client.check", rec.Code, rec.Body.Bytes())
+		if want := "client.check: " + in.Error(); got.Error() != want || sluice.FieldOf(got) != in.Field {
+			t.Errorf("read back %q (field %q), want %q (field %q)", got, sluice.FieldOf(got), want, in.Field)
+		}
+	}
+}
