@@ -67,6 +67,10 @@ type Store struct {
 	c      redis.UniversalClient
 	opts   Options
 	closed atomic.Bool
+	// loaded is whether a ping has loaded the decisions' script since
+	// the last ping that failed: a ping loads it only then, so that a
+	// readiness poll every second sends Redis a PING, not the script.
+	loaded atomic.Bool
 
 	turns *turns
 
@@ -116,16 +120,20 @@ func (s *Store) Close() error {
 }
 
 // Ping reports whether Redis answers, within the call's deadline, for
-// readiness checks (/readyz), and loads the decisions' script, so that a
-// new node's first decision, or the first after Redis restarted (which
-// forgets scripts), is one round trip. On Cluster it asks every master,
-// since a tenant's keys may be on any of them.
+// readiness checks (/readyz), and loads the decisions' script on the
+// first ping and the first after one failed, so that a new node's first
+// decision, or the first after Redis restarted (which forgets scripts),
+// is one round trip. (A restart no ping saw costs one decision a second
+// round trip: the script is sent again when Redis does not know it.) On
+// Cluster it asks every master, since a tenant's keys may be on any of
+// them.
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return sluice.ErrStoreClosed
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
+	load := !s.loaded.Load()
 	ping := func(ctx context.Context, c interface {
 		redis.Scripter
 		Ping(context.Context) *redis.StatusCmd
@@ -133,7 +141,10 @@ func (s *Store) Ping(ctx context.Context) error {
 		if err := c.Ping(ctx).Err(); err != nil {
 			return err
 		}
-		return casScript.Load(ctx, c).Err()
+		if load {
+			return casScript.Load(ctx, c).Err()
+		}
+		return nil
 	}
 	var err error
 	if cc, ok := s.c.(*redis.ClusterClient); ok {
@@ -142,7 +153,11 @@ func (s *Store) Ping(ctx context.Context) error {
 		err = ping(ctx, s.c)
 	}
 	if err != nil {
+		s.loaded.Store(false)
 		return errStore("Ping", err)
+	}
+	if load {
+		s.loaded.Store(true)
 	}
 	return nil
 }
