@@ -36,6 +36,15 @@ func (c *Config) HasPolicy(name string) bool { return c != nil && c.policies[nam
 // HasDomain reports whether domain is configured; a nil Config has none.
 func (c *Config) HasDomain(domain string) bool { return c != nil && c.domains[domain] != nil }
 
+// NumDomains returns how many domains are configured; a nil Config has
+// none.
+func (c *Config) NumDomains() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.domains)
+}
+
 // Domains returns the domains' names, sorted; a nil Config has none.
 func (c *Config) Domains() []string {
 	if c == nil {

@@ -151,7 +151,7 @@ func loadEnvoy(f EnvoyConfig, log *slog.Logger) (envoyConfig, error) {
 func (c envoyConfig) Healthy() bool { return c.health.healthy() }
 
 func (h *envoyHealth) healthy() bool {
-	return !h.storeDown.Load() && (!h.needsConfig || len(h.current().Domains()) > 0)
+	return !h.storeDown.Load() && (!h.needsConfig || h.current().NumDomains() > 0)
 }
 
 // watchStore checks the store's readiness, ready (/readyz's), at once
@@ -159,7 +159,9 @@ func (h *envoyHealth) healthy() bool {
 // keeps the health to it. It is the store's one prober: health checks,
 // however many, read what it found and never reach the store.
 func (h *envoyHealth) watchStore(ctx context.Context, ready func(context.Context) error, period, deadline time.Duration, log *slog.Logger) {
-	t := time.NewTicker(period)
+	// A timer reset after each check, not a ticker: a slow store's
+	// checks stay a period apart, never back to back.
+	t := time.NewTimer(period)
 	defer t.Stop()
 	for {
 		cctx, cancel := context.WithTimeout(ctx, deadline)
@@ -176,6 +178,7 @@ func (h *envoyHealth) watchStore(ctx context.Context, ready func(context.Context
 			}
 			h.update()
 		}
+		t.Reset(period)
 		select {
 		case <-ctx.Done():
 			return
@@ -240,8 +243,9 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 	}
 	headers := envoyrls.Headers{}
 	if f.Headers {
-		if headers = f.headerNames(); headers.Validate() != nil {
-			return nil, fmt.Errorf("serve: --envoy-header-*: %w", headers.Validate())
+		headers = f.headerNames()
+		if err := headers.Validate(); err != nil {
+			return nil, fmt.Errorf("serve: --envoy-header-*: %w", err)
 		}
 	}
 	ln, err := net.Listen("tcp", f.GRPCAddr)
@@ -281,7 +285,7 @@ func startEnvoy(f EnvoyConfig, eng *engine.Engine, cfg envoyConfig, waits bool, 
 		}
 	}()
 	log.Info("envoy rate limit service serving", "addr", ln.Addr().String(), "config", f.Dir,
-		"domains", len(cfg.current().Domains()), "counting", counting.String(), "token", f.Token != "")
+		"domains", cfg.current().NumDomains(), "counting", counting.String(), "token", f.Token != "")
 	return r, nil
 }
 
