@@ -58,7 +58,7 @@ func LatencyOf(second int64, buckets []int32) LatencyPoint {
 		var seen int64
 		for i, c := range buckets {
 			if seen += int64(c); seen >= want {
-				return math.Round(bucketUpper(i)*1000) / 1000
+				return math.Ceil(bucketUpper(i)*1000-1e-9) / 1000 // to the µs above: still a bound
 			}
 		}
 		return bucketUpper(len(buckets) - 1)

@@ -35,6 +35,15 @@ func TestStoreLatency(t *testing.T) {
 	if q := LatencyOf(p.Second, sum); q.N != 200 || q.P50 != p.P50 || q.P99 != p.P99 {
 		t.Errorf("doubled buckets: %+v, want the same percentiles over 200", q)
 	}
+	// A bound is shown to the µs, rounded up: 25 µs falls in the bucket
+	// up to 10·√2³ µs (28.3 µs), shown as 0.029 ms, never as 0.028; 15 µs
+	// in the one up to 20 µs, shown as 0.02 ms, not 0.021.
+	now = now.Add(time.Second)
+	r.StoreDone(15*time.Microsecond, nil)
+	r.StoreDone(25*time.Microsecond, nil)
+	if q := r.StoreLatency(now.Unix(), now.Unix())[0]; q.N != 2 || q.P99 != 0.029 || q.P50 != 0.02 {
+		t.Errorf("15 µs and 25 µs: p50 %v, p99 %v ms, want 0.02 and 0.029 (bounds rounded up)", q.P50, q.P99)
+	}
 	if latencyBucket(0) != 0 || latencyBucket(time.Hour) != latencyBuckets-1 {
 		t.Error("the buckets' ends")
 	}

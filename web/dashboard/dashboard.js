@@ -486,7 +486,7 @@
         calls += p.n; w50 += p.p50AtMost * p.n; m90 = Math.max(m90, p.p90AtMost); m99 = Math.max(m99, p.p99AtMost);
       }
     }
-    const ms = (v) => (calls ? Math.round(v * 100) / 100 : null);
+    const ms = (v) => (calls ? v : null);
     setBound("store-p50", ms(calls ? w50 / calls : 0));
     setBound("store-p90", ms(m90));
     setBound("store-p99", ms(m99));
@@ -496,10 +496,13 @@
     if (sx.length) chart("store-chart", "ms (at most)", ["p50 ≤", "p90 ≤", "p99 ≤"], [sx, s50, s90, s99], ["#0969da", "#bf8700", "#cf222e"]);
   }
 
-  // setBound shows a percentile's bucket bound: "≤ 2.5".
+  // setBound shows a percentile's bucket bound: "≤ 2.5". The text is
+  // rounded up, to three significant digits, so that it stays a bound;
+  // data-value holds the bound itself.
+  const boundFmt = new Intl.NumberFormat("en", { maximumSignificantDigits: 3, roundingMode: "ceil" });
   function setBound(id, v) {
     const e = $(id);
-    e.textContent = v === null || v === undefined ? "–" : "≤ " + fmt.format(v);
+    e.textContent = v === null || v === undefined ? "–" : "≤ " + boundFmt.format(v);
     e.dataset.value = v === null || v === undefined ? "" : String(v);
   }
 
