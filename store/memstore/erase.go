@@ -20,6 +20,12 @@ func (s *Store) EraseKey(ctx context.Context, tenant, value string, known []slui
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	if s.behind != nil {
+		// No write behind runs meanwhile: a state it read before the
+		// erase would be written after it.
+		s.behind.mu.Lock()
+		defer s.behind.mu.Unlock()
+	}
 	// The backing's keys, by shard.
 	saved := map[int][]sluice.Key{}
 	var found []sluice.Key
@@ -40,6 +46,9 @@ func (s *Store) EraseKey(ctx context.Context, tenant, value string, known []slui
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		gone := sh.t.erase(tenant, value)
+		if s.behind != nil {
+			s.behind.pending.Add(-int64(sh.t.dropped))
+		}
 		for _, k := range gone {
 			erased[k] = struct{}{}
 		}
@@ -83,9 +92,13 @@ type ErasingBacking interface {
 // may be erased, and returns their keys.
 func (t *table) erase(tenant, v string) []sluice.Key {
 	var gone []sluice.Key
+	t.dropped = 0
 	for i := range t.slots {
 		if e := &t.slots[i]; t.tags[i] != 0 && e.prefix.tenant == tenant && e.prefix.space.Erasable() && e.is(v) {
 			gone = append(gone, e.key())
+			if e.flags&flagDirty != 0 {
+				t.dropped++
+			}
 			t.tags[i] = 0 // dropped by the rebuild below
 		}
 	}

@@ -13,6 +13,7 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
+	"log/slog"
 	"math/bits"
 	"slices"
 	"sync"
@@ -38,16 +39,29 @@ type Options struct {
 	SweepInterval time.Duration
 	// Now is the sweep's clock. Default time.Now.
 	Now func() time.Time
-	// Backing, if set, keeps a durable copy of the states: the store
-	// reads a key it does not hold from it, and writes every admitted
-	// change to it before answering. The embedded durable store
+	// Backing, if set, keeps a durable copy of the states of its durable
+	// counters (Backing.Durable): the store reads such a key it does not
+	// hold from it, and writes every admitted change to it, before
+	// answering unless WriteBehind is set. The embedded durable store
 	// (pebblestore) is this store over a Pebble backing.
 	Backing Backing
+	// WriteBehind, with a Backing, writes the durable counters' changes
+	// to it in the background, every WriteBehind, instead of before each
+	// decision is answered. A decision then never waits on the disk, and
+	// a key changed many times in an interval is written once. The price
+	// is the bound on a crash: it forgets the changes made since the last
+	// write that completed, at most WriteBehind and one write's time.
+	// Close writes what is left. 0, the default, writes each change, and
+	// waits for the backing to make it durable, before answering.
+	WriteBehind time.Duration
+	// Logger receives the errors of writes behind. Default: discard.
+	Logger *slog.Logger
 }
 
 // Backing is a durable copy of a Store's states. The store calls it with
 // the key's shard locked, so that its writes for one key are in the order of
-// the decisions. Holding a shard, it must not wait on the network or on a
+// the decisions (with WriteBehind, from one writer, which reads the states
+// under the shards' locks). Holding a shard, it must not wait on the network or on a
 // sync to disk: Load is a local read (Pebble's: the memtables and, on a
 // block cache miss, a read of an sstable block; no fsync, no lock shared
 // with compactions), and Save only sequences its writes, returning a wait
@@ -56,12 +70,15 @@ type Options struct {
 // (memtables full while flushes catch up), which holds Save until the
 // flush makes room.
 type Backing interface {
+	// Durable reports whether the counters of p are kept: the store loads
+	// and saves those alone, and decides the others in memory only.
+	Durable(p *sluice.Policy) bool
 	// Load returns the saved state of a key the store does not hold.
 	Load(k *sluice.Key, p *sluice.Policy) (st algo.State, found bool, err error)
 	// Save writes new states, all or none, in the order of the calls. It
 	// returns a wait, which the store calls once it has released its
 	// locks and which returns once the states are durable, so that many
-	// decisions share one disk sync.
+	// decisions share one disk sync. It must not keep items.
 	Save(items []Saved) (wait func() error, err error)
 	// Forget deletes the saved states of keys the sweep removed because
 	// they expired. It is best effort: a state left behind is expired
@@ -69,11 +86,10 @@ type Backing interface {
 	Forget(keys []sluice.Key)
 }
 
-// Saved is one state for Backing.Save.
+// Saved is one state for Backing.Save: of a durable counter.
 type Saved struct {
-	Key    *sluice.Key
-	Policy *sluice.Policy
-	State  *algo.State
+	Key   *sluice.Key
+	State *algo.State
 }
 
 // Store is an in-memory sluice.Store. It is safe for concurrent use.
@@ -84,13 +100,14 @@ type Store struct {
 	perShard int
 	now      func() time.Time
 	backing  Backing
+	behind   *writeBehind // nil unless Options.WriteBehind
 
 	// collide, in tests, replaces the hash to force collisions.
 	collide func(sluice.Key) uint64
 
 	closed atomic.Bool
 	stop   chan struct{}
-	done   chan struct{}
+	done   chan struct{} // closed when the sweep, and the writer behind, have stopped
 }
 
 type shard struct {
@@ -103,6 +120,9 @@ type shard struct {
 type shardState struct {
 	mu sync.Mutex
 	t  table
+	// dirty, with WriteBehind, holds the hashes of the entries changed
+	// since they were last written (flagDirty), each once.
+	dirty *[]uint64
 }
 
 // New returns a Store and starts its sweep. Call Close to stop it.
@@ -133,7 +153,16 @@ func New(opts Options) *Store {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
-	go s.sweepLoop(opts.SweepInterval)
+	if opts.Backing != nil && opts.WriteBehind > 0 {
+		if opts.Logger == nil {
+			opts.Logger = slog.New(slog.DiscardHandler)
+		}
+		s.behind = &writeBehind{every: opts.WriteBehind, log: opts.Logger}
+		for i := range s.shards {
+			s.shards[i].dirty = new([]uint64)
+		}
+	}
+	go s.loop(opts.SweepInterval)
 	return s
 }
 
@@ -184,11 +213,12 @@ func (s *Store) ApplyOne(ctx context.Context, now time.Time, op sluice.Op) (slui
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrStoreClosed
 	}
-	if s.backing != nil {
+	if s.backing != nil && s.backing.Durable(op.Policy) {
 		dst := [1]sluice.Decision{}
 		err := s.applyMany(now.UnixNano(), []sluice.Op{op}, dst[:])
 		return dst[0], err
 	}
+	// Not durable: never loaded nor saved, decided in memory alone.
 	var d sluice.Decision
 	err := s.applyOne(s.hash(&op.Key), nil, &op, now.UnixNano(), &d)
 	return d, err
@@ -260,7 +290,12 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 		hashes, held = make([]uint64, n), make([]bool, n)
 		stored, next = make([]algo.State, n), make([]algo.State, n)
 	}
-	locks := make([]uint64, n) // small; only multi-op requests get here
+	var locksBuf [onStack]uint64
+	locks := locksBuf[:0]
+	if n > onStack {
+		locks = make([]uint64, 0, n)
+	}
+	locks = locks[:n]
 	for i := range ops {
 		hashes[i] = s.hash(&ops[i].Key)
 		locks[i] = hashes[i] >> s.shift
@@ -282,7 +317,7 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 			stored[i], held[i] = e.state(), true
 			continue
 		}
-		if s.backing == nil {
+		if s.backing == nil || !s.backing.Durable(ops[i].Policy) {
 			continue
 		}
 		st, found, err := s.backing.Load(&ops[i].Key, ops[i].Policy)
@@ -306,14 +341,19 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 	if !s.roomLocked(ops, hashes, held) {
 		return nil, sluice.ErrStoreFull
 	}
-	if s.backing != nil {
-		saved := make([]Saved, 0, n)
-		// The backing's copy of the new states: handing it next itself
-		// would move next, on the stack otherwise, to the heap.
-		states := slices.Clone(next)
+	if s.backing != nil && s.behind == nil {
+		var saved []Saved
+		var states []algo.State
 		for i := range ops {
-			if ops[i].Hits != 0 {
-				saved = append(saved, Saved{Key: &ops[i].Key, Policy: ops[i].Policy, State: &states[i]})
+			if ops[i].Hits != 0 && s.backing.Durable(ops[i].Policy) {
+				if states == nil {
+					// The backing's copy of the new states: handing
+					// it next itself would move next, on the stack
+					// otherwise, to the heap.
+					states = slices.Clone(next)
+					saved = make([]Saved, 0, n-i)
+				}
+				saved = append(saved, Saved{Key: &ops[i].Key, State: &states[i]})
 			}
 		}
 		if len(saved) > 0 {
@@ -326,12 +366,16 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 		if ops[i].Hits == 0 {
 			continue
 		}
-		t := &s.shards[hashes[i]>>s.shift].t
+		sh := &s.shards[hashes[i]>>s.shift].shardState
 		// An earlier op of this request may have added the key.
-		if e := t.get(hashes[i], &ops[i].Key); e != nil {
+		e := sh.t.get(hashes[i], &ops[i].Key)
+		if e != nil {
 			e.setState(&next[i])
 		} else {
-			t.add(hashes[i], &ops[i].Key, next[i])
+			e = sh.t.add(hashes[i], &ops[i].Key, next[i])
+		}
+		if s.behind != nil && s.backing.Durable(ops[i].Policy) {
+			s.behind.mark(sh, hashes[i], e)
 		}
 	}
 	return wait, nil
@@ -385,11 +429,12 @@ func (s *Store) updateLeaseLocked(now time.Time, key *sluice.Key, p *sluice.Poli
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var st algo.State
+	durable := s.backing != nil && s.backing.Durable(p)
 	e := sh.t.get(h, key)
 	switch {
 	case e != nil:
 		st = e.state()
-	case s.backing != nil:
+	case durable:
 		var err error
 		if st, _, err = s.backing.Load(key, p); err != nil {
 			return sluice.Decision{}, nil, &sluice.Error{Op: "memstore.lease", Kind: sluice.KindUnavailable, Message: "loading state", Err: err}
@@ -400,16 +445,25 @@ func (s *Store) updateLeaseLocked(now time.Time, key *sluice.Key, p *sluice.Poli
 		return sluice.Decision{}, nil, sluice.ErrLeaseNotFound
 	}
 	var wait func() error
-	if s.backing != nil {
+	if durable && s.behind == nil {
 		var err error
-		if wait, err = s.backing.Save([]Saved{{Key: key, Policy: p, State: &next}}); err != nil {
+		if wait, err = s.backing.Save([]Saved{{Key: key, State: &next}}); err != nil {
 			return sluice.Decision{}, nil, &sluice.Error{Op: "memstore.lease", Kind: sluice.KindUnavailable, Message: "saving state", Err: err}
 		}
 	}
 	if e != nil {
 		e.setState(&next)
 	} else if sh.t.n < s.perShard {
-		sh.t.add(h, key, next)
+		e = sh.t.add(h, key, next)
+	} else if durable && s.behind != nil {
+		// Not held, so not written behind: written now.
+		var err error
+		if wait, err = s.backing.Save([]Saved{{Key: key, State: &next}}); err != nil {
+			return sluice.Decision{}, nil, &sluice.Error{Op: "memstore.lease", Kind: sluice.KindUnavailable, Message: "saving state", Err: err}
+		}
+	}
+	if e != nil && durable && s.behind != nil {
+		s.behind.mark(&sh.shardState, h, e)
 	}
 	return d, wait, nil
 }
@@ -441,28 +495,47 @@ func (s *Store) Sweep(now time.Time) int {
 			// saved and then forgotten.
 			s.backing.Forget(gone)
 		}
+		if s.behind != nil {
+			s.behind.pending.Add(-int64(sh.t.dropped))
+		}
 		removed += sh.t.removed
 		sh.mu.Unlock()
 	}
 	return removed
 }
 
-func (s *Store) sweepLoop(every time.Duration) {
+// loop sweeps every sweep, and with WriteBehind writes the changes behind
+// every s.behind.every, until Close, when it writes what is left.
+func (s *Store) loop(sweep time.Duration) {
 	defer close(s.done)
-	tick := time.NewTicker(every)
+	tick := time.NewTicker(sweep)
 	defer tick.Stop()
+	var write <-chan time.Time
+	if s.behind != nil {
+		t := time.NewTicker(s.behind.every)
+		defer t.Stop()
+		write = t.C
+	}
 	for {
 		select {
 		case <-s.stop:
+			if s.behind != nil {
+				s.WriteBehind()
+			}
 			return
 		case <-tick.C:
 			s.Sweep(s.now())
+		case <-write:
+			s.WriteBehind()
 		}
 	}
 }
 
-// Close stops the sweep and waits for it. Later calls return
-// sluice.ErrStoreClosed. Close is idempotent.
+// Close stops the sweep and waits for it; with WriteBehind, it writes the
+// changes not yet written, and waits for them. Later calls return
+// sluice.ErrStoreClosed. Close is idempotent; call it once the store's
+// decisions have returned, as a change made while it runs may be left
+// unwritten.
 func (s *Store) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
 		close(s.stop)

@@ -133,6 +133,7 @@ func TestScopeErrors(t *testing.T) {
 // forgets.
 type recorder struct{ forgot []sluice.Key }
 
+func (r *recorder) Durable(*sluice.Policy) bool { return true }
 func (r *recorder) Load(*sluice.Key, *sluice.Policy) (algo.State, bool, error) {
 	return algo.State{}, false, nil
 }

@@ -56,8 +56,9 @@ type entry struct {
 
 // Bits of entry.flags.
 const (
-	flagTAT = 1 << iota // v[2] is the TAT, not Prev
-	flagExt             // the state is ext.state
+	flagTAT   = 1 << iota // v[2] is the TAT, not Prev
+	flagExt               // the state is ext.state
+	flagDirty             // changed since the backing's last write (Options.WriteBehind)
 )
 
 // overflow is the part of an entry that does not fit its line.
@@ -172,6 +173,7 @@ type table struct {
 	hashes  []uint64 // one per slot, read only to rebuild
 	n       int
 	removed int     // by the last sweep
+	dropped int     // entries flagDirty among those the last sweep or erase removed
 	last    *prefix // of the last key added, shared by the next if equal
 }
 
@@ -213,36 +215,52 @@ func (t *table) getScoped(h uint64, p *prefix, v string) *entry {
 }
 
 // add inserts key k, with hash h and state st, which must not be held and
-// must not be empty.
-func (t *table) add(h uint64, k *sluice.Key, st algo.State) {
+// must not be empty, and returns its entry, valid until the next add or
+// sweep.
+func (t *table) add(h uint64, k *sluice.Key, st algo.State) *entry {
 	p := t.last
 	if p == nil || !p.of(k) {
 		p = newPrefix(k)
 		t.last = p
 	}
-	t.addScoped(h, p, k.Value, st)
+	return t.addScoped(h, p, k.Value, st)
 }
 
 // addScoped inserts the key of prefix p and value v, growing the table to
 // keep it at most seven eighths full.
-func (t *table) addScoped(h uint64, p *prefix, v string, st algo.State) {
+func (t *table) addScoped(h uint64, p *prefix, v string, st algo.State) *entry {
 	if full(t.n+1, len(t.slots)) {
 		t.rebuild(max(minSlots, 2*len(t.slots)), 0)
 	}
 	e := entry{prefix: p}
 	e.setValue(v)
 	e.setState(&st)
-	t.put(h, &e)
 	t.n++
+	return t.put(h, &e)
 }
 
-func (t *table) put(h uint64, e *entry) {
+func (t *table) put(h uint64, e *entry) *entry {
 	mask := uint64(len(t.slots) - 1)
 	i := h & mask
 	for t.tags[i] != 0 {
 		i = (i + 1) & mask
 	}
 	t.slots[i], t.tags[i], t.hashes[i] = *e, tag(h), h
+	return &t.slots[i]
+}
+
+// withHash calls f with each entry whose hash is h: one, unless keys
+// collide.
+func (t *table) withHash(h uint64, f func(*entry)) {
+	if t.n == 0 {
+		return
+	}
+	mask, tg := uint64(len(t.slots)-1), tag(h)
+	for i := h & mask; t.tags[i] != 0; i = (i + 1) & mask {
+		if t.tags[i] == tg && t.hashes[i] == h {
+			f(&t.slots[i])
+		}
+	}
 }
 
 // sweep removes the entries whose state has expired at now, counts them in
@@ -250,12 +268,18 @@ func (t *table) put(h uint64, e *entry) {
 func (t *table) sweep(now int64, keys bool) []sluice.Key {
 	live := 0
 	var gone []sluice.Key
+	t.dropped = 0
 	for i := range t.slots {
 		if e := &t.slots[i]; t.tags[i] != 0 {
 			if e.exp > now {
 				live++
-			} else if keys {
+				continue
+			}
+			if keys {
 				gone = append(gone, e.key())
+			}
+			if e.flags&flagDirty != 0 {
+				t.dropped++
 			}
 		}
 	}

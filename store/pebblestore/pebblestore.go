@@ -13,6 +13,14 @@
 // ones live in memory only: after a crash they restart empty, which admits
 // at most one short window's worth again.
 //
+// With WriteBehind, the durable counters' changes are written instead in
+// the background, every WriteBehind, each changed key once with its latest
+// state, and synced: a decision never waits on the disk, and costs about
+// what it costs on the memory store. A crash (SIGKILL, a power cut) then
+// forgets the changes made since the last write that completed, at most
+// WriteBehind and one write's time: each key may admit again what it
+// admitted in that time. Close, on a graceful stop, writes what is left.
+//
 // Tenants, API keys and sessions are written with a sync. A write that
 // checks, then writes (create a tenant if absent, a key if its tenant
 // exists, ...) does both under a mutex, applying its batch there (sequenced
@@ -62,6 +70,12 @@ type Options struct {
 	// interval. 0 is the default, DefaultSyncInterval; negative syncs as
 	// soon as asked.
 	SyncInterval time.Duration
+	// WriteBehind, if positive, writes the durable counters' changes
+	// every WriteBehind in the background instead of before each
+	// decision's answer; see the package doc for what a crash forgets.
+	// Tenants, API keys, sessions and the audit trail are synced before
+	// their answer either way.
+	WriteBehind time.Duration
 	// Logger receives Pebble's logs and the store's own. Default: discard.
 	Logger *slog.Logger
 
@@ -163,6 +177,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts.Logger.Info("pebblestore: removed expired sessions", "count", n)
 	}
 	opts.Memory.Backing = &backing{db: db, durableAfter: opts.DurableAfter, log: opts.Logger}
+	opts.Memory.WriteBehind, opts.Memory.Logger = opts.WriteBehind, opts.Logger
 	s.Store = memstore.New(opts.Memory)
 	return s, nil
 }
@@ -220,7 +235,11 @@ func appendPart(b []byte, s string) []byte {
 // is (the byte there before epochs): the counters of one tenant under two
 // epochs never meet, nor those of two tenants.
 func counterKey(k *sluice.Key) []byte {
-	b := make([]byte, 0, 1+len(k.Tenant)+len(k.Policy)+len(k.Value)+6+11)
+	return appendCounterKey(make([]byte, 0, 1+len(k.Tenant)+len(k.Policy)+len(k.Value)+6+11), k)
+}
+
+// appendCounterKey appends k's counterKey to b.
+func appendCounterKey(b []byte, k *sluice.Key) []byte {
 	b = append(b, prefixCounter)
 	b = appendPart(b, k.Tenant)
 	if k.Epoch != 0 {
@@ -238,8 +257,9 @@ type backing struct {
 	log          *slog.Logger
 }
 
-// durable reports whether p's counters are written to disk.
-func (b *backing) durable(p *sluice.Policy) bool {
+// Durable implements memstore.Backing: p's counters are written to disk
+// if their period is at least durableAfter.
+func (b *backing) Durable(p *sluice.Policy) bool {
 	switch {
 	case p.Algorithm == sluice.Quota && p.Calendar == sluice.Month:
 		return true
@@ -250,9 +270,6 @@ func (b *backing) durable(p *sluice.Policy) bool {
 }
 
 func (b *backing) Load(k *sluice.Key, p *sluice.Policy) (algo.State, bool, error) {
-	if !b.durable(p) {
-		return algo.State{}, false, nil
-	}
 	v, closer, err := b.db.Get(counterKey(k))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return algo.State{}, false, nil
@@ -273,17 +290,15 @@ func (b *backing) Load(k *sluice.Key, p *sluice.Policy) (algo.State, bool, error
 
 func (b *backing) Save(items []memstore.Saved) (func() error, error) {
 	batch := b.db.NewBatch()
-	var buf []byte
+	var kb, buf []byte // the batch copies both
 	for _, it := range items {
-		if !b.durable(it.Policy) {
-			continue
-		}
 		var err error
 		if buf, err = it.State.AppendBinary(buf[:0]); err != nil {
 			batch.Close()
 			return nil, err
 		}
-		if err := batch.Set(counterKey(it.Key), buf, nil); err != nil {
+		kb = appendCounterKey(kb[:0], it.Key)
+		if err := batch.Set(kb, buf, nil); err != nil {
 			batch.Close()
 			return nil, err
 		}

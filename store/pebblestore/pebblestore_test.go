@@ -2,8 +2,11 @@ package pebblestore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store/storetest"
@@ -34,6 +37,56 @@ func TestConformanceEverythingDurable(t *testing.T) {
 		return s
 	})
 }
+
+// TestConformanceWriteBehind runs the suite with every counter durable and
+// written behind.
+func TestConformanceWriteBehind(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) sluice.Store {
+		s, err := Open(t.TempDir(), Options{DurableAfter: time.Nanosecond, WriteBehind: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// TestWriteBehindReopen: with WriteBehind, the durable counters changed
+// and not yet written are written by Close, and there after a reopen; the
+// disk holds none of them before the write.
+func TestWriteBehindReopen(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	now := time.Now()
+	hour := sluice.Policy{Name: "hour", Algorithm: sluice.FixedWindow, Limit: 10, Window: time.Hour}
+	conc := sluice.Policy{Name: "conc", Algorithm: sluice.Concurrency, Limit: 3, LeaseTTL: 5 * time.Minute}
+	key := func(p string) sluice.Key { return sluice.Key{Tenant: "acme", Policy: p, Value: "u"} }
+	s, err := Open(dir, Options{WriteBehind: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]sluice.Decision, 2)
+	if err := s.Apply(ctx, now, []sluice.Op{{Key: key("hour"), Policy: &hour, Hits: 7}, {Key: key("conc"), Policy: &conc, Hits: 2}}, dst); err != nil || !dst[0].Allowed || !dst[1].Allowed {
+		t.Fatal(dst, err)
+	}
+	if _, _, err := s.db.Get(counterKey(ptr(key("hour")))); !errors.Is(err, pebble.ErrNotFound) {
+		t.Fatalf("on disk before the write behind: %v", err)
+	}
+	if st, ok := s.WriteBehindStats(); !ok || st.Pending != 2 {
+		t.Fatalf("pending: %+v", st)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir)
+	if err := s.Apply(ctx, now, []sluice.Op{{Key: key("hour"), Policy: &hour, Hits: 3}, {Key: key("conc"), Policy: &conc, Hits: 1}}, dst); err != nil {
+		t.Fatal(err)
+	}
+	if dst[0].Remaining != 0 || dst[1].Remaining != 0 {
+		t.Fatalf("after a reopen: %+v, want 7 of 10 hourly and 2 of 3 leases kept", dst)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func TestTenantsConformance(t *testing.T) {
 	storetest.RunTenants(t, func(t *testing.T) sluice.TenantStore { return open(t, t.TempDir()) })

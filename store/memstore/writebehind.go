@@ -1,0 +1,180 @@
+package memstore
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
+)
+
+// writeBehind is the state of Options.WriteBehind: the durable counters'
+// changes are marked (flagDirty, and their hash in the shard's dirty list)
+// by the decisions, under the shard's lock, and written by WriteBehind.
+type writeBehind struct {
+	every time.Duration
+	log   *slog.Logger
+
+	// mu makes one writer at a time, so that the backing receives a key's
+	// states in the order they were made; EraseKey holds it too, so that
+	// no state read before an erase is written after it.
+	mu sync.Mutex
+	// pending is the entries marked and not yet durable: marked, or read
+	// by a write that has not completed.
+	pending atomic.Int64
+	// written and failed count the states written, and the writes that
+	// failed (their states are marked again, for the next).
+	written, failed atomic.Uint64
+	// lastDone is when the last write completed (Unix nanoseconds).
+	lastDone atomic.Int64
+}
+
+// writeChunk is how many states one Backing.Save of a write behind holds
+// at most, so that a write of a million changed keys is many batches of a
+// bounded size.
+const writeChunk = 4096
+
+// mark marks e, of hash h in sh, changed. The caller holds sh's lock.
+func (w *writeBehind) mark(sh *shardState, h uint64, e *entry) {
+	if e.flags&flagDirty != 0 {
+		return
+	}
+	e.flags |= flagDirty
+	*sh.dirty = append(*sh.dirty, h)
+	w.pending.Add(1)
+}
+
+// WriteBehindStats describes the writes behind of a store with
+// Options.WriteBehind.
+type WriteBehindStats struct {
+	// Pending is the durable counters changed and not yet durable: what
+	// a crash now would forget.
+	Pending int64
+	// Written is the states written since the store opened.
+	Written uint64
+	// Failed is the writes that failed; their states are written again
+	// by the next.
+	Failed uint64
+	// LastDone is when the last write completed; zero if none has.
+	LastDone time.Time
+}
+
+// WriteBehindStats returns the store's writes behind, and false if it
+// writes each change before answering (no Options.WriteBehind).
+func (s *Store) WriteBehindStats() (WriteBehindStats, bool) {
+	w := s.behind
+	if w == nil {
+		return WriteBehindStats{}, false
+	}
+	st := WriteBehindStats{Pending: max(0, w.pending.Load()), Written: w.written.Load(), Failed: w.failed.Load()}
+	if t := w.lastDone.Load(); t != 0 {
+		st.LastDone = time.Unix(0, t)
+	}
+	return st, true
+}
+
+// WriteBehind writes the durable counters changed since the last write to
+// the backing, and waits until they are durable. The store calls it every
+// Options.WriteBehind and at Close; a caller may call it sooner (before a
+// backup, say). Each shard is locked only while its changed states are
+// read, never across a write. A write that fails leaves its states marked,
+// for the next. It does nothing without Options.WriteBehind.
+func (s *Store) WriteBehind() error {
+	w := s.behind
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var (
+		keys   []sluice.Key
+		states []algo.State
+		saved  []Saved
+		waits  []func() error
+		chunks [][]sluice.Key // each wait's keys, to mark again if it fails
+		first  error
+	)
+	fail := func(keys []sluice.Key, err error) {
+		w.failed.Add(1)
+		if first == nil {
+			first = err
+		}
+		s.markAgain(keys)
+	}
+	save := func() {
+		if len(keys) == 0 {
+			return
+		}
+		saved = saved[:0]
+		for i := range keys {
+			saved = append(saved, Saved{Key: &keys[i], State: &states[i]})
+		}
+		wait, err := s.backing.Save(saved)
+		if err != nil {
+			fail(keys, err)
+		} else {
+			waits, chunks = append(waits, wait), append(chunks, keys)
+		}
+		keys, states = nil, states[:0] // Save keeps neither states nor saved
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, h := range *sh.dirty {
+			sh.t.withHash(h, func(e *entry) {
+				if e.flags&flagDirty == 0 {
+					return
+				}
+				e.flags &^= flagDirty
+				keys, states = append(keys, e.key()), append(states, e.state())
+			})
+		}
+		if cap(*sh.dirty) > 4*len(*sh.dirty) && cap(*sh.dirty) > 64 {
+			*sh.dirty = nil // let a burst's list go
+		} else {
+			*sh.dirty = (*sh.dirty)[:0]
+		}
+		sh.mu.Unlock()
+		if len(keys) >= writeChunk {
+			save()
+		}
+	}
+	save()
+	for i, wait := range waits {
+		if wait == nil {
+			w.pending.Add(-int64(len(chunks[i])))
+			w.written.Add(uint64(len(chunks[i])))
+			continue
+		}
+		if err := wait(); err != nil {
+			fail(chunks[i], err)
+			continue
+		}
+		w.pending.Add(-int64(len(chunks[i])))
+		w.written.Add(uint64(len(chunks[i])))
+	}
+	w.lastDone.Store(time.Now().UnixNano())
+	if first != nil {
+		w.log.Error("memstore: writing counters behind failed; they are written again at the next interval", "err", first)
+	}
+	return first
+}
+
+// markAgain marks the held entries of keys changed, after a failed write:
+// their pending count stays, as they are still not durable.
+func (s *Store) markAgain(keys []sluice.Key) {
+	for i := range keys {
+		h := s.hash(&keys[i])
+		sh := &s.shards[h>>s.shift]
+		sh.mu.Lock()
+		if e := sh.t.get(h, &keys[i]); e != nil && e.flags&flagDirty == 0 {
+			e.flags |= flagDirty
+			*sh.dirty = append(*sh.dirty, h)
+		} else {
+			s.behind.pending.Add(-1) // gone, or marked again by a decision, which counted it
+		}
+		sh.mu.Unlock()
+	}
+}
