@@ -16,14 +16,6 @@ export interface WebSocketLike {
 }
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
 
-/** A session (PUT /v1/tenants/{id}/sessions). */
-export interface Session {
-  tenant: string;
-  id: string;
-  createdAt: string;
-  expiresAt: string;
-}
-
 /** What GET /v1/ws/admit answers: a connect now would be admitted, or why not. */
 export type Admission =
   | { admit: true }

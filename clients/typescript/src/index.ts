@@ -5,100 +5,24 @@
 // refusal) is a result, never a thrown error; every other answer that is
 // not 2xx throws a SluiceError carrying the server's error body.
 
-import { GatewayConnection, type Admission, type ConnectOptions, type Session } from "./gateway.js";
+import { GatewayConnection, type Admission, type ConnectOptions } from "./gateway.js";
+import type {
+  AcquireBody,
+  AcquireGrantBody,
+  CheckRequest,
+  CheckResponseBody,
+  AdmitBody,
+  ConnectRefusalBody,
+  Decision,
+  ErrorBody,
+  Lease,
+  LeaseAcquireRequest,
+  LeaseRequest,
+  Session,
+  UpstreamShortBody,
+} from "./wire.js";
 export * from "./gateway.js";
-
-/** The algorithms of a policy (docs/algorithms.md). `gcra` is `token_bucket`. */
-export type Algorithm =
-  | "fixed_window"
-  | "sliding_window"
-  | "sliding_log"
-  | "token_bucket"
-  | "gcra"
-  | "concurrency"
-  | "quota";
-
-/** A duration as the server reads it: a Go duration string ("60s", "1h", "500ms") or a number of seconds. */
-export type Duration = string | number;
-
-/** An inline policy (docs/api.md, "Inline policies"). */
-export interface Policy {
-  name: string;
-  algorithm: Algorithm;
-  limit: number;
-  window?: Duration;
-  burst?: number;
-  leaseTTL?: Duration;
-  buckets?: number;
-  calendar?: "month";
-  shadow?: boolean;
-  failMode?: "open" | "closed";
-  leased?: boolean;
-  scope?: "global" | "regional";
-  penalty?: { after: number; base?: Duration; max?: Duration };
-}
-
-/** One inline check: a policy and the key of its counter within the tenant. */
-export interface InlineCheck {
-  key?: string;
-  policy: Policy;
-}
-
-/** Key parts of configured policies: `user`, `ip` or any descriptor. */
-export type KeyParts = Record<string, string>;
-
-interface CheckCommon {
-  /** The tenant; may be left out with a tenant's API key (it is the key's). */
-  tenant?: string;
-  /** The request's cost, default 1; 0 reads the state without consuming. */
-  hits?: number;
-}
-
-/** A check of a configured endpoint: its policies, in order; tier and overrides apply. */
-export interface EndpointCheck extends CheckCommon {
-  endpoint: string;
-  key?: KeyParts;
-}
-
-/** A check of configured policies by name. */
-export interface PoliciesCheck extends CheckCommon {
-  policies: string[];
-  key?: KeyParts;
-}
-
-/** A check of inline policies (1 to 16), all-or-nothing. */
-export interface InlineChecks extends CheckCommon {
-  checks: InlineCheck[];
-}
-
-export type CheckRequest = EndpointCheck | PoliciesCheck | InlineChecks;
-
-/** A concurrency lease granted by a check or POST /v1/leases. */
-export interface Lease {
-  /** Present on POST /v1/leases: the opaque token to renew or release it with. */
-  token?: string;
-  id: string;
-  expiresAtMs: number;
-}
-
-/** One policy's decision. */
-export interface Decision {
-  policy: string;
-  allowed: boolean;
-  /** The policy's capacity (a token bucket's burst). */
-  limit: number;
-  /** Hits that would be admitted now, after this decision. */
-  remaining: number;
-  /** Epoch seconds, rounded up, at which remaining is back to limit. */
-  resetAt: number;
-  /** For a denial, whole seconds, rounded up, until the same request would be admitted; 0 when admitted. */
-  retryAfter: number;
-  retryAfterMs: number;
-  lease?: Lease;
-  shadowed?: boolean;
-  failedOpen?: boolean;
-  failedClosed?: boolean;
-}
+export * from "./wire.js";
 
 /**
  * The answer to a check: the reported decision (when denied, the denying
@@ -114,14 +38,6 @@ export interface CheckResult extends Decision {
   /** The HTTP status: 200 admitted, 429 denied. */
   status: number;
 }
-
-/** A lease's policy: a configured one by name with key parts, or an inline one with its key. */
-export type LeaseRequest = {
-  tenant?: string;
-} & (
-  | { policy: string; key?: KeyParts; keyValue?: never }
-  | { policy: Policy; keyValue?: string; key?: never }
-);
 
 /** The answer to POST /v1/leases: a check's, with the lease and its token when allowed. */
 export interface LeaseResult extends CheckResult {
@@ -173,14 +89,6 @@ export type ErrorCode =
   | "internal"
   | "network"
   | (string & {});
-
-/** The server's error body. */
-export interface ErrorBody {
-  error: string;
-  field?: string;
-  message: string;
-  [extra: string]: unknown;
-}
 
 /**
  * An answer that is neither a result nor a limit reached: 400 (with the
@@ -269,7 +177,7 @@ export class Sluice {
   async check(req: CheckRequest, opts?: CallOptions): Promise<CheckResult> {
     let answer;
     try {
-      answer = await this.#call("POST", "/v1/check", req, [200, 429], opts, isDecision);
+      answer = await this.#call<CheckResponseBody>("POST", "/v1/check", req, [200, 429], opts, isDecision);
     } catch (err) {
       if (this.#failMode === undefined || !(err instanceof SluiceError)) throw err;
       const own = err.status === 503 && err.code === "unavailable" && sluiceBody(err);
@@ -281,21 +189,21 @@ export class Sluice {
   }
 
   /** POST /v1/leases: hold units of a concurrency policy. A 429 (all held) is a result with `allowed` false. */
-  async acquireLease(req: LeaseRequest & { units?: number }, opts?: CallOptions): Promise<LeaseResult> {
-    const { status, body } = await this.#call("POST", "/v1/leases", req, [200, 429], opts, isDecision);
+  async acquireLease(req: LeaseAcquireRequest, opts?: CallOptions): Promise<LeaseResult> {
+    const { status, body } = await this.#call<CheckResponseBody>("POST", "/v1/leases", req, [200, 429], opts, isDecision);
     return toCheckResult(status, body) as LeaseResult;
   }
 
   /** POST /v1/leases/{token}/renew. A lease released or expired throws SluiceError with code "not_found". */
   async renewLease(token: string, req: LeaseRequest, opts?: CallOptions): Promise<LeaseResult> {
-    const { status, body } = await this.#call("POST", `/v1/leases/${encodeURIComponent(token)}/renew`, req, [200], opts);
-    return toCheckResult(status, body) as LeaseResult;
+    const { status, body } = await this.#call<Decision>("POST", `/v1/leases/${encodeURIComponent(token)}/renew`, req, [200], opts, isDecision);
+    return fromDecision(status, body) as LeaseResult;
   }
 
   /** DELETE /v1/leases/{token}: return its units. A lease released or expired throws SluiceError with code "not_found". */
   async releaseLease(token: string, req: LeaseRequest, opts?: CallOptions): Promise<CheckResult> {
-    const { status, body } = await this.#call("DELETE", `/v1/leases/${encodeURIComponent(token)}`, req, [200], opts);
-    return toCheckResult(status, body);
+    const { status, body } = await this.#call<Decision>("DELETE", `/v1/leases/${encodeURIComponent(token)}`, req, [200], opts, isDecision);
+    return fromDecision(status, body);
   }
 
   /**
@@ -305,11 +213,11 @@ export class Sluice {
    * anything else (404 for an unknown upstream, 400 for a bad body).
    */
   async acquire(upstream: string, req: AcquireRequest, opts?: CallOptions): Promise<AcquireResult> {
-    const wire: Wire = { key: req.key };
+    const wire: AcquireBody = { key: req.key };
     if (req.tenant !== undefined) wire.tenant = req.tenant;
     if (req.cost !== undefined) wire.cost = req.cost;
     if (req.maxWaitMs !== undefined) wire.maxWait = `${req.maxWaitMs}ms`;
-    const { status, body, headers } = await this.#call(
+    const { status, body, headers } = await this.#call<AcquireGrantBody | UpstreamShortBody>(
       "POST",
       `/v1/upstreams/${encodeURIComponent(upstream)}/acquire`,
       wire,
@@ -318,26 +226,28 @@ export class Sluice {
       (status, body) => status !== 429 || body.error === "upstream_quota_short",
     );
     if (status === 200) {
+      const grant = body as AcquireGrantBody;
       return {
         granted: true,
-        waitedMs: num(body.waitedMs),
-        grantedAt: new Date(String(body.grantedAt)),
+        waitedMs: num(grant.waitedMs),
+        grantedAt: new Date(String(grant.grantedAt)),
       };
     }
+    const short = body as UpstreamShortBody;
     return {
       granted: false,
-      reason: String(body.reason ?? ""),
-      upstream: String(body.upstream ?? upstream),
-      message: String(body.message ?? ""),
-      retryAfterMs: num(body.retryAfterMs),
-      retryAfter: retryAfterHeader(headers) ?? Math.max(1, Math.ceil(num(body.retryAfterMs) / 1000)),
+      reason: String(short.reason ?? ""),
+      upstream: String(short.upstream ?? upstream),
+      message: String(short.message ?? ""),
+      retryAfterMs: num(short.retryAfterMs),
+      retryAfter: retryAfterHeader(headers) ?? Math.max(1, Math.ceil(num(short.retryAfterMs) / 1000)),
     };
   }
 
   /** PUT /v1/tenants/{id}/sessions: a new session of the tenant's WebSocket gateway. */
   async createSession(tenant: string, opts?: CallOptions): Promise<Session> {
-    const { body } = await this.#call("PUT", `/v1/tenants/${encodeURIComponent(tenant)}/sessions`, undefined, [201, 200], opts);
-    return body as unknown as Session;
+    const { body } = await this.#call<Session>("PUT", `/v1/tenants/${encodeURIComponent(tenant)}/sessions`, undefined, [201, 200], opts);
+    return body;
   }
 
   /** DELETE /v1/tenants/{id}/sessions/{session}: its connections close with 4001. */
@@ -349,13 +259,14 @@ export class Sluice {
   async admit(tenant: string, session: string, opts?: CallOptions): Promise<Admission> {
     const q = `tenant=${encodeURIComponent(tenant)}&session=${encodeURIComponent(session)}`;
     try {
-      await this.#call("GET", `/v1/ws/admit?${q}`, undefined, [200], opts);
-      return { admit: true };
+      const { body } = await this.#call<AdmitBody>("GET", `/v1/ws/admit?${q}`, undefined, [200], opts);
+      return { admit: body.admit };
     } catch (err) {
       if (!(err instanceof SluiceError) || err.status === 0 || !err.body) throw err;
       const refused: Admission = { admit: false, status: err.status, message: err.message };
-      if (typeof err.body.limit === "string") refused.limit = err.body.limit;
-      const ra = err.retryAfter ?? (typeof err.body.retryAfter === "number" ? err.body.retryAfter : undefined);
+      const body: Partial<ConnectRefusalBody> = err.body;
+      if (typeof body.limit === "string") refused.limit = body.limit;
+      const ra = err.retryAfter ?? (typeof body.retryAfter === "number" ? body.retryAfter : undefined);
       if (ra !== undefined) refused.retryAfter = ra;
       return refused;
     }
@@ -373,14 +284,17 @@ export class Sluice {
     return new GatewayConnection(url, tenant, session, () => this.admit(tenant, session), options);
   }
 
-  async #call(
+  // call sends payload and resolves with an answer whose status is in ok
+  // and whose body isResult tells is T (the wire type of that answer);
+  // anything else throws SluiceError.
+  async #call<T extends object>(
     method: string,
     path: string,
     payload: unknown,
     ok: number[],
     opts: CallOptions | undefined,
     isResult: (status: number, body: Wire) => boolean = () => true,
-  ): Promise<{ status: number; body: Wire; headers: Headers }> {
+  ): Promise<{ status: number; body: T; headers: Headers }> {
     const headers: Record<string, string> = { "Content-Type": "application/json", Accept: "application/json" };
     if (this.#apiKey) headers.Authorization = `Bearer ${this.#apiKey}`;
     let res: Response;
@@ -405,7 +319,7 @@ export class Sluice {
       body = undefined;
     }
     if (ok.includes(res.status) && body !== undefined && isResult(res.status, body)) {
-      return { status: res.status, body, headers: res.headers };
+      return { status: res.status, body: body as T, headers: res.headers };
     }
     const errBody: ErrorBody =
       body !== undefined && typeof body.error === "string"
@@ -465,8 +379,8 @@ function failedDecision(policy: string, mode: "open" | "closed", now: number): D
   return d;
 }
 
-function toCheckResult(status: number, body: Wire): CheckResult {
-  const decisions = Array.isArray(body.decisions) ? (body.decisions as Decision[]) : [];
+function toCheckResult(status: number, body: CheckResponseBody): CheckResult {
+  const decisions = Array.isArray(body.decisions) ? body.decisions : [];
   const result: CheckResult = {
     status,
     allowed: body.allowed === true,
@@ -476,15 +390,21 @@ function toCheckResult(status: number, body: Wire): CheckResult {
     resetAt: num(body.resetAt),
     retryAfter: num(body.retryAfter),
     retryAfterMs: num(body.retryAfterMs),
-    violatedPolicies: Array.isArray(body["violated-policies"]) ? (body["violated-policies"] as string[]) : [],
+    violatedPolicies: Array.isArray(body["violated-policies"]) ? body["violated-policies"] : [],
     decisions,
   };
   if (typeof body.message === "string") result.message = body.message;
-  if (body.lease !== undefined) result.lease = body.lease as Lease;
+  if (body.lease !== undefined) result.lease = body.lease;
   if (body.shadowed === true) result.shadowed = true;
   if (body.failedOpen === true) result.failedOpen = true;
   if (body.failedClosed === true) result.failedClosed = true;
   return result;
+}
+
+// fromDecision is the result of renewing or releasing a lease, whose answer
+// is the lease's one decision.
+function fromDecision(status: number, d: Decision): CheckResult {
+  return toCheckResult(status, { ...d, "violated-policies": d.allowed ? [] : [d.policy], decisions: [d] });
 }
 
 function num(v: unknown): number {

@@ -122,9 +122,13 @@ test("@sluice/client against sluice serve", async (t) => {
     const renewed = await sluice.renewLease(token, req);
     assert.equal(renewed.allowed, true);
     assert.ok(renewed.lease.expiresAtMs >= held.lease.expiresAtMs, "renewal keeps or extends the expiry");
+    // The answer is the lease's one decision (a Decision, not a check's body).
+    assert.deepEqual(renewed.decisions.map((d) => [d.policy, d.allowed, d.lease?.token]), [["reports-running", true, token]]);
+    assert.deepEqual(renewed.violatedPolicies, []);
 
     const released = await sluice.releaseLease(token, req);
     assert.equal(released.remaining, 1);
+    assert.equal(released.decisions.length, 1);
     await assert.rejects(sluice.releaseLease(token, req), (err) => err instanceof SluiceError && err.status === 404 && err.code === "not_found");
     await assert.rejects(sluice.renewLease(token, req), (err) => err instanceof SluiceError && err.status === 404);
 
