@@ -122,7 +122,6 @@ func BenchmarkDurable(b *testing.B) {
 	})
 }
 
-
 // reportCPU resets b's timer and returns a func that reports the process's
 // CPU time (user and system, the kernel's accounting) per op since: what a
 // decision costs the machine, where ns/op is the wall time of 50 writers
