@@ -352,6 +352,9 @@ func TestBadFlags(t *testing.T) {
 		{"serve", "--max-keys", "0"},
 		{"serve", "--sync-interval", "1s"},
 		{"serve", "--sync-interval", "-1ms"},
+		{"serve", "--write-behind", "2m"},
+		{"serve", "--write-behind", "100us"},
+		{"serve", "--store", "memory", "--write-behind", "1s"},
 		{"serve", "--nope"},
 		{"serve", "--addr", "0.0.0.0:0"}, // off loopback without an admin key
 		{"serve", "--admin-key", "short"},

@@ -30,6 +30,10 @@ import (
 // long for its sync, on top of the sync itself.
 const maxSyncInterval = 10 * time.Millisecond
 
+// maxWriteBehind bounds --write-behind: a crash may forget what the
+// durable counters admitted in this long.
+const maxWriteBehind = time.Minute
+
 // serveConfig is the configuration of `sluice serve`: the server's, and
 // the flags the binary keeps for itself.
 type serveConfig struct {
@@ -197,6 +201,7 @@ func (c *serveConfig) flagSet(l *serveLists) *flag.FlagSet {
 	fs.StringVar(&l.regions, "regions", "", "with --region-id: comma-separated ids of every `region` of the global table, the same list on every node")
 	fs.StringVar(&c.DataDir, "data-dir", "./sluice-data", "`directory` of the pebble store")
 	fs.DurationVar(&c.SyncInterval, "sync-interval", pebblestore.DefaultSyncInterval, "pebble store: least time between two syncs of its log; the durable writes that arrive meanwhile share one sync (0 syncs as soon as asked)")
+	fs.DurationVar(&c.WriteBehind, "write-behind", 0, "pebble store: write the durable counters' changes every `interval` (at least 1ms, at most 1m) in the background, instead of syncing each before its answer: a decision costs about what it costs in memory, and a crash (kill -9, a power cut) forgets what the counters admitted in the last interval; a graceful stop forgets nothing. 0 (the default) syncs each change before its answer (docs/operations.md)")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML `file` of named policies, endpoints, tiers and tenants (reloaded on SIGHUP and on change)")
 	fs.DurationVar(&c.ConfigPoll, "config-poll", time.Second, "how often to look for changes to --config")
 	fs.StringVar(&c.AdminKey, "admin-key", "", "admin API key, required off loopback; better from the environment or --admin-key-file than on a command line, which other users can read")
@@ -274,6 +279,10 @@ func (c *serveConfig) check(regions string) error {
 		return errors.New("serve: --regions needs --region-id, this node's region")
 	case c.Store == "pebble" && c.DataDir == "":
 		return errors.New("serve: --data-dir is empty")
+	case c.WriteBehind != 0 && c.Store != "pebble":
+		return fmt.Errorf("serve: --write-behind needs --store pebble, got --store %s", c.Store)
+	case c.WriteBehind != 0 && (c.WriteBehind < time.Millisecond || c.WriteBehind > maxWriteBehind):
+		return fmt.Errorf("serve: --write-behind must be 0, or between 1ms and %v, got %v", maxWriteBehind, c.WriteBehind)
 	case c.SyncInterval < 0 || c.SyncInterval > maxSyncInterval:
 		return fmt.Errorf("serve: --sync-interval must be between 0 and %v, got %v", maxSyncInterval, c.SyncInterval)
 	case c.MaxKeys <= 0:

@@ -49,6 +49,7 @@ type Config struct {
 	Store           string         // --store: pebble, memory, dynamodb or redis
 	DataDir         string         // --data-dir
 	SyncInterval    time.Duration  // --sync-interval
+	WriteBehind     time.Duration  // --write-behind; 0: each change synced before its answer
 	ConfigFile      string         // --config; empty: none, the defaults
 	ConfigPoll      time.Duration  // --config-poll
 	AdminKey        string         // --admin-key, $SLUICE_ADMIN_KEY or --admin-key-file's

@@ -115,16 +115,50 @@ func openStores(ctx context.Context, c Config, log *slog.Logger) (stores, error)
 	if interval == 0 {
 		interval = -1 // pebblestore's "as soon as asked"; its 0 is its default
 	}
-	s, err := pebblestore.Open(c.DataDir, pebblestore.Options{Memory: mem, SyncInterval: interval, Logger: log})
+	s, err := pebblestore.Open(c.DataDir, pebblestore.Options{Memory: mem, SyncInterval: interval, WriteBehind: c.WriteBehind, Logger: log})
 	if err != nil {
 		return stores{}, fmt.Errorf("serve: %w", err)
 	}
-	return stores{counters: s, tenants: s, sessions: s, audit: s, ready: s.Ping, close: s.Close, local: true,
+	var collector prometheus.Collector
+	if _, ok := s.WriteBehindStats(); ok {
+		collector = writeBehindMetrics{s}
+	}
+	return stores{counters: s, tenants: s, sessions: s, audit: s, ready: s.Ping, close: s.Close, local: true, metrics: collector,
 		sweepSessions: func(now time.Time) {
 			if _, err := s.SweepSessions(now); err != nil {
 				log.Warn("sweeping expired sessions", "err", err)
 			}
 		}}, nil
+}
+
+// writeBehindMetrics publishes the pebble store's writes behind
+// (--write-behind) at each scrape: what a crash now would forget, and
+// whether the writes succeed.
+type writeBehindMetrics struct{ s *pebblestore.Store }
+
+var (
+	wbPending = prometheus.NewDesc("sluice_store_write_behind_pending", "Durable counters changed and not yet synced to disk (--write-behind): what a crash now would forget.", nil, nil)
+	wbWritten = prometheus.NewDesc("sluice_store_write_behind_written_total", "Counter states written to disk by the writes behind (--write-behind): a key changed many times in an interval is written once.", nil, nil)
+	wbFailed  = prometheus.NewDesc("sluice_store_write_behind_failures_total", "Writes behind (--write-behind) that failed; their counters are written again by the next.", nil, nil)
+	wbLast    = prometheus.NewDesc("sluice_store_write_behind_last_success_timestamp_seconds", "When the last write behind (--write-behind) completed, in Unix seconds; 0 before the first.", nil, nil)
+)
+
+func (m writeBehindMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{wbPending, wbWritten, wbFailed, wbLast} {
+		ch <- d
+	}
+}
+
+func (m writeBehindMetrics) Collect(ch chan<- prometheus.Metric) {
+	st, _ := m.s.WriteBehindStats()
+	last := 0.0
+	if !st.LastDone.IsZero() {
+		last = float64(st.LastDone.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(wbPending, prometheus.GaugeValue, float64(st.Pending))
+	ch <- prometheus.MustNewConstMetric(wbWritten, prometheus.CounterValue, float64(st.Written))
+	ch <- prometheus.MustNewConstMetric(wbFailed, prometheus.CounterValue, float64(st.Failed))
+	ch <- prometheus.MustNewConstMetric(wbLast, prometheus.GaugeValue, last)
 }
 
 // redisPool publishes the Redis client's connection pool at each scrape:

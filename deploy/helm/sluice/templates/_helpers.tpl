@@ -113,6 +113,9 @@ spec:
         {{- with .Values.syncInterval }}
         - --sync-interval={{ . }}
         {{- end }}
+        {{- with .Values.writeBehind }}
+        - --write-behind={{ . }}
+        {{- end }}
         {{- end }}
         {{- if eq .Values.store "dynamodb" }}
         - --dynamodb-table={{ required "dynamodb.table is required" .Values.dynamodb.table }}
