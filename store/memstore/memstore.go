@@ -214,9 +214,7 @@ func (s *Store) ApplyOne(ctx context.Context, now time.Time, op sluice.Op) (slui
 		return sluice.Decision{}, sluice.ErrStoreClosed
 	}
 	if s.backing != nil && s.backing.Durable(op.Policy) {
-		dst := [1]sluice.Decision{}
-		err := s.applyMany(now.UnixNano(), []sluice.Op{op}, dst[:])
-		return dst[0], err
+		return s.applyOneDurable(now.UnixNano(), op)
 	}
 	// Not durable: never loaded nor saved, decided in memory alone.
 	var d sluice.Decision
@@ -256,6 +254,68 @@ func (s *Store) applyOne(h uint64, sp *prefix, op *sluice.Op, now int64, d *slui
 		sh.t.add(h, &op.Key, st)
 	}
 	return nil
+}
+
+// applyOneDurable is ApplyOne for an op of a durable counter.
+func (s *Store) applyOneDurable(now int64, op sluice.Op) (sluice.Decision, error) {
+	var d sluice.Decision
+	wait, err := s.applyDurable(&op, now, &d)
+	if err == nil && wait != nil {
+		if err := wait(); err != nil {
+			return d, &sluice.Error{Op: "memstore.apply", Kind: sluice.KindUnavailable, Message: "saving state", Err: err}
+		}
+	}
+	return d, err
+}
+
+// applyDurable is applyManyLocked for one op, of a durable counter: one
+// shard locked, no scratch on the heap unless its state is saved now.
+func (s *Store) applyDurable(op *sluice.Op, now int64, d *sluice.Decision) (wait func() error, err error) {
+	h := s.hash(&op.Key)
+	sh := &s.shards[h>>s.shift].shardState
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	var stored, next [1]algo.State
+	e := sh.t.get(h, &op.Key)
+	if e != nil {
+		stored[0] = e.state()
+	} else {
+		k := op.Key // the backing's copy, on the heap on a miss alone
+		st, found, err := s.backing.Load(&k, op.Policy)
+		if err != nil {
+			return nil, &sluice.Error{Op: "memstore.apply", Kind: sluice.KindUnavailable, Message: "loading state", Err: err}
+		}
+		if found && st.Algorithm != 0 {
+			stored[0] = st
+			if sh.t.n < s.perShard {
+				// Held from now on, admitted or not: it is the key's
+				// state.
+				e = sh.t.add(h, &op.Key, st)
+			}
+		}
+	}
+	if !algo.DecideAll(unsafe.Slice(op, 1), stored[:], next[:], now, unsafe.Slice(d, 1)) || op.Hits == 0 {
+		return nil, nil
+	}
+	if e == nil && sh.t.n >= s.perShard {
+		*d = sluice.Decision{}
+		return nil, sluice.ErrStoreFull
+	}
+	if s.behind == nil {
+		k, st := op.Key, next[0] // the backing's copies: op and next stay on the stack
+		if wait, err = s.backing.Save([]Saved{{Key: &k, State: &st}}); err != nil {
+			return nil, &sluice.Error{Op: "memstore.apply", Kind: sluice.KindUnavailable, Message: "saving state", Err: err}
+		}
+	}
+	if e != nil {
+		e.setState(&next[0])
+	} else {
+		e = sh.t.add(h, &op.Key, next[0])
+	}
+	if s.behind != nil {
+		s.behind.mark(sh, h, e)
+	}
+	return wait, nil
 }
 
 // applyMany locks every shard the ops touch, in ascending order so that

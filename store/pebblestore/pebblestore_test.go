@@ -264,3 +264,26 @@ func TestCounterKeyEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteBehindAllocatesNothing: written behind, a decision on a held
+// durable counter allocates nothing, as on the memory store.
+func TestWriteBehindAllocatesNothing(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{WriteBehind: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	hour := sluice.Policy{Name: "hour", Algorithm: sluice.FixedWindow, Limit: 1 << 40, Window: time.Hour}
+	op := sluice.Op{Key: sluice.Key{Tenant: "acme", Algorithm: sluice.FixedWindow, Policy: "hour", Value: "u"}, Policy: &hour, Hits: 1}
+	ctx, now := context.Background(), time.Now()
+	if _, err := s.ApplyOne(ctx, now, op); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		if d, err := s.ApplyOne(ctx, now, op); err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per decision, want 0", n)
+	}
+}
