@@ -17,7 +17,7 @@ VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo d
 COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS    := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test test-ts deps check bench fuzz clean image manifests
+.PHONY: build run test test-ts test-py deps check bench fuzz clean image manifests
 
 ## build: compile bin/sluice
 build:
@@ -53,8 +53,9 @@ TS_DEPS   := $(TS_CLIENT)/node_modules/.package-lock.json
 ## Debian's chromium for the demo page's browser test; Debian's umoci,
 ## skopeo, podman and runc for the container image's (make image),
 ## systemd's systemd-analyze for the systemd unit's, and redis-server for
-## the Redis store's (store/redisstore); and the TypeScript client's
-## devDependencies (clients/typescript/package-lock.json) from npm
+## the Redis store's (store/redisstore); the TypeScript client's
+## devDependencies (clients/typescript/package-lock.json) from npm; and
+## Debian's python3 for the Python client's tests (make test-py)
 DEPLOY_TOOLS := umoci skopeo podman runc systemd-analyze redis-server
 DEPLOY_PKGS  := umoci skopeo podman runc systemd redis-server
 deps: $(DYNOXIDE) $(TS_DEPS)
@@ -64,6 +65,9 @@ deps: $(DYNOXIDE) $(TS_DEPS)
 	@(for t in $(DEPLOY_TOOLS); do command -v $$t >/dev/null || exit 1; done) || \
 		flock $(APT_LOCK) sh -c 'echo "installing $(DEPLOY_PKGS) from Debian for the image, the unit and the Redis store"; \
 		apt-get update && apt-get install -y --no-install-recommends $(DEPLOY_PKGS)'
+	@command -v python3 >/dev/null || flock $(APT_LOCK) sh -c 'command -v python3 >/dev/null || { \
+		echo "python3 is missing: installing it from Debian for the Python client"; \
+		apt-get update && apt-get install -y --no-install-recommends python3; }'
 	$(GO) mod download
 	cd bench && $(GO) mod download
 	cd deploy/kubetest && $(GO) mod download
@@ -92,6 +96,17 @@ define TS_TEST
 	cd $(TS_CLIENT) && SLUICE_BINARY=$(1) npm test
 endef
 
+# PY_TEST runs the Python client's unittest tests (clients/python/tests)
+# against the sluice binary $(1). A missing python3 fails it under CI=true,
+# and elsewhere skips it, saying so (make deps installs it).
+define PY_TEST
+	@command -v python3 >/dev/null || { \
+		if [ "$$CI" = true ]; then echo "test-py: python3 is needed: make deps"; exit 1; fi; \
+		echo "test-py: SKIPPED: python3 is missing (make deps installs it)"; exit 0; }; \
+		echo "SLUICE_BINARY=$(1) python3 -m unittest discover -s clients/python/tests -v"; \
+		SLUICE_BINARY=$(1) python3 -m unittest discover -s clients/python/tests -v
+endef
+
 ## check: formatting, vet and tidy modules
 check:
 	@out=$$(gofmt -l . ); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -108,9 +123,9 @@ check:
 ## The end-to-end package (cmd/sluice) runs last and alone, on a race-enabled
 ## binary built before its clock starts; so is the container image's static
 ## build compiled before deploy/image's test builds and runs the image (make
-## image). The TypeScript client's tests (test-ts) run after, against the
-## same binary. Each run has a bounded timeout, so a hung test fails in minutes,
-## well inside CI's 15.
+## image). The TypeScript client's tests (test-ts), then the Python
+## client's (test-py), run after, against the same binary. Each run has a
+## bounded timeout, so a hung test fails in minutes, well inside CI's 15.
 test: deps check
 	$(GO) build -race -ldflags "$(LDFLAGS)" -o $(RACE_BIN) ./cmd/sluice
 	CGO_ENABLED=0 $(GO) build -trimpath -o /dev/null ./cmd/sluice
@@ -120,10 +135,15 @@ test: deps check
 	cd bench && $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) -run . -bench . -benchtime 1x ./...
 	cd deploy/kubetest && SLUICE_BINARY=$(CURDIR)/$(RACE_BIN) $(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...
 	$(call TS_TEST,$(CURDIR)/$(RACE_BIN))
+	$(call PY_TEST,$(CURDIR)/$(RACE_BIN))
 
 ## test-ts: the TypeScript client's tests alone, against bin/sluice
 test-ts: build $(TS_DEPS)
 	$(call TS_TEST,$(CURDIR)/$(BIN))
+
+## test-py: the Python client's tests alone, against bin/sluice
+test-py: build
+	$(call PY_TEST,$(CURDIR)/$(BIN))
 
 ## manifests: render the Helm chart (deploy/helm/sluice) into the plain
 ## manifests of deploy/manifests, one file per shape; the chart's test
