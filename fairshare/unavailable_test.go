@@ -121,6 +121,45 @@ func TestUpstreamStoreDownIsUnavailable(t *testing.T) {
 	})
 }
 
+// A node just started has no share until its first step: a request that
+// comes before it waits for it, and is granted, not refused for a
+// shortage by an estimate of no rate.
+func TestUpstreamColdStartWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := fairshare.Config{Rate: 10, Window: time.Second, Burst: 1}
+		st := memstore.New(memstore.Options{})
+		defer st.Close()
+		l, err := fairshare.NewLimiterLedger(engine.New(st, engine.Options{}), "partner", cfg, sluice.NamedLease|1, fairshare.DefaultTTL(cfg.Window))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := sharedNode(t, cfg, &lateLedger{l, 50 * time.Millisecond})
+		start := time.Now()
+		if _, err := u.Acquire(context.Background(), "a", "", 1, 1, time.Second); err != nil {
+			t.Fatalf("a request before the first step: %v, want granted", err)
+		}
+		if d := time.Since(start); d < 100*time.Millisecond {
+			t.Errorf("granted after %v, before the first step's two writes", d)
+		}
+	})
+}
+
+// lateLedger answers each call after a delay, as a store far away.
+type lateLedger struct {
+	fairshare.Ledger
+	delay time.Duration
+}
+
+func (l *lateLedger) Publish(ctx context.Context, now time.Time, d fairshare.Demand) (fairshare.Demand, int, error) {
+	time.Sleep(l.delay)
+	return l.Ledger.Publish(ctx, now, d)
+}
+
+func (l *lateLedger) Claim(ctx context.Context, now time.Time, units int64) (bool, int64, error) {
+	time.Sleep(l.delay)
+	return l.Ledger.Claim(ctx, now, units)
+}
+
 // switchLedger is a ledger whose store fails while down is set, as a
 // store that cannot be reached, then comes back.
 type switchLedger struct {
@@ -145,7 +184,8 @@ func (l *switchLedger) Claim(ctx context.Context, now time.Time, units int64) (b
 }
 
 // A node that starts while its store cannot be reached refuses for the
-// fault, and serves again at its first step after the store is back;
+// fault (a request that came before its first step, as that step
+// fails), and serves again at its first step after the store is back;
 // with the store up and the node's share spent, a request is refused
 // for a shortage again.
 func TestUpstreamStoreBack(t *testing.T) {
@@ -159,14 +199,16 @@ func TestUpstreamStoreBack(t *testing.T) {
 		}
 		l := &switchLedger{Ledger: inner}
 		l.down.Store(true)
-		u := sharedNode(t, cfg, l)
+		u := sharedNode(t, cfg, &lateLedger{l, 50 * time.Millisecond})
 		ctx := context.Background()
-		synctest.Wait() // the first step fails
-		_, err = u.Acquire(ctx, "a", "", 1, 1, time.Second)
-		isUnavailable(t, "a request while the store is down", err)
+		// Before the node's first step, which fails, and after it.
+		for _, when := range []string{"before", "after"} {
+			_, err = u.Acquire(ctx, "a", "", 1, 1, time.Second)
+			isUnavailable(t, "a request while the store is down, "+when+" the first step", err)
+		}
 
 		l.down.Store(false)
-		time.Sleep(fairshare.DefaultInterval) // the next step
+		time.Sleep(2 * fairshare.DefaultInterval) // past the next step and its writes
 		synctest.Wait()
 		if _, err := u.Acquire(ctx, "a", "", 1, 1, time.Second); err != nil {
 			t.Fatalf("with the store back: %v", err)

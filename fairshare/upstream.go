@@ -89,6 +89,9 @@ type Upstream struct {
 	// the ledger answers again. Both under mu.
 	failed error
 	down   chan struct{}
+	// sized is whether a resize has run: until then the node has no
+	// share to estimate a wait by, and a request waits for the first.
+	sized bool
 }
 
 // NewUpstream returns a running Upstream for cfg; Close stops it.
@@ -259,7 +262,7 @@ func (u *Upstream) resize(step bool) Share {
 	u.s.SetRate(now, sh.Rate, sh.Expect, sh.Stop)
 	u.share = sh
 	if u.ctx.Err() == nil { // not a call Close cut short
-		u.failed = err
+		u.failed, u.sized = err, true
 	}
 	select {
 	case <-u.down:
@@ -347,7 +350,7 @@ func (u *Upstream) acquire(ctx context.Context, c Customer, group string, weight
 	}
 	u.nextID++
 	id := u.nextID
-	if err := u.s.Admit(now, Request{ID: id, Customer: c, Group: group, Weight: weight, Cost: cost}, maxWait); err != nil {
+	if err := u.s.admit(now, Request{ID: id, Customer: c, Group: group, Weight: weight, Cost: cost}, maxWait, u.bal == nil || u.sized); err != nil {
 		// Refused for its wait while the ledger fails, a request that
 		// could have waited past the node's stop was refused for the
 		// fault, not for a shortage.
