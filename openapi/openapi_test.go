@@ -419,11 +419,12 @@ var steps = []step{
 	{method: "GET", path: "/v1/insight/stream", url: "/v1/insight/stream", key: "tenant", status: 403},
 	{method: "GET", path: "/v1/tenants/{id}/insight/stream", url: "/v1/tenants/acme/insight/stream", key: "tenant", status: 200, stream: true},
 	// A tenant's keys hold at most 4 streams (insighthttp's default): the
-	// fifth is refused, whatever the closed one's count.
-	{method: "GET", path: "/v1/tenants/{id}/insight/stream", url: "/v1/tenants/acme/insight/stream", key: "tenant", status: 200, stream: true, hold: true},
-	{method: "GET", path: "/v1/tenants/{id}/insight/stream", url: "/v1/tenants/acme/insight/stream", key: "tenant", status: 200, stream: true, hold: true},
-	{method: "GET", path: "/v1/tenants/{id}/insight/stream", url: "/v1/tenants/acme/insight/stream", key: "tenant", status: 200, stream: true, hold: true},
-	{method: "GET", path: "/v1/tenants/{id}/insight/stream", url: "/v1/tenants/acme/insight/stream", key: "tenant", status: 200, stream: true, hold: true},
+	// fifth is refused, whatever the closed one's count. Until the node has
+	// let the closed one go, the fourth is refused, and asked again.
+	{method: "GET", path: "/v1/tenants/{id}/insight/stream", url: "/v1/tenants/acme/insight/stream", key: "tenant", status: 200, stream: true, hold: true, await: true},
+	{method: "GET", path: "/v1/tenants/{id}/insight/stream", url: "/v1/tenants/acme/insight/stream", key: "tenant", status: 200, stream: true, hold: true, await: true},
+	{method: "GET", path: "/v1/tenants/{id}/insight/stream", url: "/v1/tenants/acme/insight/stream", key: "tenant", status: 200, stream: true, hold: true, await: true},
+	{method: "GET", path: "/v1/tenants/{id}/insight/stream", url: "/v1/tenants/acme/insight/stream", key: "tenant", status: 200, stream: true, hold: true, await: true},
 	{method: "GET", path: "/v1/tenants/{id}/insight/stream", url: "/v1/tenants/acme/insight/stream", key: "tenant", status: 429},
 }
 
