@@ -47,8 +47,8 @@ const (
 	RefusedCancelled = "cancelled"  // its caller went (its context ended) first
 	RefusedClosed    = "closed"     // the Upstream was closed
 	RefusedInvalid   = "invalid"    // a bad weight or cost
-	// RefusedUnavailable: the ledger failed and the node can release
-	// nothing (ErrUnavailable).
+	// RefusedUnavailable: the ledger fails and the node cannot release
+	// the request within its maximum wait (ErrUnavailable).
 	RefusedUnavailable = "unavailable"
 )
 
