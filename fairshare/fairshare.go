@@ -70,6 +70,12 @@ var (
 	ErrQueueFull = sluice.ErrQueueFull
 	// ErrClosed is a call to an Upstream after Close (KindUnavailable).
 	ErrClosed = sluice.ErrUpstreamClosed
+	// ErrUnavailable is a request an Upstream with a Ledger cannot serve
+	// because the ledger (the store the nodes share the upstream through)
+	// fails and the node holds no share it may release on: a fault, of
+	// kind KindUnavailable (503), never a shortage.
+	ErrUnavailable = &sluice.Error{Op: "fairshare", Kind: sluice.KindUnavailable,
+		Message: "the store that shares the upstream among the nodes is unavailable, and this node holds no share of it"}
 )
 
 // MaxWeight bounds a request's weight, so the smallest step of a

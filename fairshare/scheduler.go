@@ -224,6 +224,13 @@ func (s *Scheduler) Rate() (float64, time.Time) {
 // and is refused with ErrShortage if maxWait is not zero and its estimated
 // wait (Estimate) exceeds it; otherwise it is enqueued (Enqueue).
 func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error {
+	return s.admit(now, r, maxWait, true)
+}
+
+// admit is Admit, refusing r for its estimated wait only if estimate:
+// an Upstream that has not yet sized its share has no rate to estimate
+// by.
+func (s *Scheduler) admit(now time.Time, r Request, maxWait time.Duration, estimate bool) error {
 	if err := s.validate(r); err != nil {
 		return err
 	}
@@ -251,7 +258,7 @@ func (s *Scheduler) Admit(now time.Time, r Request, maxWait time.Duration) error
 	if g != nil {
 		light = s.ask(g, r)
 	}
-	if maxWait > 0 && s.estimate(now, r.Customer, r.Group, r.Weight, r.Cost, s.laneFor(light, maxWait)) > maxWait {
+	if estimate && maxWait > 0 && s.estimate(now, r.Customer, r.Group, r.Weight, r.Cost, s.laneFor(light, maxWait)) > maxWait {
 		return ErrShortage
 	}
 	return s.enqueue(now, r, maxWait, g != nil, light)

@@ -47,10 +47,13 @@ const (
 	RefusedCancelled = "cancelled"  // its caller went (its context ended) first
 	RefusedClosed    = "closed"     // the Upstream was closed
 	RefusedInvalid   = "invalid"    // a bad weight or cost
+	// RefusedUnavailable: the ledger fails and the node cannot release
+	// the request within its maximum wait (ErrUnavailable).
+	RefusedUnavailable = "unavailable"
 )
 
 // RefusedReasons are every reason of a refusal.
-var RefusedReasons = []string{RefusedEstimate, RefusedExpired, RefusedQueueFull, RefusedCancelled, RefusedClosed, RefusedInvalid}
+var RefusedReasons = []string{RefusedEstimate, RefusedExpired, RefusedQueueFull, RefusedCancelled, RefusedClosed, RefusedInvalid, RefusedUnavailable}
 
 // Upstream is a Scheduler for concurrent callers: Acquire blocks until the
 // caller's request is released, refused or cancelled. One goroutine, owned
@@ -80,6 +83,15 @@ type Upstream struct {
 	cancel    context.CancelFunc
 	rebalance chan struct{} // buffered 1: a request came while the share is 0
 	balanced  chan struct{} // closed when the balance goroutine has returned
+	// failed is the last resize's ledger error, nil if it succeeded; down
+	// is closed once a resize finds the ledger failing and the node able
+	// to release nothing (unavailable), and replaced by an open one when
+	// the ledger answers again. Both under mu.
+	failed error
+	down   chan struct{}
+	// sized is whether a resize has run: until then the node has no
+	// share to estimate a wait by, and a request waits for the first.
+	sized bool
 }
 
 // NewUpstream returns a running Upstream for cfg; Close stops it.
@@ -103,6 +115,7 @@ func NewUpstream(cfg Config, opts Options) (*Upstream, error) {
 		rebalance: make(chan struct{}, 1),
 		balanced:  make(chan struct{}),
 		obs:       opts.Observer,
+		down:      make(chan struct{}),
 	}
 	u.now = u.clock.now
 	if u.interval <= 0 {
@@ -245,14 +258,38 @@ func (u *Upstream) resize(step bool) Share {
 		u.logger.Warn("fairshare: the ledger failed; this node keeps the share it holds", "error", err, "rate", sh.Rate, "stop", sh.Stop)
 	}
 	u.mu.Lock()
-	u.s.SetRate(u.now(), sh.Rate, sh.Expect, sh.Stop)
+	now := u.now()
+	u.s.SetRate(now, sh.Rate, sh.Expect, sh.Stop)
 	u.share = sh
+	if u.ctx.Err() == nil { // not a call Close cut short
+		u.failed, u.sized = err, true
+	}
+	select {
+	case <-u.down:
+		if !u.faultLocked(now) {
+			u.down = make(chan struct{})
+		}
+	default:
+		if u.faultLocked(now) {
+			close(u.down) // the requests waiting are refused
+		}
+	}
 	u.mu.Unlock()
 	select {
 	case u.kick <- struct{}{}:
 	default:
 	}
 	return sh
+}
+
+// faultLocked reports whether the node, with a ledger, is kept from
+// releasing by until because the ledger fails: its last resize failed,
+// and it holds no share, or must stop releasing on the one it holds
+// (Share.Stop) by until, unless the ledger renews it. A request the node
+// cannot serve then is refused with ErrUnavailable, not ErrShortage: a
+// fault is never a limit.
+func (u *Upstream) faultLocked(until time.Time) bool {
+	return u.bal != nil && u.failed != nil && (u.share.Rate <= 0 || !until.Before(u.share.Stop))
 }
 
 // Acquire waits until a request of customer c of group (its tenant; empty:
@@ -264,6 +301,13 @@ func (u *Upstream) resize(step bool) Share {
 // cost, and ctx's error when ctx ends first, in which case the request's
 // place is withdrawn. A request released in the same instant as ctx ends
 // or maxWait passes succeeds: its units are spent.
+//
+// With a Ledger, a request with a maxWait is refused with ErrUnavailable,
+// not ErrShortage, when the node cannot release it within maxWait
+// because the ledger fails (the node holds no share, or must stop
+// releasing on the one it holds first): at once, or, waiting, at the
+// Upstream's next resize. One with maxWait 0 waits for the ledger to
+// answer again.
 func (u *Upstream) Acquire(ctx context.Context, c Customer, group string, weight, cost int64, maxWait time.Duration) (time.Duration, error) {
 	g, err := u.AcquireGrant(ctx, c, group, weight, cost, maxWait)
 	return g.Waited, err
@@ -294,12 +338,28 @@ func (u *Upstream) acquire(ctx context.Context, c Customer, group string, weight
 		return Grant{}, RefusedClosed, ErrClosed
 	}
 	now := u.now()
+	// A request that waits without limit waits through a fault too, for
+	// the ledger to answer again.
+	var down chan struct{}
+	if maxWait > 0 {
+		if u.faultLocked(now) {
+			u.mu.Unlock()
+			return Grant{}, RefusedUnavailable, ErrUnavailable
+		}
+		down = u.down
+	}
 	u.nextID++
 	id := u.nextID
-	if err := u.s.Admit(now, Request{ID: id, Customer: c, Group: group, Weight: weight, Cost: cost}, maxWait); err != nil {
+	if err := u.s.admit(now, Request{ID: id, Customer: c, Group: group, Weight: weight, Cost: cost}, maxWait, u.bal == nil || u.sized); err != nil {
+		// Refused for its wait while the ledger fails, a request that
+		// could have waited past the node's stop was refused for the
+		// fault, not for a shortage.
+		fault := errors.Is(err, ErrShortage) && u.faultLocked(now.Add(maxWait))
 		u.mu.Unlock()
 		reason := RefusedInvalid
 		switch {
+		case fault:
+			reason, err = RefusedUnavailable, ErrUnavailable
 		case errors.Is(err, ErrShortage):
 			reason = RefusedEstimate
 		case errors.Is(err, ErrQueueFull):
@@ -339,10 +399,15 @@ func (u *Upstream) acquire(ctx context.Context, c Customer, group string, weight
 		err, reason = ErrShortage, RefusedExpired
 	case <-u.done:
 		err, reason = ErrClosed, RefusedClosed
+	case <-down:
+		err, reason = ErrUnavailable, RefusedUnavailable
 	}
 	u.mu.Lock()
 	withdrawn := u.s.Cancel(id)
 	delete(u.waiters, id)
+	if reason == RefusedExpired && u.faultLocked(u.now()) {
+		err, reason = ErrUnavailable, RefusedUnavailable
+	}
 	u.mu.Unlock()
 	if !withdrawn {
 		// Released in the same instant: the loop sends under the lock, so

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/fairshare"
@@ -51,13 +52,27 @@ func newUpstreamServiceOf(t *testing.T, yaml string) *service {
 // options o (its Config and AdminKey set here).
 func newUpstreamServiceWith(t *testing.T, yaml string, o tenancy.Options) *service {
 	t.Helper()
+	return newUpstreamServiceOn(t, yaml, o, nil)
+}
+
+// newUpstreamServiceOn is newUpstreamServiceWith whose upstreams, if lim
+// is not nil, are shared through a ledger on lim, as internal/server
+// shares them on a store of many nodes.
+func newUpstreamServiceOn(t *testing.T, yaml string, o tenancy.Options, lim fairshare.Limiter) *service {
+	t.Helper()
 	cfg, err := config.Parse("upstreams.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ups := map[string]Upstream{}
 	for name, uc := range cfg.Upstreams {
-		q, err := fairshare.NewUpstream(uc.Scheduler(), fairshare.Options{})
+		var opts fairshare.Options
+		if lim != nil {
+			if opts.Ledger, err = fairshare.NewLimiterLedger(lim, name, uc.Scheduler(), sluice.NamedLease|1, fairshare.DefaultTTL(uc.Scheduler().Window)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q, err := fairshare.NewUpstream(uc.Scheduler(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,6 +213,44 @@ func TestUpstreamShortage(t *testing.T) {
 	}
 	if st := s.state(t, "held"); waiting(st) != 0 || granted(st) != 1 {
 		t.Fatalf("after the refusal: %v", st)
+	}
+}
+
+// TestUpstreamStoreDown: upstreams shared through the store, which
+// stalls: once the node holds no share, an acquire and a proxied call are
+// answered 503 unavailable, the error body and Retry-After as for any
+// store failure, never 429 "shortage" (with an hour's Retry-After, as
+// they were).
+func TestUpstreamStoreDown(t *testing.T) {
+	_, standIn := newArrivals(t)
+	st := &stall{}
+	st.on.Store(true)
+	counters := stallingCounters{memstore.New(memstore.Options{}), st}
+	defer counters.Close()
+	lim := engine.New(counters, engine.Options{Timeout: 50 * time.Millisecond})
+	s := newUpstreamServiceOn(t, `
+tiers: {free: {}, premium: {}}
+upstreams:
+  shared: {rate: 10, window: 1s, maxWait: 5s, proxy: {url: "`+standIn.URL+`/"}}
+`, tenancy.Options{}, lim)
+	// The node's first step fails within the engine's deadline, and a
+	// request before it is refused for want of a share: ask until the
+	// answer is not that, for at most a minute.
+	var resp *http.Response
+	var out map[string]any
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) { // a poll's period
+		resp = s.request(t, s.acme, "POST", "/v1/upstreams/shared/acquire", `{"key":"u1","maxWait":"1s"}`)
+		out = decodeBody(t, resp)
+		if resp.StatusCode != http.StatusTooManyRequests || time.Now().After(deadline) {
+			break
+		}
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || out["error"] != "unavailable" || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("acquire with the store down: %d Retry-After %q %v, want 503 unavailable, Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"), out)
+	}
+	presp, body := s.proxyCall(t, s.acme, "POST", "/v1/upstreams/shared/proxy/x", "{}", map[string]string{"Sluice-Key": "u1"})
+	if presp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, `"error":"unavailable"`) || presp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("proxied call with the store down: %d Retry-After %q %s, want 503 unavailable, Retry-After 1", presp.StatusCode, presp.Header.Get("Retry-After"), body)
 	}
 }
 

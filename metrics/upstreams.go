@@ -42,7 +42,7 @@ func NewUpstreams() *Upstreams {
 			Name: "sluice_upstream_grants_total", Help: "Requests for a fair-share upstream granted.",
 		}, []string{"upstream"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_upstream_refusals_total", Help: "Requests for a fair-share upstream refused, by reason: estimate (would wait past its maximum), expired (waited its maximum), queue_full, cancelled (its client went), closed, invalid.",
+			Name: "sluice_upstream_refusals_total", Help: "Requests for a fair-share upstream refused, by reason: estimate (would wait past its maximum), expired (waited its maximum), queue_full, cancelled (its client went), closed, invalid, unavailable (the store sharing it failed).",
 		}, []string{"upstream", "reason"}),
 		wait: latencyHistogram("sluice_upstream_wait_seconds", "How long granted requests for a fair-share upstream waited for their turn.", "upstream"),
 		live: map[string]func() fairshare.Stats{},
