@@ -5,7 +5,9 @@ import (
 	"time"
 )
 
-// Op is one policy's part of a request, as a store sees it.
+// Op is one policy's part of a request, as a store sees it. It is for
+// implementers of Store; not for callers, who decide through the engine
+// (engine.Engine, engine.Prepared) or a client, which build the ops.
 type Op struct {
 	Key    Key
 	Policy *Policy
@@ -39,8 +41,9 @@ type Op struct {
 }
 
 // Store keeps the state of counters and applies decisions to it atomically.
-// Implementations: memstore (in process); later the embedded durable store
-// and DynamoDB. Every implementation passes storetest.Run.
+// Implementations: memstore (in process), pebblestore (embedded and
+// durable), dynamostore (DynamoDB) and redisstore (Redis). Every
+// implementation passes storetest.Run.
 //
 // A store trusts its input: the engine validates policies, keys and hits
 // before calling it. Over the limit is a Decision, not an error; errors are
