@@ -36,6 +36,10 @@ type writeBehind struct {
 // bounded size.
 const writeChunk = 4096
 
+// writesInFlight is how many chunks a write behind sequences before it
+// waits for their sync.
+const writesInFlight = 4
+
 // mark marks e, of hash h in sh, changed. The caller holds sh's lock.
 func (w *writeBehind) mark(sh *shardState, h uint64, e *entry) {
 	if e.flags&flagDirty != 0 {
@@ -119,6 +123,22 @@ func (s *Store) WriteBehind() error {
 		}
 		keys, states = nil, states[:0] // Save keeps neither states nor saved
 	}
+	// drain waits for the writes sequenced so far; a write waits for its
+	// sync before more than writesInFlight are read, so that the states
+	// read and not yet durable stay bounded, whatever the keys changed.
+	drain := func() {
+		for i, wait := range waits {
+			if wait != nil {
+				if err := wait(); err != nil {
+					fail(chunks[i], err)
+					continue
+				}
+			}
+			w.pending.Add(-int64(len(chunks[i])))
+			w.written.Add(uint64(len(chunks[i])))
+		}
+		waits, chunks = waits[:0], chunks[:0]
+	}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -139,22 +159,13 @@ func (s *Store) WriteBehind() error {
 		sh.mu.Unlock()
 		if len(keys) >= writeChunk {
 			save()
+			if len(waits) >= writesInFlight {
+				drain()
+			}
 		}
 	}
 	save()
-	for i, wait := range waits {
-		if wait == nil {
-			w.pending.Add(-int64(len(chunks[i])))
-			w.written.Add(uint64(len(chunks[i])))
-			continue
-		}
-		if err := wait(); err != nil {
-			fail(chunks[i], err)
-			continue
-		}
-		w.pending.Add(-int64(len(chunks[i])))
-		w.written.Add(uint64(len(chunks[i])))
-	}
+	drain()
 	w.lastDone.Store(time.Now().UnixNano())
 	if first != nil {
 		w.log.Error("memstore: writing counters behind failed; they are written again at the next interval", "err", first)

@@ -285,3 +285,25 @@ func TestWriteBehindSweep(t *testing.T) {
 		t.Errorf("wrote %d states of a swept key: %v", d.written, err)
 	}
 }
+
+// TestWriteBehindChunks: a write of more changed keys than one chunk holds
+// writes them all, in bounded batches.
+func TestWriteBehindChunks(t *testing.T) {
+	d := newDisk()
+	s := New(Options{Backing: d, WriteBehind: time.Hour})
+	defer s.Close()
+	now := time.Now()
+	const n = writeChunk*writesInFlight + writeChunk/2
+	for i := range n {
+		admit(t, s, now, hourlyKey(fmt.Sprint("k", i)), &hourly)
+	}
+	if err := s.WriteBehind(); err != nil {
+		t.Fatal(err)
+	}
+	if d.written != n || d.saves < n/writeChunk {
+		t.Fatalf("%d states in %d batches, want %d in at least %d", d.written, d.saves, n, n/writeChunk)
+	}
+	if st, _ := s.WriteBehindStats(); st.Pending != 0 || st.Written != n {
+		t.Fatalf("stats: %+v", st)
+	}
+}
