@@ -153,6 +153,14 @@ const (
 	// maxBucketDepth bounds a token bucket's depth in time, Burst
 	// emission intervals, far from overflowing int64 nanoseconds.
 	maxBucketDepth = 4 * MaxWindow
+
+	// MaxRetryAfter is the longest wait an answer names, in Retry-After
+	// and retryAfterMs: the longest any policy can make a key wait (a
+	// token bucket's depth; a window or a penalty's block is at most
+	// MaxWindow). A longer estimate, such as an upstream's for a request
+	// that cannot go until the upstream's rate changes, is answered as
+	// MaxRetryAfter.
+	MaxRetryAfter = maxBucketDepth
 )
 
 // Policy says how much may be spent. The zero values of the optional fields
