@@ -283,7 +283,8 @@ func (m *FailMode) UnmarshalText(b []byte) error {
 
 // Penalty blocks repeat offenders: a key denied After times in a row is
 // blocked for Base, then twice as long at each further offence, up to Max.
-// The zero Penalty is off.
+// The zero Penalty is off; one that is on needs all three (none has a
+// default).
 type Penalty struct {
 	After int           `json:"after,omitempty" yaml:"after"`
 	Base  time.Duration `json:"base,omitempty" yaml:"base"`
@@ -396,6 +397,13 @@ func (p *Policy) Validate() error {
 		return Invalid("scope", "is unknown")
 	}
 	if p.Penalty.Enabled() {
+		// No default block: a missing one is named as missing, not as 0s.
+		if p.Penalty.Base == 0 {
+			return Invalid("penalty.base", "is required: how long the first block lasts, between %v and %v", MinWindow, MaxWindow)
+		}
+		if p.Penalty.Max == 0 {
+			return Invalid("penalty.max", "is required: the longest block, between penalty.base (%v) and %v", p.Penalty.Base, MaxWindow)
+		}
 		if p.Penalty.Base < MinWindow || p.Penalty.Base > MaxWindow {
 			return Invalid("penalty.base", "must be between %v and %v, got %v", MinWindow, MaxWindow, p.Penalty.Base)
 		}
