@@ -153,6 +153,14 @@ const (
 	// maxBucketDepth bounds a token bucket's depth in time, Burst
 	// emission intervals, far from overflowing int64 nanoseconds.
 	maxBucketDepth = 4 * MaxWindow
+
+	// MaxRetryAfter is the longest wait an answer names, in Retry-After
+	// and retryAfterMs: the longest any policy can make a key wait (a
+	// token bucket's depth; a window or a penalty's block is at most
+	// MaxWindow). A longer estimate, such as an upstream's for a request
+	// that cannot go until the upstream's rate changes, is answered as
+	// MaxRetryAfter.
+	MaxRetryAfter = maxBucketDepth
 )
 
 // Policy says how much may be spent. The zero values of the optional fields
@@ -275,7 +283,8 @@ func (m *FailMode) UnmarshalText(b []byte) error {
 
 // Penalty blocks repeat offenders: a key denied After times in a row is
 // blocked for Base, then twice as long at each further offence, up to Max.
-// The zero Penalty is off.
+// The zero Penalty is off; one that is on needs all three (none has a
+// default).
 type Penalty struct {
 	After int           `json:"after,omitempty" yaml:"after"`
 	Base  time.Duration `json:"base,omitempty" yaml:"base"`
@@ -388,6 +397,13 @@ func (p *Policy) Validate() error {
 		return Invalid("scope", "is unknown")
 	}
 	if p.Penalty.Enabled() {
+		// No default block: a missing one is named as missing, not as 0s.
+		if p.Penalty.Base == 0 {
+			return Invalid("penalty.base", "is required: how long the first block lasts, between %v and %v", MinWindow, MaxWindow)
+		}
+		if p.Penalty.Max == 0 {
+			return Invalid("penalty.max", "is required: the longest block, between penalty.base (%v) and %v", p.Penalty.Base, MaxWindow)
+		}
 		if p.Penalty.Base < MinWindow || p.Penalty.Base > MaxWindow {
 			return Invalid("penalty.base", "must be between %v and %v, got %v", MinWindow, MaxWindow, p.Penalty.Base)
 		}

@@ -83,3 +83,23 @@ func TestValidPolicyName(t *testing.T) {
 		}
 	}
 }
+
+// TestPenaltyNeedsBaseAndMax: a penalty has no default block (docs say
+// {after, base, max}): one without base or max is refused naming the
+// field as missing, not as a block of 0s.
+func TestPenaltyNeedsBaseAndMax(t *testing.T) {
+	for _, tc := range []struct {
+		pen   Penalty
+		field string
+	}{
+		{Penalty{After: 3}, "penalty.base"},
+		{Penalty{After: 3, Max: time.Hour}, "penalty.base"},
+		{Penalty{After: 3, Base: time.Minute}, "penalty.max"},
+	} {
+		p := Policy{Name: "p", Algorithm: FixedWindow, Limit: 1, Window: time.Minute, Penalty: tc.pen}
+		err := p.Validate()
+		if FieldOf(err) != tc.field || !strings.Contains(err.Error(), "is required") || strings.Contains(err.Error(), "got 0s") {
+			t.Errorf("%+v: %v, want %s named as required", tc.pen, err, tc.field)
+		}
+	}
+}

@@ -721,6 +721,9 @@ func run(t *testing.T, doc *openapi3.T, base string, all []step, exercised map[s
 		if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 			t.Errorf("%s: the answer is not the document's: %v\n%s", name, err, short(got))
 		}
+		if extra := undocumented(op, resp, got); len(extra) > 0 {
+			t.Errorf("%s: the answer has fields its schema does not name: %v\n%s", name, extra, short(got))
+		}
 		for field, as := range st.save {
 			var m map[string]any
 			if err := json.Unmarshal(got, &m); err != nil {
@@ -752,4 +755,37 @@ func covered(t *testing.T, doc *openapi3.T, exercised map[string]bool) {
 			}
 		}
 	}
+}
+
+// undocumented returns the top-level fields of a JSON object answer that
+// its schema in op does not name, where the schema is one object that
+// says nothing of other fields: a field a schema leaves out (as Error
+// would a connect refusal's limit and retryAfter) is a drift the
+// validator alone lets pass.
+func undocumented(op *openapi3.Operation, resp *http.Response, body []byte) []string {
+	r := op.Responses.Status(resp.StatusCode)
+	if r == nil || r.Value == nil {
+		return nil
+	}
+	mt := r.Value.Content.Get("application/json")
+	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+		return nil
+	}
+	s := mt.Schema.Value
+	if len(s.Properties) == 0 || s.OneOf != nil || s.AnyOf != nil || s.AllOf != nil ||
+		s.AdditionalProperties.Has != nil || s.AdditionalProperties.Schema != nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	var extra []string
+	for k := range m {
+		if _, ok := s.Properties[k]; !ok {
+			extra = append(extra, k)
+		}
+	}
+	slices.Sort(extra)
+	return extra
 }

@@ -59,7 +59,9 @@ const UpstreamShortCode = "upstream_quota_short"
 // ErrQueueFull, which package fairshare returns) with 429, Retry-After and
 // an UpstreamShort body; a closed upstream (a server shutting down) as
 // unavailable; any other error by its kind (WriteError). retryAfter is the
-// refused request's estimated wait.
+// refused request's estimated wait, which saturates at
+// sluice.MaxRetryAfter (a request that can never go is estimated at
+// math.MaxInt64).
 func WriteAcquireError(w http.ResponseWriter, upstream string, err error, retryAfter time.Duration) {
 	var reason, msg string
 	switch {
@@ -74,7 +76,7 @@ func WriteAcquireError(w http.ResponseWriter, upstream string, err error, retryA
 		WriteError(w, err)
 		return
 	}
-	ms := max(int64((retryAfter+time.Millisecond-1)/time.Millisecond), 1)
+	ms := max(CeilMillis(retryAfter), 1)
 	w.Header().Set("Retry-After", strconv.FormatInt(max(CeilSeconds(retryAfter), 1), 10))
 	WriteJSON(w, http.StatusTooManyRequests, UpstreamShort{
 		Error: UpstreamShortCode, Message: msg, Upstream: upstream, Reason: reason, RetryAfterMs: ms,

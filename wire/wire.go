@@ -287,7 +287,7 @@ func FromDecision(d sluice.Decision) Decision {
 		Remaining:    d.Remaining,
 		ResetAt:      CeilUnix(d.ResetAt),
 		RetryAfter:   CeilSeconds(d.RetryAfter),
-		RetryAfterMs: int64((d.RetryAfter + time.Millisecond - 1) / time.Millisecond),
+		RetryAfterMs: CeilMillis(d.RetryAfter),
 		Shadowed:     d.Shadowed,
 		FailedOpen:   d.FailedOpen,
 		FailedClosed: d.FailedClosed,
@@ -377,12 +377,22 @@ func (r CheckResponse) Decode() sluice.Result {
 	return res
 }
 
-// CeilSeconds returns d in whole seconds, rounded up, and at least 0.
-func CeilSeconds(d time.Duration) int64 {
+// CeilSeconds returns d in whole seconds, rounded up: 0 for d <= 0, and
+// at most sluice.MaxRetryAfter's seconds (a longer d saturates, never
+// overflows).
+func CeilSeconds(d time.Duration) int64 { return ceil(d, time.Second) }
+
+// CeilMillis returns d in milliseconds as CeilSeconds does in seconds.
+func CeilMillis(d time.Duration) int64 { return ceil(d, time.Millisecond) }
+
+// ceil returns d in units, rounded up, between 0 and
+// sluice.MaxRetryAfter's units.
+func ceil(d, unit time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	d = min(d, sluice.MaxRetryAfter)
+	return int64((d + unit - 1) / unit)
 }
 
 // CeilUnix returns t in epoch seconds, rounded up: a reset announced at

@@ -47,19 +47,15 @@ def duration_to_wire(d: Duration) -> Union[str, int, float]:
 @dataclass(frozen=True)
 class Penalty:
     """A policy's penalty box: a key denied ``after`` times in a row is
-    blocked for ``base``, doubling up to ``max``."""
+    blocked for ``base``, doubling up to ``max``. All three are required:
+    none has a default."""
 
     after: int
-    base: Optional[Duration] = None
-    max: Optional[Duration] = None
+    base: Duration
+    max: Duration
 
     def to_wire(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"after": self.after}
-        if self.base is not None:
-            out["base"] = duration_to_wire(self.base)
-        if self.max is not None:
-            out["max"] = duration_to_wire(self.max)
-        return out
+        return {"after": self.after, "base": duration_to_wire(self.base), "max": duration_to_wire(self.max)}
 
 
 @dataclass(frozen=True)

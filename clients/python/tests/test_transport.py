@@ -344,5 +344,26 @@ class ParseTest(unittest.TestCase):
         self.assertIsNone(parse_time("yesterday"))
 
 
+class PenaltyTest(unittest.TestCase):
+    def test_required_fields_are_the_documents(self) -> None:
+        """Penalty's fields without a default are those openapi.json's
+        Penalty requires (after, base, max: none has a default), and each
+        is sent."""
+        import dataclasses
+        import json
+        import os
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "..", "openapi", "openapi.json"), encoding="utf-8") as f:
+            schema = json.load(f)["components"]["schemas"]["Penalty"]
+        fields = dataclasses.fields(sluice.Penalty)
+        self.assertEqual(sorted(f.name for f in fields), sorted(schema["properties"]))
+        required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        self.assertEqual(sorted(required), sorted(schema["required"]))
+        with self.assertRaises(TypeError):
+            sluice.Penalty(after=3)  # type: ignore[call-arg]
+        self.assertEqual(sluice.Penalty(after=3, base="1m", max=3600).to_wire(), {"after": 3, "base": "1m", "max": 3600})
+
+
 if __name__ == "__main__":
     unittest.main()

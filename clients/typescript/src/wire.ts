@@ -17,11 +17,14 @@ export type Algorithm =
 /** A duration as the server reads it: a Go duration string ("60s", "1h", "500ms") or a number of seconds. */
 export type Duration = string | number;
 
-/** An inline policy's penalty box: repeated denials block the key for base, doubling up to max. */
+/**
+ * An inline policy's penalty box: a key denied `after` times in a row is blocked for `base`, doubling up
+ * to `max`. All three are required: none has a default.
+ */
 export interface Penalty {
   after: number;
-  base?: Duration;
-  max?: Duration;
+  base: Duration;
+  max: Duration;
 }
 
 /** An inline policy (docs/api.md, "Inline policies"). */

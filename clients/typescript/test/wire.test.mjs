@@ -59,9 +59,9 @@ const WIRE = {
   UpstreamShortBody: [answer("POST", "/v1/upstreams/{name}/acquire", 429)],
   Session: [answer("PUT", "/v1/tenants/{id}/sessions", 201), answer("GET", "/v1/tenants/{id}/sessions/{session}", 200)],
   AdmitBody: [answer("GET", "/v1/ws/admit", 200)],
-  // The 429 of GET /v1/ws/admit and GET /v1/ws: the routes name Error, which
-  // leaves out the limit and retryAfter the gateway adds.
-  ConnectRefusalBody: [schema("ConnectRefusal")],
+  // The 429 of GET /v1/ws/admit and GET /v1/ws: a connect refused by the
+  // gateway's limits.
+  ConnectRefusalBody: [schema("ConnectRefusal"), answer("GET", "/v1/ws/admit", 429), answer("GET", "/v1/ws", 429)],
   ErrorBody: [schema("Error")],
 };
 
