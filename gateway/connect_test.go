@@ -170,6 +170,52 @@ func TestDeletedSessionRefusesTheNextConnect(t *testing.T) {
 	}
 }
 
+// TestDeletedSessionStaleRead: a connect that comes after a session's
+// deletion is refused even while another connect, admitted from a read
+// made before the deletion, is still under way (its handler not yet
+// returned, its read still shared): the deletion drops that read.
+func TestDeletedSessionStaleRead(t *testing.T) {
+	for _, how := range []string{"CloseSession", "SessionGone", "CloseTenant"} {
+		t.Run(how, func(t *testing.T) {
+			f := newFixture(t, roomy, Options{ExpiryEvery: time.Hour, CheckEvery: time.Hour})
+			f.session(t, "s1")
+			// A connect under way: the session read, and shared.
+			k := sessionKey{"acme", "s1"}
+			fl, lead := f.g.flights.join(k, nil)
+			if !lead {
+				t.Fatal("a flight before any connect")
+			}
+			var err error
+			if fl.x, err = f.sessions.GetSession(context.Background(), f.clock.now(), "acme", "s1"); err != nil {
+				t.Fatal(err)
+			}
+			fl.s.know(fl.x)
+			fl.s.touchDue(f.clock.now(), time.Nanosecond) // its expiry written just now, as its connect does
+			close(fl.read)
+			defer f.g.flights.leave(k, fl)
+			if err := f.sessions.DeleteSession(context.Background(), f.clock.now(), "acme", "s1"); err != nil {
+				t.Fatal(err)
+			}
+			switch how {
+			case "CloseSession":
+				f.g.CloseSession("acme", "s1")
+			case "SessionGone":
+				if err := f.g.SessionGone(context.Background(), "acme", "s1"); err != nil {
+					t.Fatal(err)
+				}
+			case "CloseTenant":
+				f.g.CloseTenant("acme")
+			}
+			if ws, status := dialAt(f.srv, "acme", "s1"); status != http.StatusForbidden {
+				if ws != nil {
+					ws.CloseNow()
+				}
+				t.Fatalf("a connect of a deleted session while a read from before is shared: status %d, want 403", status)
+			}
+		})
+	}
+}
+
 // TestHeldSessionOlderThanItsTenantRefused: a session held here whose
 // tenant was deleted and made again since (its creation after the
 // session's) is refused from what the node knows of the session, without

@@ -32,6 +32,7 @@ const (
 // 4001. It returns once every node has answered, or after the write
 // timeout.
 func (g *Gateway) CloseSession(tenant, session string) {
+	g.flights.forget(sessionKey{tenant, session})
 	for _, c := range g.peers(tenant, session) {
 		c.close(statusDeleted, "session deleted")
 	}
@@ -61,6 +62,9 @@ func (g *Gateway) CloseSession(tenant, session string) {
 // it. Whoever calls it, what it does comes from the store, and costs a
 // read only for a session this node holds connections of.
 func (g *Gateway) SessionGone(ctx context.Context, tenant, session string) error {
+	// A read of the session for a connect under way may be older than
+	// its deletion: the next connect reads it anew.
+	g.flights.forget(sessionKey{tenant, session})
 	g.mu.Lock()
 	s := g.sessions[sessionKey{tenant, session}]
 	g.mu.Unlock()
@@ -86,6 +90,7 @@ func (g *Gateway) SessionGone(ctx context.Context, tenant, session string) error
 // Other nodes close theirs at their next expiry sweep, which finds the
 // tenant gone.
 func (g *Gateway) CloseTenant(tenant string) {
+	g.flights.forgetTenant(tenant)
 	for _, c := range g.tenantConns(tenant) {
 		c.close(statusDeleted, "tenant deleted")
 	}

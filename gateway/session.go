@@ -239,6 +239,26 @@ func (m *flightMap) join(k sessionKey, s *session) (f *flight, lead bool) {
 	return f, lead
 }
 
+// forget drops k's flight, done or not, so that the next connect reads the
+// session anew: the session was deleted, and a read made before is stale.
+// The connects that took the flight keep it until they leave.
+func (m *flightMap) forget(k sessionKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, k)
+}
+
+// forgetTenant is forget for every session of tenant.
+func (m *flightMap) forgetTenant(tenant string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.m {
+		if k.tenant == tenant {
+			delete(m.m, k)
+		}
+	}
+}
+
 // leave gives back a connect's turn on f, dropped with the last.
 func (m *flightMap) leave(k sessionKey, f *flight) {
 	m.mu.Lock()
