@@ -4,7 +4,7 @@
 # floor (bench/floor), the memory store, and the pebble store with a
 # one-second window (memory only), a one-hour window synced before each
 # answer (the default), and the one-hour window written behind every 100ms
-# (--write-behind). Loopback only; about five minutes.
+# and every second (--write-behind). Loopback only; about five minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go build -o bin/sluice ./cmd/sluice
@@ -28,7 +28,9 @@ for round in 1 2 3; do
   D=$(mktemp -d); serve --data-dir "$D"
   run pebble-1s "$second"; run pebble-1h-sync "$hour"
   kill $SP; wait $SP; rm -rf "$D"
-  D=$(mktemp -d); serve --data-dir "$D" --write-behind 100ms
-  run pebble-1h-behind "$hour"
-  kill $SP; wait $SP; rm -rf "$D"
+  for every in 100ms 1s; do
+    D=$(mktemp -d); serve --data-dir "$D" --write-behind $every
+    run pebble-1h-behind-$every "$hour"
+    kill $SP; wait $SP; rm -rf "$D"
+  done
 done
