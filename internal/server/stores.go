@@ -140,7 +140,7 @@ var (
 	wbPending = prometheus.NewDesc("sluice_store_write_behind_pending", "Durable counters changed and not yet synced to disk (--write-behind): what a crash now would forget.", nil, nil)
 	wbWritten = prometheus.NewDesc("sluice_store_write_behind_written_total", "Counter states written to disk by the writes behind (--write-behind): a key changed many times in an interval is written once.", nil, nil)
 	wbFailed  = prometheus.NewDesc("sluice_store_write_behind_failures_total", "Writes behind (--write-behind) that failed; their counters are written again by the next.", nil, nil)
-	wbLast    = prometheus.NewDesc("sluice_store_write_behind_last_success_timestamp_seconds", "When the last write behind (--write-behind) completed, in Unix seconds; 0 before the first.", nil, nil)
+	wbLast    = prometheus.NewDesc("sluice_store_write_behind_last_success_timestamp_seconds", "When the last write behind (--write-behind) succeeded, in Unix seconds; 0 before the first.", nil, nil)
 )
 
 func (m writeBehindMetrics) Describe(ch chan<- *prometheus.Desc) {

@@ -27,8 +27,11 @@ type writeBehind struct {
 	// written and failed count the states written, and the writes that
 	// failed (their states are marked again, for the next).
 	written, failed atomic.Uint64
-	// lastDone is when the last write completed (Unix nanoseconds).
+	// lastDone is when the last write completed without an error (Unix
+	// nanoseconds).
 	lastDone atomic.Int64
+	// failing is whether the last write failed; under mu.
+	failing bool
 }
 
 // writeChunk is how many states one Backing.Save of a write behind holds
@@ -61,7 +64,8 @@ type WriteBehindStats struct {
 	// Failed is the writes that failed; their states are written again
 	// by the next.
 	Failed uint64
-	// LastDone is when the last write completed; zero if none has.
+	// LastDone is when the last write completed without an error; zero
+	// if none has.
 	LastDone time.Time
 }
 
@@ -166,9 +170,19 @@ func (s *Store) WriteBehind() error {
 	}
 	save()
 	drain()
-	w.lastDone.Store(time.Now().UnixNano())
-	if first != nil {
-		w.log.Error("memstore: writing counters behind failed; they are written again at the next interval", "err", first)
+	// Logged when the writes start failing and when they recover, not at
+	// every interval: a failing disk would flood the log. The failures
+	// are counted (WriteBehindStats.Failed).
+	switch {
+	case first != nil && !w.failing:
+		w.failing = true
+		w.log.Error("memstore: writing counters behind failed; they are written again at each interval until a write succeeds", "err", first)
+	case first == nil && w.failing:
+		w.failing = false
+		w.log.Info("memstore: writing counters behind succeeds again")
+	}
+	if first == nil {
+		w.lastDone.Store(time.Now().UnixNano())
 	}
 	return first
 }

@@ -1,9 +1,12 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -158,7 +161,8 @@ func TestWriteBehindFails(t *testing.T) {
 	for _, at := range []string{"save", "sync"} {
 		t.Run(at, func(t *testing.T) {
 			d := newDisk()
-			s := New(Options{Backing: d, WriteBehind: time.Hour})
+			var logs bytes.Buffer
+			s := New(Options{Backing: d, WriteBehind: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			defer s.Close()
 			now := time.Now()
 			for i := range 5 {
@@ -173,8 +177,15 @@ func TestWriteBehindFails(t *testing.T) {
 			if err := s.WriteBehind(); !errors.Is(err, broken) {
 				t.Fatalf("write on a failing disk: %v", err)
 			}
-			if st, _ := s.WriteBehindStats(); st.Pending != 5 || st.Failed != 1 || st.Written != 0 {
+			if st, _ := s.WriteBehindStats(); st.Pending != 5 || st.Failed != 1 || st.Written != 0 || !st.LastDone.IsZero() {
 				t.Fatalf("stats after a failed write: %+v", st)
+			}
+			// A second failure is counted, not logged again.
+			if err := s.WriteBehind(); !errors.Is(err, broken) {
+				t.Fatalf("second write on a failing disk: %v", err)
+			}
+			if n := strings.Count(logs.String(), "writing counters behind failed"); n != 1 {
+				t.Fatalf("%d failure lines for two failed writes, want 1:\n%s", n, logs.String())
 			}
 			admit(t, s, now, hourlyKey("k0"), &hourly) // marked again by a decision too
 			d.fail, d.failSync = nil, nil
@@ -184,8 +195,11 @@ func TestWriteBehindFails(t *testing.T) {
 			if d.written != 5 || d.count(hourlyKey("k0")) != 2 || d.count(hourlyKey("k4")) != 1 {
 				t.Errorf("after the disk healed: %d written, k0 %d, k4 %d", d.written, d.count(hourlyKey("k0")), d.count(hourlyKey("k4")))
 			}
-			if st, _ := s.WriteBehindStats(); st.Pending != 0 {
-				t.Errorf("pending after the disk healed: %+v", st)
+			if st, _ := s.WriteBehindStats(); st.Pending != 0 || st.Failed != 2 || st.LastDone.IsZero() {
+				t.Errorf("stats after the disk healed: %+v", st)
+			}
+			if !strings.Contains(logs.String(), "succeeds again") {
+				t.Errorf("no recovery in the log:\n%s", logs.String())
 			}
 		})
 	}
