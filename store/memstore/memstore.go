@@ -108,6 +108,9 @@ type Store struct {
 	closed atomic.Bool
 	stop   chan struct{}
 	done   chan struct{} // closed when the sweep, and the writer behind, have stopped
+	// closeErr is the last write behind's error, at Close; set before done
+	// is closed.
+	closeErr error
 }
 
 type shard struct {
@@ -291,6 +294,7 @@ func (s *Store) applyDurable(op *sluice.Op, now int64, d *sluice.Decision) (wait
 				// Held from now on, admitted or not: it is the key's
 				// state.
 				e = sh.t.add(h, &op.Key, st)
+				e.flags |= flagDurable
 			}
 		}
 	}
@@ -312,6 +316,7 @@ func (s *Store) applyDurable(op *sluice.Op, now int64, d *sluice.Decision) (wait
 	} else {
 		e = sh.t.add(h, &op.Key, next[0])
 	}
+	e.flags |= flagDurable
 	if s.behind != nil {
 		s.behind.mark(sh, h, e)
 	}
@@ -391,7 +396,7 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 		if t.n < s.perShard {
 			// Hold it from now on, admitted or not: it is the key's
 			// state.
-			t.add(hashes[i], &ops[i].Key, st)
+			t.add(hashes[i], &ops[i].Key, st).flags |= flagDurable
 			held[i] = true
 		}
 	}
@@ -434,8 +439,11 @@ func (s *Store) applyManyLocked(now int64, ops []sluice.Op, dst []sluice.Decisio
 		} else {
 			e = sh.t.add(hashes[i], &ops[i].Key, next[i])
 		}
-		if s.behind != nil && s.backing.Durable(ops[i].Policy) {
-			s.behind.mark(sh, hashes[i], e)
+		if s.backing != nil && s.backing.Durable(ops[i].Policy) {
+			e.flags |= flagDurable
+			if s.behind != nil {
+				s.behind.mark(sh, hashes[i], e)
+			}
 		}
 	}
 	return wait, nil
@@ -522,8 +530,11 @@ func (s *Store) updateLeaseLocked(now time.Time, key *sluice.Key, p *sluice.Poli
 			return sluice.Decision{}, nil, &sluice.Error{Op: "memstore.lease", Kind: sluice.KindUnavailable, Message: "saving state", Err: err}
 		}
 	}
-	if e != nil && durable && s.behind != nil {
-		s.behind.mark(&sh.shardState, h, e)
+	if e != nil && durable {
+		e.flags |= flagDurable
+		if s.behind != nil {
+			s.behind.mark(&sh.shardState, h, e)
+		}
 	}
 	return d, wait, nil
 }
@@ -544,6 +555,12 @@ func (s *Store) Len() int {
 // time, and returns how many it removed. The store sweeps by itself every
 // SweepInterval; Sweep is for callers that want it sooner.
 func (s *Store) Sweep(now time.Time) int {
+	if s.behind != nil {
+		// No write behind runs meanwhile: a state it read before the
+		// sweep forgot the key would be written after.
+		s.behind.mu.Lock()
+		defer s.behind.mu.Unlock()
+	}
 	t := now.UnixNano()
 	removed := 0
 	for i := range s.shards {
@@ -580,19 +597,20 @@ func (s *Store) loop(sweep time.Duration) {
 		select {
 		case <-s.stop:
 			if s.behind != nil {
-				s.WriteBehind()
+				s.closeErr = s.writeBehind(true)
 			}
 			return
 		case <-tick.C:
 			s.Sweep(s.now())
 		case <-write:
-			s.WriteBehind()
+			s.writeBehind(false)
 		}
 	}
 }
 
 // Close stops the sweep and waits for it; with WriteBehind, it writes the
-// changes not yet written, and waits for them. Later calls return
+// changes not yet written, waits for them, and returns that write's error:
+// the changes it could not write are lost. Later calls return
 // sluice.ErrStoreClosed. Close is idempotent; call it once the store's
 // decisions have returned, as a change made while it runs may be left
 // unwritten.
@@ -601,5 +619,5 @@ func (s *Store) Close() error {
 		close(s.stop)
 	}
 	<-s.done
-	return nil
+	return s.closeErr
 }

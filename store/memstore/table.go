@@ -56,9 +56,10 @@ type entry struct {
 
 // Bits of entry.flags.
 const (
-	flagTAT   = 1 << iota // v[2] is the TAT, not Prev
-	flagExt               // the state is ext.state
-	flagDirty             // changed since the backing's last write (Options.WriteBehind)
+	flagTAT     = 1 << iota // v[2] is the TAT, not Prev
+	flagExt                 // the state is ext.state
+	flagDirty               // changed since the backing's last write (Options.WriteBehind)
+	flagDurable             // of a durable counter (Backing.Durable), which the sweep makes the backing forget
 )
 
 // overflow is the part of an entry that does not fit its line.
@@ -264,7 +265,8 @@ func (t *table) withHash(h uint64, f func(*entry)) {
 }
 
 // sweep removes the entries whose state has expired at now, counts them in
-// t.removed and, if keys is true, returns their keys.
+// t.removed and, if keys is true, returns the keys of those of durable
+// counters (flagDurable).
 func (t *table) sweep(now int64, keys bool) []sluice.Key {
 	live := 0
 	var gone []sluice.Key
@@ -275,7 +277,7 @@ func (t *table) sweep(now int64, keys bool) []sluice.Key {
 				live++
 				continue
 			}
-			if keys {
+			if keys && e.flags&flagDurable != 0 {
 				gone = append(gone, e.key())
 			}
 			if e.flags&flagDirty != 0 {

@@ -30,14 +30,20 @@ type writeBehind struct {
 	// lastDone is when the last write completed without an error (Unix
 	// nanoseconds).
 	lastDone atomic.Int64
-	// failing is whether the last write failed; under mu.
-	failing bool
+	// failing is whether the last write failed; under mu. failingNow is
+	// its copy for readers without mu.
+	failing    bool
+	failingNow atomic.Bool
 }
 
-// writeChunk is how many states one Backing.Save of a write behind holds
-// at most, so that a write of a million changed keys is many batches of a
-// bounded size.
-const writeChunk = 4096
+// writeChunk and writeChunkBytes bound one Backing.Save of a write behind:
+// so many states at most, and about so many bytes (a sliding log's state
+// holds up to its limit's entries), so that a write of a million changed
+// keys is many batches of a bounded size.
+const (
+	writeChunk      = 4096
+	writeChunkBytes = 4 << 20
+)
 
 // writesInFlight is how many chunks a write behind sequences before it
 // waits for their sync.
@@ -67,6 +73,9 @@ type WriteBehindStats struct {
 	// LastDone is when the last write completed without an error; zero
 	// if none has.
 	LastDone time.Time
+	// Failing is whether the last write failed: the changes since are
+	// not durable, and Pending grows until a write succeeds.
+	Failing bool
 }
 
 // WriteBehindStats returns the store's writes behind, and false if it
@@ -76,7 +85,7 @@ func (s *Store) WriteBehindStats() (WriteBehindStats, bool) {
 	if w == nil {
 		return WriteBehindStats{}, false
 	}
-	st := WriteBehindStats{Pending: max(0, w.pending.Load()), Written: w.written.Load(), Failed: w.failed.Load()}
+	st := WriteBehindStats{Pending: max(0, w.pending.Load()), Written: w.written.Load(), Failed: w.failed.Load(), Failing: w.failingNow.Load()}
 	if t := w.lastDone.Load(); t != 0 {
 		st.LastDone = time.Unix(0, t)
 	}
@@ -87,13 +96,23 @@ func (s *Store) WriteBehindStats() (WriteBehindStats, bool) {
 // the backing, and waits until they are durable. The store calls it every
 // Options.WriteBehind and at Close; a caller may call it sooner (before a
 // backup, say). Each shard is locked only while its changed states are
-// read, never across a write. A write that fails leaves its states marked,
-// for the next. It does nothing without Options.WriteBehind.
+// read and their batches sequenced, never across a sync. A write that
+// fails leaves its states marked, for the next. It does nothing without
+// Options.WriteBehind, and returns sluice.ErrStoreClosed after Close.
 func (s *Store) WriteBehind() error {
-	w := s.behind
-	if w == nil {
+	if s.behind == nil {
 		return nil
 	}
+	if s.closed.Load() {
+		return sluice.ErrStoreClosed
+	}
+	return s.writeBehind(false)
+}
+
+// writeBehind is WriteBehind; closing, the last, whose failure loses the
+// states it could not write.
+func (s *Store) writeBehind(closing bool) error {
+	w := s.behind
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var (
@@ -111,7 +130,9 @@ func (s *Store) WriteBehind() error {
 		}
 		s.markAgain(keys)
 	}
+	var chunkBytes int
 	save := func() {
+		chunkBytes = 0
 		if len(keys) == 0 {
 			return
 		}
@@ -152,7 +173,12 @@ func (s *Store) WriteBehind() error {
 					return
 				}
 				e.flags &^= flagDirty
-				keys, states = append(keys, e.key()), append(states, e.state())
+				st := e.state()
+				keys, states = append(keys, e.key()), append(states, st)
+				chunkBytes += 96 + len(keys[len(keys)-1].Value) + 16*len(st.Entries)
+				if len(keys) >= writeChunk || chunkBytes >= writeChunkBytes {
+					save() // sequenced under the shard's lock, as a decision's save is; waited for after
+				}
 			})
 		}
 		if cap(*sh.dirty) > 4*len(*sh.dirty) && cap(*sh.dirty) > 64 {
@@ -161,11 +187,8 @@ func (s *Store) WriteBehind() error {
 			*sh.dirty = (*sh.dirty)[:0]
 		}
 		sh.mu.Unlock()
-		if len(keys) >= writeChunk {
-			save()
-			if len(waits) >= writesInFlight {
-				drain()
-			}
+		if len(waits) >= writesInFlight {
+			drain()
 		}
 	}
 	save()
@@ -174,6 +197,8 @@ func (s *Store) WriteBehind() error {
 	// every interval: a failing disk would flood the log. The failures
 	// are counted (WriteBehindStats.Failed).
 	switch {
+	case first != nil && closing:
+		w.log.Error("memstore: writing counters behind at close failed: their latest changes are lost", "counters", max(0, w.pending.Load()), "err", first)
 	case first != nil && !w.failing:
 		w.failing = true
 		w.log.Error("memstore: writing counters behind failed; they are written again at each interval until a write succeeds", "err", first)
@@ -184,6 +209,7 @@ func (s *Store) WriteBehind() error {
 	if first == nil {
 		w.lastDone.Store(time.Now().UnixNano())
 	}
+	w.failingNow.Store(first != nil)
 	return first
 }
 

@@ -26,7 +26,8 @@ type disk struct {
 	failSync error         // the wait's error, while set
 	hold     chan struct{} // if set, Save waits for it to close
 	erased   []sluice.Key
-	order    []string // "save k" and "erase k", in order
+	order    []string // "save k", "erase k" and "forget k", in order
+	biggest  int      // the most states one Save held
 }
 
 func newDisk() *disk { return &disk{states: map[sluice.Key]algo.State{}} }
@@ -54,6 +55,7 @@ func (d *disk) Save(items []Saved) (func() error, error) {
 		return nil, d.fail
 	}
 	failSync := d.failSync
+	d.biggest = max(d.biggest, len(items))
 	for _, it := range items {
 		if failSync == nil {
 			d.states[*it.Key] = *it.State
@@ -64,7 +66,14 @@ func (d *disk) Save(items []Saved) (func() error, error) {
 	return func() error { return failSync }, nil
 }
 
-func (d *disk) Forget(keys []sluice.Key) {}
+func (d *disk) Forget(keys []sluice.Key) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, k := range keys {
+		delete(d.states, k)
+		d.order = append(d.order, "forget "+k.Value)
+	}
+}
 
 func (d *disk) Find(tenant, value string) ([]sluice.Key, error) { return nil, nil }
 
@@ -304,7 +313,7 @@ func TestWriteBehindSweep(t *testing.T) {
 // writes them all, in bounded batches.
 func TestWriteBehindChunks(t *testing.T) {
 	d := newDisk()
-	s := New(Options{Backing: d, WriteBehind: time.Hour})
+	s := New(Options{Backing: d, WriteBehind: time.Hour, Shards: 1}) // one shard holds them all
 	defer s.Close()
 	now := time.Now()
 	const n = writeChunk*writesInFlight + writeChunk/2
@@ -314,10 +323,100 @@ func TestWriteBehindChunks(t *testing.T) {
 	if err := s.WriteBehind(); err != nil {
 		t.Fatal(err)
 	}
-	if d.written != n || d.saves < n/writeChunk {
-		t.Fatalf("%d states in %d batches, want %d in at least %d", d.written, d.saves, n, n/writeChunk)
+	if d.written != n || d.biggest > writeChunk {
+		t.Fatalf("%d states in %d batches of at most %d, want %d in batches of at most %d", d.written, d.saves, d.biggest, n, writeChunk)
 	}
 	if st, _ := s.WriteBehindStats(); st.Pending != 0 || st.Written != n {
 		t.Fatalf("stats: %+v", st)
+	}
+}
+
+// TestWriteBehindCloseFails: a Close whose last write fails says so, and
+// the store refuses a write behind after Close.
+func TestWriteBehindCloseFails(t *testing.T) {
+	d := newDisk()
+	var logs bytes.Buffer
+	s := New(Options{Backing: d, WriteBehind: time.Hour, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	admit(t, s, time.Now(), hourlyKey("a"), &hourly)
+	broken := errors.New("disk on fire")
+	d.fail = broken
+	if err := s.Close(); !errors.Is(err, broken) {
+		t.Fatalf("Close over a failing disk: %v, want its error", err)
+	}
+	if !strings.Contains(logs.String(), "at close failed") {
+		t.Errorf("the loss at close is not logged:\n%s", logs.String())
+	}
+	if err := s.WriteBehind(); !errors.Is(err, sluice.ErrStoreClosed) {
+		t.Errorf("a write behind after Close: %v", err)
+	}
+	if st, _ := s.WriteBehindStats(); !st.Failing || st.Pending != 1 {
+		t.Errorf("stats after a failed Close: %+v", st)
+	}
+}
+
+// TestWriteBehindSweepWaits: a sweep waits for a write behind in progress,
+// so that a state the write read is not written after the sweep made the
+// backing forget its key.
+func TestWriteBehindSweepWaits(t *testing.T) {
+	d := newDisk()
+	s := New(Options{Backing: d, WriteBehind: time.Hour})
+	defer s.Close()
+	now := time.Now()
+	admit(t, s, now, hourlyKey("a"), &hourly)
+	hold := make(chan struct{})
+	var release sync.Once
+	defer release.Do(func() { close(hold) })
+	d.mu.Lock()
+	d.hold = hold
+	d.mu.Unlock()
+	wrote := make(chan error)
+	go func() { wrote <- s.WriteBehind() }()
+	k := hourlyKey("a")
+	h := s.hash(&k)
+	for read := false; !read; time.Sleep(time.Millisecond) {
+		sh := &s.shards[h>>s.shift]
+		sh.mu.Lock()
+		read = sh.t.get(h, &k).flags&flagDirty == 0
+		sh.mu.Unlock()
+	}
+	swept := make(chan int)
+	go func() { swept <- s.Sweep(now.Add(2 * time.Hour)) }()
+	select {
+	case <-swept:
+		t.Fatal("the sweep ran during a write behind")
+	case <-time.After(50 * time.Millisecond):
+	}
+	release.Do(func() { close(hold) })
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if n := <-swept; n != 1 {
+		t.Fatalf("swept %d", n)
+	}
+	if got := fmt.Sprint(d.order); got != "[save a forget a]" {
+		t.Fatalf("the disk saw %s, want the save, then the forget", got)
+	}
+}
+
+// TestSweepForgetsDurableKeysOnly: the sweep asks the backing to forget
+// the expired keys of durable counters, and not those it never held.
+func TestSweepForgetsDurableKeysOnly(t *testing.T) {
+	for _, behind := range []time.Duration{0, time.Hour} {
+		d := newDisk()
+		s := New(Options{Backing: d, WriteBehind: behind})
+		now := time.Now()
+		admit(t, s, now, hourlyKey("durable"), &hourly)
+		admit(t, s, now, sluice.Key{Tenant: "acme", Algorithm: sluice.FixedWindow, Policy: "second", Value: "fast"}, &perSecond)
+		if n := s.Sweep(now.Add(2 * time.Hour)); n != 2 {
+			t.Fatalf("swept %d", n)
+		}
+		want := "[save durable forget durable]"
+		if behind != 0 {
+			want = "[forget durable]"
+		}
+		if got := fmt.Sprint(d.order); got != want {
+			t.Errorf("WriteBehind %v: the disk saw %s, want %s", behind, got, want)
+		}
+		s.Close()
 	}
 }

@@ -185,8 +185,9 @@ func Open(dir string, opts Options) (*Store, error) {
 // Close stops the sweep and closes the database. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.Store.Close()
-		s.closeErr = s.closeDB()
+		// With WriteBehind, the memory store's Close writes what is
+		// left; its error says what is lost.
+		s.closeErr = errors.Join(s.Store.Close(), s.closeDB())
 	})
 	return s.closeErr
 }
@@ -200,8 +201,13 @@ func (s *Store) closeDB() error {
 	return err
 }
 
-// Ping reports whether the database answers, for readiness checks.
+// Ping reports whether the database answers, for readiness checks; with
+// WriteBehind, an error too while the writes behind fail: the node's
+// counters are not durable then.
 func (s *Store) Ping(ctx context.Context) error {
+	if st, ok := s.WriteBehindStats(); ok && st.Failing {
+		return fmt.Errorf("pebblestore: writing counters behind fails: %d changed counters not durable", st.Pending)
+	}
 	_, closer, err := s.db.Get([]byte{prefixMeta})
 	if err == nil {
 		closer.Close()
