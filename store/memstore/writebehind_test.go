@@ -244,24 +244,8 @@ func TestWriteBehindErase(t *testing.T) {
 	s := New(Options{Backing: d, WriteBehind: time.Hour})
 	defer s.Close()
 	admit(t, s, time.Now(), hourlyKey("gdpr"), &hourly)
-	hold := make(chan struct{})
-	var release sync.Once
-	defer release.Do(func() { close(hold) }) // on a failure, let Close's write end
-	d.mu.Lock()
-	d.hold = hold
-	d.mu.Unlock()
-	wrote := make(chan error)
-	go func() { wrote <- s.WriteBehind() }()
-	// The write holds in Save, having read gdpr's state, whose flag it
-	// cleared.
-	k := hourlyKey("gdpr")
-	h := s.hash(&k)
-	for read := false; !read; time.Sleep(time.Millisecond) {
-		sh := &s.shards[h>>s.shift]
-		sh.mu.Lock()
-		read = sh.t.get(h, &k).flags&flagDirty == 0
-		sh.mu.Unlock()
-	}
+	release, wrote := holdWrite(t, s, d, hourlyKey("gdpr"))
+	defer release() // before Close, whose write waits for this one
 	erased := make(chan error)
 	go func() {
 		_, err := s.EraseKey(context.Background(), "acme", "gdpr", nil)
@@ -272,7 +256,7 @@ func TestWriteBehindErase(t *testing.T) {
 		t.Fatalf("the erase ran during a write behind: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	release.Do(func() { close(hold) })
+	release()
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
@@ -363,22 +347,8 @@ func TestWriteBehindSweepWaits(t *testing.T) {
 	defer s.Close()
 	now := time.Now()
 	admit(t, s, now, hourlyKey("a"), &hourly)
-	hold := make(chan struct{})
-	var release sync.Once
-	defer release.Do(func() { close(hold) })
-	d.mu.Lock()
-	d.hold = hold
-	d.mu.Unlock()
-	wrote := make(chan error)
-	go func() { wrote <- s.WriteBehind() }()
-	k := hourlyKey("a")
-	h := s.hash(&k)
-	for read := false; !read; time.Sleep(time.Millisecond) {
-		sh := &s.shards[h>>s.shift]
-		sh.mu.Lock()
-		read = sh.t.get(h, &k).flags&flagDirty == 0
-		sh.mu.Unlock()
-	}
+	release, wrote := holdWrite(t, s, d, hourlyKey("a"))
+	defer release() // before Close, whose write waits for this one
 	swept := make(chan int)
 	go func() { swept <- s.Sweep(now.Add(2 * time.Hour)) }()
 	select {
@@ -386,7 +356,7 @@ func TestWriteBehindSweepWaits(t *testing.T) {
 		t.Fatal("the sweep ran during a write behind")
 	case <-time.After(50 * time.Millisecond):
 	}
-	release.Do(func() { close(hold) })
+	release()
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
@@ -419,4 +389,27 @@ func TestSweepForgetsDurableKeysOnly(t *testing.T) {
 		}
 		s.Close()
 	}
+}
+
+// holdWrite starts a write behind on s that holds in d's Save, once it has
+// read k's state (and cleared its flag). release lets it go on; calling
+// it again does nothing.
+func holdWrite(t *testing.T, s *Store, d *disk, k sluice.Key) (release func(), wrote <-chan error) {
+	t.Helper()
+	hold := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(hold) }) }
+	d.mu.Lock()
+	d.hold = hold
+	d.mu.Unlock()
+	w := make(chan error, 1)
+	go func() { w <- s.WriteBehind() }()
+	h := s.hash(&k)
+	for read := false; !read; time.Sleep(time.Millisecond) {
+		sh := &s.shards[h>>s.shift]
+		sh.mu.Lock()
+		read = sh.t.get(h, &k).flags&flagDirty == 0
+		sh.mu.Unlock()
+	}
+	return release, w
 }
