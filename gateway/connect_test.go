@@ -146,23 +146,8 @@ func TestDeletedSessionRefusesTheNextConnect(t *testing.T) {
 			f.session(t, "s1")
 			a := f.mustDial(t, "acme", "s1")
 			defer a.CloseNow()
-			if err := f.sessions.DeleteSession(context.Background(), f.clock.now(), "acme", "s1"); err != nil {
-				t.Fatal(err)
-			}
-			switch how {
-			case "CloseSession":
-				f.g.CloseSession("acme", "s1")
-			case "SessionGone":
-				if err := f.g.SessionGone(context.Background(), "acme", "s1"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if ws, status := dialAt(f.srv, "acme", "s1"); status != http.StatusForbidden {
-				if ws != nil {
-					ws.CloseNow()
-				}
-				t.Fatalf("a connect of a deleted session: status %d, want 403", status)
-			}
+			deleteSession(t, f, "s1", how)
+			refused(t, f, "s1", "a connect of a deleted session")
 			if code := closeCode(t, a); code != statusDeleted {
 				t.Fatalf("the deleted session's connection closed with %v, want 4001", code)
 			}
@@ -193,26 +178,43 @@ func TestDeletedSessionStaleRead(t *testing.T) {
 			fl.s.touchDue(f.clock.now(), time.Nanosecond) // its expiry written just now, as its connect does
 			close(fl.read)
 			defer f.g.flights.leave(k, fl)
-			if err := f.sessions.DeleteSession(context.Background(), f.clock.now(), "acme", "s1"); err != nil {
-				t.Fatal(err)
-			}
-			switch how {
-			case "CloseSession":
-				f.g.CloseSession("acme", "s1")
-			case "SessionGone":
-				if err := f.g.SessionGone(context.Background(), "acme", "s1"); err != nil {
-					t.Fatal(err)
-				}
-			case "CloseTenant":
-				f.g.CloseTenant("acme")
-			}
-			if ws, status := dialAt(f.srv, "acme", "s1"); status != http.StatusForbidden {
-				if ws != nil {
-					ws.CloseNow()
-				}
-				t.Fatalf("a connect of a deleted session while a read from before is shared: status %d, want 403", status)
-			}
+			deleteSession(t, f, "s1", how)
+			refused(t, f, "s1", "a connect of a deleted session while a read from before is shared")
 		})
+	}
+}
+
+// deleteSession deletes acme's session from the store and tells the
+// gateway how: CloseSession (this node deleted it), SessionGone (another
+// node did) or CloseTenant (its tenant went).
+func deleteSession(t *testing.T, f *fixture, session, how string) {
+	t.Helper()
+	if err := f.sessions.DeleteSession(context.Background(), f.clock.now(), "acme", session); err != nil {
+		t.Fatal(err)
+	}
+	switch how {
+	case "CloseSession":
+		f.g.CloseSession("acme", session)
+	case "SessionGone":
+		if err := f.g.SessionGone(context.Background(), "acme", session); err != nil {
+			t.Fatal(err)
+		}
+	case "CloseTenant":
+		f.g.CloseTenant("acme")
+	default:
+		t.Fatalf("no way to delete %q", how)
+	}
+}
+
+// refused fails the test unless a connect to acme's session is refused
+// with 403.
+func refused(t *testing.T, f *fixture, session, what string) {
+	t.Helper()
+	if ws, status := dialAt(f.srv, "acme", session); status != http.StatusForbidden {
+		if ws != nil {
+			ws.CloseNow()
+		}
+		t.Fatalf("%s: status %d, want 403", what, status)
 	}
 }
 
@@ -227,10 +229,5 @@ func TestHeldSessionOlderThanItsTenantRefused(t *testing.T) {
 	defer a.CloseNow()
 	f.clock.advance(time.Second)
 	f.since.Store("acme", f.clock.now())
-	if ws, status := dialAt(f.srv, "acme", "s1"); status != http.StatusForbidden {
-		if ws != nil {
-			ws.CloseNow()
-		}
-		t.Fatalf("a connect of a session older than its tenant: status %d, want 403", status)
-	}
+	refused(t, f, "s1", "a connect of a session older than its tenant")
 }

@@ -44,24 +44,21 @@ func BenchmarkDurable(b *testing.B) {
 	}
 	hour := sluice.Policy{Name: "hour", Algorithm: sluice.FixedWindow, Limit: 1 << 40, Window: time.Hour}
 	second := sluice.Policy{Name: "second", Algorithm: sluice.FixedWindow, Limit: 1 << 40, Window: time.Second}
+	key := func(p *sluice.Policy, i int) sluice.Key {
+		return sluice.Key{Tenant: "acme", Algorithm: p.Algorithm, Policy: p.Name, Value: keys[i%len(keys)]}
+	}
+	// decide is an allowed decision on a held key of p, by s.
 	decide := func(b *testing.B, s sluice.Store, p *sluice.Policy) {
 		ctx := context.Background()
-		for _, k := range keys {
-			if err := s.Apply(ctx, time.Now(), []sluice.Op{{Key: sluice.Key{Tenant: "acme", Algorithm: p.Algorithm, Policy: p.Name, Value: k}, Policy: p, Hits: 1}}, make([]sluice.Decision, 1)); err != nil {
+		for i := range keys {
+			if err := s.Apply(ctx, time.Now(), []sluice.Op{{Key: key(p, i), Policy: p, Hits: 1}}, make([]sluice.Decision, 1)); err != nil {
 				b.Fatal(err)
 			}
 		}
-		var next atomic.Uint64
-		b.ReportAllocs()
-		b.SetParallelism((benchWriters + 1) / 2)
-		defer reportCPU(b)()
-		b.RunParallel(func(pb *testing.PB) {
-			i := int(next.Add(7919))
-			dst := make([]sluice.Decision, 1)
-			ops := make([]sluice.Op, 1)
-			for pb.Next() {
-				i++
-				ops[0] = sluice.Op{Key: sluice.Key{Tenant: "acme", Algorithm: p.Algorithm, Policy: p.Name, Value: keys[i%len(keys)]}, Policy: p, Hits: 1}
+		writers(b, func() func(i int) {
+			dst, ops := make([]sluice.Decision, 1), make([]sluice.Op, 1)
+			return func(i int) {
+				ops[0] = sluice.Op{Key: key(p, i), Policy: p, Hits: 1}
 				if err := s.Apply(ctx, time.Now(), ops, dst); err != nil || !dst[0].Allowed {
 					b.Fatal(dst[0], err)
 				}
@@ -73,32 +70,15 @@ func BenchmarkDurable(b *testing.B) {
 		defer s.Close()
 		decide(b, s, &hour)
 	})
-	b.Run("store=short", func(b *testing.B) {
-		s, err := Open(b.TempDir(), Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		decide(b, s, &second)
-	})
+	b.Run("store=short", func(b *testing.B) { decide(b, openBench(b, Options{}), &second) })
 	b.Run("store=log", func(b *testing.B) {
-		s, err := Open(b.TempDir(), Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
+		s := openBench(b, Options{})
 		bk := &backing{db: s.db, durableAfter: time.Minute}
 		st := algo.State{Algorithm: sluice.FixedWindow, Start: time.Now().UnixNano(), Count: 12345, Expires: time.Now().Add(time.Hour).UnixNano()}
-		var next atomic.Uint64
-		b.ReportAllocs()
-		b.SetParallelism((benchWriters + 1) / 2)
-		defer reportCPU(b)()
-		b.RunParallel(func(pb *testing.PB) {
-			i := int(next.Add(7919))
+		writers(b, func() func(i int) {
 			var buf []byte
-			for pb.Next() {
-				i++
-				k := sluice.Key{Tenant: "acme", Algorithm: hour.Algorithm, Policy: hour.Name, Value: keys[i%len(keys)]}
+			return func(i int) {
+				k := key(&hour, i)
 				batch := s.db.NewBatch()
 				buf, _ = st.AppendBinary(buf[:0])
 				if err := batch.Set(counterKey(&k), buf, nil); err != nil {
@@ -114,24 +94,40 @@ func BenchmarkDurable(b *testing.B) {
 			}
 		})
 	})
-	b.Run("store=durable", func(b *testing.B) {
-		s, err := Open(b.TempDir(), Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		decide(b, s, &hour)
-	})
+	b.Run("store=durable", func(b *testing.B) { decide(b, openBench(b, Options{}), &hour) })
 	for _, every := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second} {
 		b.Run(fmt.Sprintf("store=behind/every=%v", every), func(b *testing.B) {
-			s, err := Open(b.TempDir(), Options{WriteBehind: every})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			decide(b, s, &hour)
+			decide(b, openBench(b, Options{WriteBehind: every}), &hour)
 		})
 	}
+}
+
+// openBench opens a store in a temporary directory, closed at the
+// benchmark's end.
+func openBench(b *testing.B, opts Options) *Store {
+	s, err := Open(b.TempDir(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// writers runs b.N calls of the op each goroutine gets from newOp, from
+// benchWriters goroutines, each walking the keys from its own offset, and
+// reports allocations and the CPU per op (reportCPU).
+func writers(b *testing.B, newOp func() func(i int)) {
+	var next atomic.Uint64
+	b.ReportAllocs()
+	b.SetParallelism((benchWriters + 1) / 2)
+	defer reportCPU(b)()
+	b.RunParallel(func(pb *testing.PB) {
+		i, op := int(next.Add(7919)), newOp()
+		for pb.Next() {
+			i++
+			op(i)
+		}
+	})
 }
 
 // reportCPU resets b's timer and returns a func that reports the process's

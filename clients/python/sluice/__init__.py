@@ -11,6 +11,7 @@ A limit reached is a result (``allowed`` false), never an exception; every
 other answer raises a :class:`SluiceError`. See docs/python.md.
 """
 
+from . import errors as _errors
 from .client import DEFAULT_TIMEOUT, Client, HeldLease, __version__
 from .errors import (
     BadRequest,
@@ -43,16 +44,6 @@ __all__ = [
     "HeldLease",
     "DEFAULT_TIMEOUT",
     "__version__",
-    "SluiceError",
-    "BadRequest",
-    "Unauthorized",
-    "Forbidden",
-    "NotFound",
-    "Conflict",
-    "Unavailable",
-    "ConnectionFailed",
-    "Timeout",
-    "LeaseRefused",
     "AcquireResult",
     "CheckResult",
     "Decision",
@@ -65,3 +56,4 @@ __all__ = [
     "RateLimitHeaders",
     "RateLimitItem",
 ]
+__all__ += _errors.__all__  # every error, as errors.py lists them

@@ -28,15 +28,15 @@ INLINE = dict(
 DOWN = "http://127.0.0.1:1"
 
 
-class Silent:
-    """A socket that accepts connections and never answers them."""
+class Listener:
+    """A loopback server that hands each connection it accepts to
+    handle, on a thread of its own, until close."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
         self.url = "http://127.0.0.1:{}".format(self.sock.getsockname()[1])
-        self.accepted: List[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -46,49 +46,52 @@ class Silent:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            self.accepted.append(conn)
+            self.handle(conn)
+
+    def handle(self, conn: socket.socket) -> None:
+        raise NotImplementedError
 
     def close(self) -> None:
         _stop(self.sock)
-        for c in self.accepted:
-            c.close()
         self._thread.join(10)
 
 
-class Proxy:
+class Silent(Listener):
+    """A socket that accepts connections and never answers them."""
+
+    def __init__(self) -> None:
+        self.accepted: List[socket.socket] = []
+        super().__init__()
+
+    def handle(self, conn: socket.socket) -> None:
+        self.accepted.append(conn)
+
+    def close(self) -> None:
+        super().close()
+        for c in self.accepted:
+            c.close()
+
+
+class Proxy(Listener):
     """A server answering every request with one canned HTTP answer."""
 
     def __init__(self, answer: bytes) -> None:
         self.answer = answer
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.url = "http://127.0.0.1:{}".format(self.sock.getsockname()[1])
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
+    def handle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(10)
+            data = b""
             try:
-                conn, _ = self.sock.accept()
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                conn.sendall(self.answer)
             except OSError:
-                return
-            with conn:
-                conn.settimeout(10)
-                data = b""
-                try:
-                    while b"\r\n\r\n" not in data:
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
-                    conn.sendall(self.answer)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        _stop(self.sock)
-        self._thread.join(10)
+                pass
 
 
 def _stop(sock: socket.socket) -> None:
